@@ -1,0 +1,1 @@
+"""Ground Control's client for agents (no Django)."""

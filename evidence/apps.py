@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class EvidenceConfig(AppConfig):
+    name = "evidence"
+    verbose_name = "Evidence"

@@ -1,0 +1,102 @@
+from django.contrib import admin, messages
+
+from fleet import services
+from fleet.models import (
+    Attempt,
+    Hand,
+    HandKey,
+    IdempotencyRecord,
+    Lane,
+    Membership,
+    Report,
+    Run,
+    Slot,
+    WorkPackage,
+    Workspace,
+)
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ("name", "created_at")
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "workspace", "role")
+    list_filter = ("role",)
+
+
+@admin.register(Lane)
+class LaneAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "workspace", "heartbeat_interval_s", "grace_s")
+
+
+@admin.register(WorkPackage)
+class WorkPackageAdmin(admin.ModelAdmin):
+    list_display = ("key", "title", "lane", "state")
+    list_filter = ("state",)
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("title", "work_package", "slot_count", "state", "heartbeat_interval_s")
+    list_filter = ("state",)
+
+
+@admin.register(Slot)
+class SlotAdmin(admin.ModelAdmin):
+    list_display = ("run", "index", "lease")
+    readonly_fields = ("run", "index", "lease")
+
+
+@admin.register(Hand)
+class HandAdmin(admin.ModelAdmin):
+    list_display = ("name", "workspace", "lane", "is_supervisor")
+
+
+@admin.action(description="Revoke the selected keys now")
+def revoke_keys(modeladmin, request, queryset):  # noqa: ANN001, ANN201
+    count = 0
+    for key in queryset.select_related("hand"):
+        services.key_revoke(
+            workspace_id=key.hand.workspace_id,
+            prefix=key.prefix,
+            actor=request.user.get_username(),
+            reason="revoked in the admin",
+        )
+        count += 1
+    modeladmin.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
+
+
+@admin.register(HandKey)
+class HandKeyAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "hand", "scopes", "expires_at", "revoked_at", "last_used_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("prefix", "hand__name")
+    actions = [revoke_keys]
+    # Keys are minted through the API or the dashboard (shown once); the hash is never editable.
+    exclude = ("secret_hash",)
+    readonly_fields = ("prefix", "hand", "created_at", "created_by", "revoked_at", "revoked_by",
+                       "revoke_reason", "last_used_at")
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False
+
+
+@admin.register(Attempt)
+class AttemptAdmin(admin.ModelAdmin):
+    list_display = ("id", "hand", "run", "slot", "fence", "directive", "end", "claimed_at")
+    list_filter = ("end", "directive")
+    readonly_fields = [f.name for f in Attempt._meta.fields]
+
+
+@admin.register(Report)
+class ReportAdmin(admin.ModelAdmin):
+    list_display = ("attempt", "kind", "at", "renewed", "percent")
+    list_filter = ("kind", "renewed")
+
+
+@admin.register(IdempotencyRecord)
+class IdempotencyRecordAdmin(admin.ModelAdmin):
+    list_display = ("idempotency_key", "key_prefix", "method", "path", "status_code", "created_at")

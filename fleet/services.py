@@ -1,0 +1,774 @@
+"""The fleet's rules: plan (lanes, work packages, runs), hands and keys, and attempts on slots.
+
+Every transition is one conditional statement (the lease engine's, or an `UPDATE ... WHERE` on the
+attempt) plus its event, in one transaction. Every refusal is recorded by `refusals_recorded`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils.text import slugify
+
+from fleet.models import (
+    DEFAULT_GRACE_S,
+    DEFAULT_HEARTBEAT_INTERVAL_S,
+    Attempt,
+    AttemptEnd,
+    Directive,
+    Hand,
+    HandKey,
+    Lane,
+    Membership,
+    PlanState,
+    Report,
+    ReportKind,
+    Role,
+    Run,
+    Scope,
+    Slot,
+    WorkPackage,
+    Workspace,
+)
+from fleet.selectors import AttemptView, attempt_get, attempt_view, run_get
+from leases import engine
+from leases import services as lease_services
+from leases.audit import record_event, refusals_recorded
+from leases.clock import db_now, now_expression
+from leases.engine import LeaseSnapshot
+from leases.errors import (
+    KeyExpired,
+    KeyInvalid,
+    KeyRevoked,
+    LeaseLost,
+    NoOpenSlot,
+    NotFound,
+    NotHolder,
+    ProcessMismatch,
+    RunClosed,
+    ScopeDenied,
+    SlotTaken,
+    StaleFence,
+    ValidationFailed,
+)
+from leases.models import EventKind, LeaseKind, LeaseState
+from leases.services import held_error, validate_fence, validate_name, validate_seconds
+
+MAX_SLOTS = 1000
+MAX_INTERVAL_S = 86_400
+MAX_REASON_LENGTH = 2000
+KEY_PREFIX_BYTES = 6  # 12 hex characters: the lookup prefix
+KEY_SECRET_BYTES = 32
+LAST_USED_RESOLUTION_S = 60
+ALL_SCOPES = [scope.value for scope in Scope]
+
+
+def slot_resource(run_id: int, index: int) -> str:
+    return f"run/{run_id}/slot/{index}"
+
+
+def _validate_reason(value: object, *, field: str = "reason", required: bool = False) -> str:
+    if value is None or value == "":
+        if required:
+            raise ValidationFailed(f"{field} is required", fields={field: ["This field is required."]})
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_REASON_LENGTH:
+        raise ValidationFailed(
+            f"{field} must be a string of at most {MAX_REASON_LENGTH} characters",
+            fields={field: [f"At most {MAX_REASON_LENGTH} characters."]},
+        )
+    return value
+
+
+def _validate_choice(value: object, *, field: str, choices: list[str]) -> str:
+    if value not in choices:
+        raise ValidationFailed(
+            f"{field} must be one of {', '.join(choices)}",
+            fields={field: [f"One of: {', '.join(choices)}."]},
+        )
+    return str(value)
+
+
+# --- Workspaces and people ----------------------------------------------------------------------
+
+
+def workspace_get_or_create(*, name: str) -> Workspace:
+    validate_name(name, field="workspace")
+    workspace, _ = Workspace.objects.get_or_create(name=name)
+    return workspace
+
+
+def membership_set(*, workspace: Workspace, user: Any, role: str) -> Membership:
+    _validate_choice(role, field="role", choices=[r.value for r in Role])
+    membership, _ = Membership.objects.update_or_create(
+        workspace=workspace, user=user, defaults={"role": role}
+    )
+    return membership
+
+
+# --- Plan ---------------------------------------------------------------------------------------
+
+
+def _interval_or_default(value: object, *, field: str, default: int, minimum: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationFailed(f"{field} must be an integer", fields={field: ["An integer."]})
+    return int(validate_seconds(value, field=field, minimum=minimum, maximum=MAX_INTERVAL_S))
+
+
+def lane_create(
+    *,
+    workspace: Workspace,
+    slug: str,
+    name: str = "",
+    heartbeat_interval_s: int | None = None,
+    grace_s: int | None = None,
+) -> tuple[Lane, bool]:
+    """Create a lane, or return the existing one with that slug (created=False)."""
+    validate_name(slug, field="slug")
+    if slugify(slug) != slug:
+        raise ValidationFailed(
+            "slug may hold only lowercase letters, digits, hyphens and underscores",
+            fields={"slug": ["Lowercase letters, digits, hyphens and underscores."]},
+        )
+    name = validate_name(name, field="name", required=False) or slug
+    defaults = {
+        "name": name,
+        "heartbeat_interval_s": None
+        if heartbeat_interval_s is None
+        else _interval_or_default(heartbeat_interval_s, field="heartbeat_interval_s", default=0, minimum=1),
+        "grace_s": None
+        if grace_s is None
+        else _interval_or_default(grace_s, field="grace_s", default=0, minimum=0),
+    }
+    return Lane.objects.get_or_create(workspace=workspace, slug=slug, defaults=defaults)
+
+
+def work_package_create(
+    *, lane: Lane, key: str, title: str, external_ref: str = ""
+) -> tuple[WorkPackage, bool]:
+    """Idempotent on (lane, key): a retried request returns the first package (created=False)."""
+    validate_name(key, field="key")
+    validate_name(title, field="title")
+    if external_ref and (not isinstance(external_ref, str) or len(external_ref) > 500):
+        raise ValidationFailed(
+            "external_ref must be at most 500 characters", fields={"external_ref": ["Too long."]}
+        )
+    try:
+        with transaction.atomic():
+            return WorkPackage.objects.get_or_create(
+                lane=lane,
+                key=key,
+                defaults={
+                    "workspace_id": lane.workspace_id,
+                    "title": title,
+                    "external_ref": external_ref or "",
+                },
+            )
+    except IntegrityError:
+        # A concurrent request created it between our read and insert.
+        return WorkPackage.objects.get(lane=lane, key=key), False
+
+
+def _validate_evidence_kinds(value: object) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(kind, str) and 0 < len(kind) <= 64 for kind in value
+    ):
+        raise ValidationFailed(
+            "evidence_required must be a list of kinds (short strings)",
+            fields={"evidence_required": ["A list of strings of at most 64 characters."]},
+        )
+    return list(dict.fromkeys(value))
+
+
+@refusals_recorded
+def run_create(
+    *,
+    work_package: WorkPackage,
+    title: str,
+    brief: str = "",
+    slots: int = 1,
+    evidence_required: list[str] | None = None,
+    heartbeat_interval_s: int | None = None,
+    grace_s: int | None = None,
+) -> Run:
+    """A run with its slots, each a free lease row `run/<id>/slot/<n>` at fence 0."""
+    validate_name(title, field="title")
+    if not isinstance(brief, str):
+        raise ValidationFailed("brief must be Markdown text", fields={"brief": ["A string."]})
+    if isinstance(slots, bool) or not isinstance(slots, int) or not (1 <= slots <= MAX_SLOTS):
+        raise ValidationFailed(
+            f"slots must be an integer from 1 to {MAX_SLOTS}",
+            fields={"slots": [f"An integer from 1 to {MAX_SLOTS}."]},
+        )
+    lane = work_package.lane
+    interval = _interval_or_default(
+        heartbeat_interval_s,
+        field="heartbeat_interval_s",
+        default=lane.heartbeat_interval_s or DEFAULT_HEARTBEAT_INTERVAL_S,
+        minimum=1,
+    )
+    grace = _interval_or_default(
+        grace_s,
+        field="grace_s",
+        default=lane.grace_s if lane.grace_s is not None else DEFAULT_GRACE_S,
+        minimum=0,
+    )
+    if work_package.state != PlanState.OPEN:
+        raise RunClosed(f"work package {work_package.key!r} is closed")
+    with transaction.atomic():
+        run = Run.objects.create(
+            workspace_id=work_package.workspace_id,
+            work_package=work_package,
+            title=title,
+            brief=brief,
+            evidence_required=_validate_evidence_kinds(evidence_required),
+            heartbeat_interval_s=interval,
+            grace_s=grace,
+            slot_count=slots,
+        )
+        leases = [
+            engine.create_free(
+                workspace_id=run.workspace_id, resource=slot_resource(run.pk, i), kind=LeaseKind.SLOT
+            )
+            for i in range(slots)
+        ]
+        Slot.objects.bulk_create(Slot(run=run, index=i, lease=lease) for i, lease in enumerate(leases))
+    return run
+
+
+@refusals_recorded
+def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> Run:
+    """Close (or reopen) a run. A closed run takes no claims; its attempts go on."""
+    _validate_choice(state, field="state", choices=[s.value for s in PlanState])
+    run = run_get(workspace_id=workspace_id, run_id=run_id)
+    with transaction.atomic():
+        now = db_now()
+        changed = (
+            Run.objects.filter(pk=run.pk)
+            .exclude(state=state)
+            .update(state=state, closed_at=now if state == PlanState.CLOSED else None)
+        )
+        if changed and state == PlanState.CLOSED:
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.RUN_CLOSED,
+                at=now,
+                actor=actor,
+                data={"run": run.pk},
+            )
+    run.refresh_from_db()
+    return run
+
+
+# --- Hands and keys -----------------------------------------------------------------------------
+
+
+def hand_create(*, workspace: Workspace, name: str, lane: Lane | None = None) -> tuple[Hand, bool]:
+    validate_name(name, field="name")
+    return Hand.objects.get_or_create(workspace=workspace, name=name, defaults={"lane": lane})
+
+
+def _hash_secret(secret: str) -> str:
+    # The secret is 256 random bits, so a fast hash is enough (no dictionary to guess from);
+    # SHA-256 keeps authentication cheap on the hot path.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    key: HandKey
+    plaintext: str  # shown once, never stored
+
+
+def _validate_scopes(scopes: object) -> list[str]:
+    if not isinstance(scopes, list) or not scopes or not all(s in ALL_SCOPES for s in scopes):
+        raise ValidationFailed(
+            f"scopes must be a non-empty list of: {', '.join(ALL_SCOPES)}",
+            fields={"scopes": [f"A non-empty list of: {', '.join(ALL_SCOPES)}."]},
+        )
+    return list(dict.fromkeys(scopes))
+
+
+@refusals_recorded
+def key_issue(
+    *,
+    hand: Hand,
+    scopes: list[str],
+    actor: str,
+    expires_in_s: float | None = None,
+    lane: Lane | None = None,
+    revoke_when_done: bool = False,
+) -> IssuedKey:
+    """Mint a key `gc_<prefix>_<secret>` for `hand`; only the prefix and a hash are kept."""
+    scopes = _validate_scopes(scopes)
+    if expires_in_s is not None:
+        expires_in_s = validate_seconds(
+            expires_in_s, field="expires_in_s", minimum=1, maximum=366 * 86_400
+        )
+    if lane is not None and lane.workspace_id != hand.workspace_id:
+        raise NotFound("no such lane")
+    secret = secrets.token_urlsafe(KEY_SECRET_BYTES)
+    with transaction.atomic():
+        now = db_now()
+        key = HandKey.objects.create(
+            hand=hand,
+            prefix=secrets.token_hex(KEY_PREFIX_BYTES),
+            secret_hash=_hash_secret(secret),
+            scopes=scopes,
+            lane=lane,
+            expires_at=now + timedelta(seconds=expires_in_s) if expires_in_s else None,
+            revoke_when_done=revoke_when_done,
+            created_by=actor,
+        )
+        record_event(
+            workspace_id=hand.workspace_id,
+            kind=EventKind.KEY_ISSUED,
+            at=now,
+            actor=actor,
+            hand=hand.name,
+            data={"prefix": key.prefix, "scopes": scopes},
+        )
+    return IssuedKey(key=key, plaintext=f"gc_{key.prefix}_{secret}")
+
+
+@refusals_recorded
+def key_revoke(*, workspace_id: int, prefix: str, actor: str, reason: str = "") -> HandKey:
+    """Revoke now; the key's very next call is refused (nothing caches a key's validity)."""
+    reason = _validate_reason(reason)
+    try:
+        key = HandKey.objects.select_related("hand").get(
+            prefix=prefix, hand__workspace_id=workspace_id
+        )
+    except HandKey.DoesNotExist:
+        raise NotFound(f"no key {prefix!r}") from None
+    with transaction.atomic():
+        now = db_now()
+        if HandKey.objects.filter(pk=key.pk, revoked_at=None).update(
+            revoked_at=now, revoked_by=actor, revoke_reason=reason
+        ):
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.KEY_REVOKED,
+                at=now,
+                actor=actor,
+                hand=key.hand.name,
+                data={"prefix": prefix, "reason": reason},
+            )
+    key.refresh_from_db()
+    return key
+
+
+def key_authenticate(raw: str) -> HandKey:
+    """The key behind a bearer token, checked for revocation and expiry on every call.
+
+    One query (the key, its hand, and the database's time) plus, at most once a minute per key,
+    one conditional write of `last_used_at`.
+    """
+    parts = raw.split("_", 2) if isinstance(raw, str) else []
+    if len(parts) != 3 or parts[0] != "gc" or not parts[1] or not parts[2]:
+        raise KeyInvalid("the key is missing or malformed")
+    prefix, secret = parts[1], parts[2]
+    key = (
+        HandKey.objects.select_related("hand", "hand__workspace", "lane")
+        .annotate(db_now=now_expression())
+        .filter(prefix=prefix)
+        .first()
+    )
+    # Compare even when no key matched, so timing does not tell whether a prefix exists.
+    expected = key.secret_hash if key else _hash_secret("")
+    if not hmac.compare_digest(expected, _hash_secret(secret)) or key is None:
+        raise KeyInvalid("unknown key")
+    if key.revoked_at is not None:
+        raise KeyRevoked(f"key {prefix} was revoked", revoked_at=key.revoked_at.isoformat())
+    now: datetime = key.db_now  # type: ignore[attr-defined]
+    if key.expires_at is not None and key.expires_at <= now:
+        raise KeyExpired(f"key {prefix} expired", expired_at=key.expires_at.isoformat())
+    if key.last_used_at is None or key.last_used_at < now - timedelta(seconds=LAST_USED_RESOLUTION_S):
+        stale = now - timedelta(seconds=LAST_USED_RESOLUTION_S)
+        HandKey.objects.filter(pk=key.pk).filter(
+            Q(last_used_at=None) | Q(last_used_at__lt=stale)
+        ).update(last_used_at=now)
+    return key
+
+
+def key_require_scope(key: HandKey, scope: str) -> None:
+    if scope not in key.scopes:
+        raise ScopeDenied(f"this key lacks the '{scope}' scope", required_scope=scope)
+
+
+# --- Attempts -----------------------------------------------------------------------------------
+
+
+@refusals_recorded
+def attempt_claim(
+    *,
+    hand: Hand,
+    run_id: int,
+    process_id: str,
+    slot: int | None = None,
+    lane_id: int | None = None,
+) -> AttemptView:
+    """Take an open slot (the lowest, or `slot`) of the run: a new tenure of its lease.
+
+    A slot whose holder is lost is open at once; no background job has to notice first.
+    """
+    validate_name(process_id, field="process_id")
+    run = run_get(workspace_id=hand.workspace_id, run_id=run_id, lane_id=lane_id)
+    if run.state != PlanState.OPEN or run.work_package.state != PlanState.OPEN:
+        raise RunClosed(f"run {run.pk} takes no claims")
+    slots = list(Slot.objects.filter(run=run).order_by("index").values_list("index", "lease_id"))
+    if slot is not None:
+        if isinstance(slot, bool) or not isinstance(slot, int) or not (0 <= slot < len(slots)):
+            raise ValidationFailed(
+                f"slot must be an index from 0 to {len(slots) - 1}",
+                fields={"slot": [f"An index from 0 to {len(slots) - 1}."]},
+            )
+        candidates = [slots[slot][1]]
+    else:
+        candidates = [lease_id for _, lease_id in slots]
+    with transaction.atomic():
+        lease = engine.take_first_free(
+            workspace_id=hand.workspace_id,
+            lease_ids=candidates,
+            holder=hand.name,
+            process_id=process_id,
+            interval_s=run.heartbeat_interval_s,
+            grace_s=run.grace_s,
+        )
+        if lease is not None:
+            taken = Slot.objects.get(lease_id=lease.id)
+            # The tenure this claim replaced (if its holder was lost) ends now, recorded once.
+            for previous in Attempt.objects.filter(slot=taken, end=None).values_list("pk", flat=True):
+                attempt_mark_lost(attempt_id=previous, at=lease.server_time, reason="slot reclaimed")
+            attempt = Attempt.objects.create(
+                workspace_id=hand.workspace_id,
+                run=run,
+                slot=taken,
+                hand=hand,
+                lane_id=run.work_package.lane_id,
+                lease_id=lease.id,
+                fence=lease.fence,
+                process_id=process_id,
+                claimed_at=lease.server_time,
+            )
+            record_event(
+                workspace_id=hand.workspace_id,
+                kind=EventKind.CLAIMED,
+                at=lease.server_time,
+                actor=hand.name,
+                hand=hand.name,
+                attempt_id=attempt.pk,
+                resource=lease.resource,
+                fence=lease.fence,
+                data={"run": run.pk, "slot": taken.index, "process_id": process_id},
+            )
+            return AttemptView(attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt.pk), lease)
+    if slot is not None:
+        current = engine.read(workspace_id=hand.workspace_id, resource=slot_resource(run.pk, slot))
+        assert current is not None
+        raise held_error(current, SlotTaken)
+    raise NoOpenSlot(f"run {run.pk} has no open slot", slots=len(slots))
+
+
+def attempt_mark_lost(*, attempt_id: int, at: datetime, reason: str) -> bool:
+    """End a tenure as lost and record it, once: only the caller whose update matched writes
+    the event, however many sweeps and claims race here."""
+    attempt = Attempt.objects.select_related("hand", "lease").get(pk=attempt_id)
+    if not Attempt.objects.filter(pk=attempt_id, end=None).update(
+        end=AttemptEnd.LOST, ended_at=at, end_reason=reason
+    ):
+        return False
+    record_event(
+        workspace_id=attempt.workspace_id,
+        kind=EventKind.LOST,
+        at=at,
+        actor="system",
+        hand=attempt.hand.name,
+        attempt_id=attempt.pk,
+        resource=attempt.lease.resource,
+        fence=attempt.fence,
+        data={"reason": reason},
+    )
+    return True
+
+
+def _attempt_for_hand(*, hand: Hand, attempt_id: int, fence: object, lane_id: int | None) -> Attempt:
+    """The caller's own attempt, at the fence it carries (checks shared by every hand call)."""
+    attempt = attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt_id, lane_id=lane_id)
+    if attempt.hand_id != hand.pk:
+        raise NotHolder(f"attempt {attempt.pk} belongs to another hand")
+    fence = validate_fence(fence)
+    if fence != attempt.fence:
+        raise StaleFence(
+            f"fence {fence} is not this attempt's fence {attempt.fence}",
+            current_fence=attempt.lease.fence,
+        )
+    return attempt
+
+
+def _tenure_error(attempt: Attempt, lease: LeaseSnapshot | None, process_id: str | None) -> Exception:
+    """Why a fenced statement on the attempt's slot lease matched no row."""
+    if lease is None or lease.fence != attempt.fence or lease.state in (LeaseState.FREE, LeaseState.LOST):
+        return LeaseLost(
+            f"attempt {attempt.pk} has lost its slot lease", current_fence=lease.fence if lease else None
+        )
+    if process_id is not None and process_id != lease.process_id:
+        return ProcessMismatch(
+            f"attempt {attempt.pk} is held by process {lease.process_id!r}, not {process_id!r}",
+            process_id=lease.process_id,
+        )
+    return LeaseLost(f"attempt {attempt.pk} is no longer valid")
+
+
+def _refuse_ended(attempt: Attempt) -> None:
+    if attempt.end:
+        raise LeaseLost(f"attempt {attempt.pk} has ended ({attempt.end})", end=attempt.end)
+
+
+@refusals_recorded
+def attempt_report(
+    *,
+    hand: Hand,
+    attempt_id: int,
+    fence: int,
+    kind: str,
+    process_id: str | None = None,
+    message: str = "",
+    percent: float | None = None,
+    details: dict[str, Any] | None = None,
+    lane_id: int | None = None,
+) -> tuple[bool, AttemptView]:
+    """Record a report; with the claim's process identity it also renews the lease.
+
+    Without a process identity the report is recorded but renews nothing (so a helper script
+    cannot keep a stuck hand's lease alive); with another identity it is refused (rule 6).
+    """
+    _validate_choice(kind, field="kind", choices=[k.value for k in ReportKind])
+    if process_id is not None:
+        validate_name(process_id, field="process_id")
+    message = _validate_reason(message, field="message")
+    if percent is not None and (
+        isinstance(percent, bool) or not isinstance(percent, int | float) or not (0 <= percent <= 100)
+    ):
+        raise ValidationFailed("percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]})
+    if details is not None and not isinstance(details, dict):
+        raise ValidationFailed("details must be an object", fields={"details": ["An object."]})
+    attempt = _attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
+    _refuse_ended(attempt)
+    resource = attempt.lease.resource
+    with transaction.atomic():
+        if process_id is not None:
+            lease = engine.renew(
+                workspace_id=hand.workspace_id,
+                resource=resource,
+                holder=hand.name,
+                fence=attempt.fence,
+                process_id=process_id,
+            )
+            renewed = lease is not None
+        else:
+            lease = engine.read(workspace_id=hand.workspace_id, resource=resource)
+            renewed = False
+            if lease is not None and (lease.fence != attempt.fence or not lease.held):
+                lease = None
+        if lease is None:
+            raise _tenure_error(
+                attempt, engine.read(workspace_id=hand.workspace_id, resource=resource), process_id
+            )
+        Report.objects.create(
+            attempt=attempt,
+            kind=kind,
+            at=lease.server_time,
+            process_id=process_id or "",
+            renewed=renewed,
+            message=message,
+            percent=percent,
+            details=details or {},
+        )
+        updates: dict[str, Any] = {"last_report_at": lease.server_time}
+        if percent is not None:
+            updates["progress_percent"] = percent
+        Attempt.objects.filter(pk=attempt.pk).update(**updates)
+        for name, value in updates.items():
+            setattr(attempt, name, value)
+    return renewed, AttemptView(attempt, lease)
+
+
+@refusals_recorded
+def attempt_set_directive(
+    *, workspace_id: int, attempt_id: int, directive: str, actor: str
+) -> AttemptView:
+    """Continue, pause or stop: it reaches the hand in its next heartbeat's answer (rule 7)."""
+    _validate_choice(directive, field="directive", choices=[d.value for d in Directive])
+    attempt = attempt_get(workspace_id=workspace_id, attempt_id=attempt_id)
+    _refuse_ended(attempt)
+    with transaction.atomic():
+        now = db_now()
+        if Attempt.objects.filter(pk=attempt.pk, end=None).exclude(directive=directive).update(
+            directive=directive
+        ):
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.DIRECTIVE_SET,
+                at=now,
+                actor=actor,
+                hand=attempt.hand.name,
+                attempt_id=attempt.pk,
+                resource=attempt.lease.resource,
+                fence=attempt.fence,
+                data={"directive": directive},
+            )
+    return attempt_view(attempt_get(workspace_id=workspace_id, attempt_id=attempt_id))
+
+
+def attempt_end(
+    *,
+    hand: Hand,
+    attempt: Attempt,
+    process_id: str,
+    end: str,
+    reason: str = "",
+    summary: str = "",
+) -> AttemptView:
+    """Release the slot lease and end the attempt as finished or released, with its event.
+
+    Runs inside the caller's transaction (finish adds its evidence in the same one).
+    """
+    lease = engine.release(
+        workspace_id=hand.workspace_id,
+        resource=attempt.lease.resource,
+        holder=hand.name,
+        fence=attempt.fence,
+        process_id=process_id,
+    )
+    if lease is None:
+        raise _tenure_error(
+            attempt,
+            engine.read(workspace_id=hand.workspace_id, resource=attempt.lease.resource),
+            process_id,
+        )
+    updated = Attempt.objects.filter(pk=attempt.pk, end=None).update(
+        end=end, ended_at=lease.server_time, end_reason=reason, summary=summary
+    )
+    if not updated:  # pragma: no cover - the lease statement above already decided the race
+        raise LeaseLost(f"attempt {attempt.pk} has ended")
+    record_event(
+        workspace_id=hand.workspace_id,
+        kind=end,
+        at=lease.server_time,
+        actor=hand.name,
+        hand=hand.name,
+        attempt_id=attempt.pk,
+        resource=lease.resource,
+        fence=attempt.fence,
+        data={"reason": reason} if reason else {},
+    )
+    attempt.refresh_from_db()
+    return AttemptView(attempt, lease)
+
+
+def attempt_for_ending(
+    *, hand: Hand, attempt_id: int, fence: int, process_id: str, end: str, lane_id: int | None
+) -> tuple[Attempt, bool]:
+    """The attempt a finish or release acts on; (attempt, True) when this exact end was already
+    recorded for it, so a retried call answers as the first did instead of acting twice."""
+    validate_name(process_id, field="process_id")
+    attempt = _attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
+    if attempt.end == end and attempt.process_id == process_id:
+        return attempt, True
+    _refuse_ended(attempt)
+    return attempt, False
+
+
+@refusals_recorded
+def attempt_release(
+    *,
+    hand: Hand,
+    attempt_id: int,
+    fence: int,
+    process_id: str,
+    reason: str,
+    lane_id: int | None = None,
+) -> AttemptView:
+    """Give the slot back with a reason; it is open again at once."""
+    reason = _validate_reason(reason, required=True)
+    attempt, done = attempt_for_ending(
+        hand=hand,
+        attempt_id=attempt_id,
+        fence=fence,
+        process_id=process_id,
+        end=AttemptEnd.RELEASED,
+        lane_id=lane_id,
+    )
+    if done:
+        return attempt_view(attempt)
+    with transaction.atomic():
+        return attempt_end(
+            hand=hand, attempt=attempt, process_id=process_id, end=AttemptEnd.RELEASED, reason=reason
+        )
+
+
+@refusals_recorded
+def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) -> LeaseSnapshot:
+    """Break any lease; a broken slot lease ends its attempt as lost in the same transaction."""
+    reason = _validate_reason(reason, required=True)
+    with transaction.atomic():
+        lease = lease_services.lease_break(
+            workspace_id=workspace_id, resource=resource, actor=actor, reason=reason
+        )
+        if lease.kind == LeaseKind.SLOT:
+            for attempt_id in Attempt.objects.filter(
+                lease_id=lease.id, fence=lease.fence - 1, end=None
+            ).values_list("pk", flat=True):
+                attempt_mark_lost(attempt_id=attempt_id, at=lease.server_time, reason=f"broken: {reason}")
+    return lease
+
+
+def default_hand_name(username: str) -> str:
+    return f"{slugify(username) or 'admin'}-supervisor"
+
+
+def bootstrap(
+    *, workspace_name: str, username: str, password: str, new_key: bool = False
+) -> dict[str, Any]:
+    """Idempotently: a workspace, an admin member, and a supervisor hand with every scope.
+
+    A key is minted when the supervisor hand has no live key (or `new_key`); it is returned once.
+    """
+    user_model = get_user_model()
+    with transaction.atomic():
+        workspace = workspace_get_or_create(name=workspace_name)
+        user, created = user_model.objects.get_or_create(username=username)
+        if created or not user.check_password(password):
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        membership_set(workspace=workspace, user=user, role=Role.ADMIN)
+        hand, _ = hand_create(workspace=workspace, name=default_hand_name(username))
+        if not hand.is_supervisor:
+            Hand.objects.filter(pk=hand.pk).update(is_supervisor=True)
+        has_live_key = HandKey.objects.filter(hand=hand, revoked_at=None).filter(
+            Q(expires_at=None) | Q(expires_at__gt=now_expression())
+        ).exists()
+        issued = None
+        if new_key or not has_live_key:
+            issued = key_issue(hand=hand, scopes=ALL_SCOPES, actor=username)
+    return {
+        "workspace": workspace.name,
+        "workspace_id": workspace.pk,
+        "username": user.get_username(),
+        "supervisor_hand": hand.name,
+        "supervisor_key": issued.plaintext if issued else None,
+        "supervisor_key_prefix": issued.key.prefix if issued else None,
+    }

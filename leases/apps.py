@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LeasesConfig(AppConfig):
+    name = "leases"
+    verbose_name = "Leases"

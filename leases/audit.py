@@ -1,0 +1,141 @@
+"""The append-only record: events (every transition) and refusals (every refused call).
+
+Events are written by the service that made the transition, inside its transaction. Refusals are
+written by `refusals_recorded` around each service, after the service's own transaction has rolled
+back, so a refused call leaves exactly one row behind and nothing else. The API sets the call
+context (key prefix, method, path, request id) once per request; services outside HTTP (the
+dashboard, commands) leave it empty.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
+
+from django.db import DatabaseError, transaction
+
+from leases.errors import DependencyUnavailable, GroundControlError
+from leases.models import Event, Refusal
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class CallContext:
+    workspace_id: int | None = None
+    hand: str = ""
+    key_prefix: str = ""
+    method: str = ""
+    path: str = ""
+    request_id: str = ""
+
+
+_call: ContextVar[CallContext] = ContextVar("gc_call", default=CallContext())
+
+
+def current_call() -> CallContext:
+    return _call.get()
+
+
+@contextmanager
+def call_context(**fields: Any) -> Iterator[CallContext]:
+    """Describe the call being served, for the refusals it may cause."""
+    token = _call.set(replace(_call.get(), **fields))
+    try:
+        yield _call.get()
+    finally:
+        _call.reset(token)
+
+
+def record_event(
+    *,
+    workspace_id: int,
+    kind: str,
+    at: datetime,
+    actor: str = "",
+    hand: str = "",
+    attempt_id: int | None = None,
+    resource: str = "",
+    fence: int | None = None,
+    data: dict[str, Any] | None = None,
+) -> Event:
+    return Event.objects.create(
+        workspace_id=workspace_id,
+        kind=kind,
+        at=at,
+        actor=actor,
+        hand=hand,
+        attempt_id=attempt_id,
+        resource=resource,
+        fence=fence,
+        data=data or {},
+    )
+
+
+def record_refusal(
+    error: GroundControlError, *, workspace_id: int | None = None, hand: str = ""
+) -> None:
+    """Write one refusal row for `error`, once; never let the record itself fail the call."""
+    if error.recorded or isinstance(error, DependencyUnavailable):
+        return
+    call = current_call()
+    try:
+        with transaction.atomic():
+            Refusal.objects.create(
+                workspace_id=workspace_id if workspace_id is not None else call.workspace_id,
+                hand=(hand or call.hand)[:200],
+                key_prefix=call.key_prefix,
+                method=call.method,
+                path=call.path[:1024],
+                code=error.code,
+                message=error.message[:2000],
+                request_id=call.request_id,
+                details=_jsonable(error.fields),
+            )
+    except DatabaseError:
+        logger.exception("could not record refusal %s", error.code)
+    error.recorded = True
+
+
+def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        out[name] = value if isinstance(value, str | int | float | bool | list | dict) else str(value)
+    return out
+
+
+def refusals_recorded(func: Callable[P, R]) -> Callable[P, R]:
+    """Record a refusal for every domain error the service raises.
+
+    The workspace and hand come from the call's keyword arguments when the service names them
+    (`workspace_id`, `holder`, or a `hand` object), else from the call context.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except GroundControlError as error:
+            workspace_id, hand = _who(kwargs)
+            record_refusal(error, workspace_id=workspace_id, hand=hand)
+            raise
+
+    return wrapper
+
+
+def _who(kwargs: dict[str, Any]) -> tuple[int | None, str]:
+    hand_obj = kwargs.get("hand")
+    if hand_obj is not None and hasattr(hand_obj, "workspace_id"):
+        return hand_obj.workspace_id, hand_obj.name
+    workspace_id = kwargs.get("workspace_id")
+    holder = kwargs.get("holder") or ""
+    return (workspace_id if isinstance(workspace_id, int) else None), str(holder)

@@ -1,0 +1,324 @@
+"""The lease engine: each change of a lease is ONE conditional SQL statement against the
+database's clock, and its row count says whether it happened (DESIGN rules 1 and 2).
+
+Statements are written once and rendered for PostgreSQL or SQLite by `leases.clock`. Nothing here
+writes events or refusals; the services around the engine do, in the same transaction.
+
+Why UPDATE first and INSERT ... ON CONFLICT DO NOTHING second, rather than one upsert: a
+conditional UPDATE that matches no row writes nothing and waits for nothing, so a denied acquire
+under contention costs a read; a failed `INSERT ... ON CONFLICT DO UPDATE ... WHERE` still locks
+the conflicting row and waits for its holder's transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from leases.clock import now_sql, parse_timestamp, plus_seconds_sql
+from leases.models import Lease, LeaseKind, LeaseState, LeaseStatus
+from leases.state import Thresholds, lease_state, seconds_until, thresholds
+
+TABLE = Lease._meta.db_table
+_COLUMNS = (
+    "id",
+    "workspace_id",
+    "resource",
+    "kind",
+    "status",
+    "holder",
+    "process_id",
+    "fence",
+    "interval_s",
+    "grace_s",
+    "acquired_at",
+    "renewed_at",
+    "deadline",
+    "released_at",
+)
+
+
+@dataclass(frozen=True)
+class LeaseSnapshot:
+    """A lease as one statement left it, with the database's time of that statement."""
+
+    id: int
+    workspace_id: int
+    resource: str
+    kind: str
+    status: str
+    holder: str
+    process_id: str
+    fence: int
+    interval_s: float
+    grace_s: float
+    acquired_at: datetime | None
+    renewed_at: datetime | None
+    deadline: datetime | None
+    released_at: datetime | None
+    server_time: datetime
+
+    @property
+    def state(self) -> LeaseState:
+        return lease_state(
+            status=self.status, deadline=self.deadline, grace_s=self.grace_s, now=self.server_time
+        )
+
+    @property
+    def held(self) -> bool:
+        """Held by someone whose tenure has not ended (live, late or stalled)."""
+        return self.state not in (LeaseState.FREE, LeaseState.LOST)
+
+    @property
+    def expires_in_s(self) -> float | None:
+        return seconds_until(self.deadline, self.server_time)
+
+    @property
+    def thresholds(self) -> Thresholds | None:
+        return thresholds(self.deadline, self.grace_s) if self.deadline else None
+
+    @classmethod
+    def from_model(cls, lease: Lease, now: datetime) -> LeaseSnapshot:
+        """A snapshot of an ORM-loaded lease at the database time `now` (one read per page)."""
+        return cls(**{name: getattr(lease, name) for name in _COLUMNS}, server_time=now)
+
+    @property
+    def renewed_existing(self) -> bool:
+        """True when the statement renewed a tenure rather than starting one."""
+        return bool(self.acquired_at and self.renewed_at and self.acquired_at < self.renewed_at)
+
+
+def _sql(template: str) -> str:
+    """Render {now}, {alive} and {free_or_lost} for the current database."""
+    now = now_sql()
+    lost_at = plus_seconds_sql("deadline", "grace_s")
+    return template.format(
+        table=TABLE,
+        now=now,
+        columns=", ".join(_COLUMNS),
+        alive=f"(status = 'held' AND {now} <= {lost_at})",
+        free_or_lost=f"(status = 'free' OR {now} > {lost_at})",
+        deadline_from_now=plus_seconds_sql(now, "CAST(%(interval_s)s AS REAL)")
+        if connection.vendor == "sqlite"
+        else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
+        renew_deadline=plus_seconds_sql(now, "interval_s"),
+    )
+
+
+def _snapshot(row: tuple[Any, ...]) -> LeaseSnapshot:
+    values = dict(zip((*_COLUMNS, "server_time"), row, strict=True))
+    for name in ("acquired_at", "renewed_at", "deadline", "released_at", "server_time"):
+        values[name] = parse_timestamp(values[name])
+    values["fence"] = int(values["fence"])
+    values["interval_s"] = float(values["interval_s"])
+    values["grace_s"] = float(values["grace_s"])
+    return LeaseSnapshot(**values)
+
+
+def _one(sql: str, params: dict[str, Any]) -> LeaseSnapshot | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return _snapshot(row) if row else None
+
+
+def read(*, workspace_id: int, resource: str) -> LeaseSnapshot | None:
+    """The lease on `resource` with the database's time, or None if never leased."""
+    return _one(
+        _sql(
+            "SELECT {columns}, {now} FROM {table} "
+            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s"
+        ),
+        {"workspace_id": workspace_id, "resource": resource},
+    )
+
+
+def take(
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    process_id: str,
+    interval_s: float,
+    grace_s: float,
+) -> LeaseSnapshot | None:
+    """Take an existing lease row if it is free or lost, or renew it for its current holder.
+
+    A new tenure increments the fence; the current holder asking again while its tenure is not
+    lost keeps its fence (the contract: a second acquire by the holder renews).
+    """
+    same_holder = "(holder = %(holder)s AND {alive})"
+    return _one(
+        _sql(
+            "UPDATE {table} SET "
+            f"fence = CASE WHEN {same_holder} THEN fence ELSE fence + 1 END, "
+            f"acquired_at = CASE WHEN {same_holder} THEN acquired_at ELSE {{now}} END, "
+            "status = 'held', holder = %(holder)s, process_id = %(process_id)s, "
+            "interval_s = %(interval_s)s, grace_s = %(grace_s)s, "
+            "renewed_at = {now}, deadline = {deadline_from_now}, released_at = NULL, "
+            "noticed_state = 'live', next_check_at = {deadline_from_now} "
+            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
+            f"AND ({{free_or_lost}} OR {same_holder}) "
+            "RETURNING {columns}, {now}"
+        ),
+        {
+            "workspace_id": workspace_id,
+            "resource": resource,
+            "holder": holder,
+            "process_id": process_id,
+            "interval_s": float(interval_s),
+            "grace_s": float(grace_s),
+        },
+    )
+
+
+def insert(
+    *,
+    workspace_id: int,
+    resource: str,
+    kind: str,
+    holder: str,
+    process_id: str,
+    interval_s: float,
+    grace_s: float,
+) -> LeaseSnapshot | None:
+    """Create the lease row held by `holder` at fence 1; None if the row already exists."""
+    return _one(
+        _sql(
+            "INSERT INTO {table} (workspace_id, resource, kind, status, holder, process_id, fence, "
+            "interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, next_check_at) "
+            "VALUES (%(workspace_id)s, %(resource)s, %(kind)s, 'held', %(holder)s, "
+            "%(process_id)s, 1, %(interval_s)s, %(grace_s)s, {now}, {now}, {deadline_from_now}, "
+            "'live', {deadline_from_now}) "
+            "ON CONFLICT (workspace_id, resource) DO NOTHING "
+            "RETURNING {columns}, {now}"
+        ),
+        {
+            "workspace_id": workspace_id,
+            "resource": resource,
+            "kind": kind,
+            "holder": holder,
+            "process_id": process_id,
+            "interval_s": float(interval_s),
+            "grace_s": float(grace_s),
+        },
+    )
+
+
+def create_free(*, workspace_id: int, resource: str, kind: str = LeaseKind.SLOT) -> Lease:
+    """A lease row that nobody holds yet (a new run's slots), at fence 0."""
+    return Lease.objects.create(
+        workspace_id=workspace_id, resource=resource, kind=kind, status=LeaseStatus.FREE
+    )
+
+
+def take_first_free(
+    *,
+    workspace_id: int,
+    lease_ids: list[int],
+    holder: str,
+    process_id: str,
+    interval_s: float,
+    grace_s: float,
+) -> LeaseSnapshot | None:
+    """Take the lowest free-or-lost lease among `lease_ids` (a run's slots) in one statement.
+
+    On PostgreSQL the candidate is picked with FOR UPDATE SKIP LOCKED, so concurrent claimers
+    each take a different slot instead of queueing on the same one; the outer WHERE checks the
+    condition again on the locked row. SQLite runs one writer at a time.
+    """
+    if not lease_ids:
+        return None
+    skip_locked = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    placeholders = ", ".join(f"%(id{i})s" for i in range(len(lease_ids)))
+    params: dict[str, Any] = {f"id{i}": lease_id for i, lease_id in enumerate(lease_ids)}
+    params.update(
+        workspace_id=workspace_id,
+        holder=holder,
+        process_id=process_id,
+        interval_s=float(interval_s),
+        grace_s=float(grace_s),
+    )
+    return _one(
+        _sql(
+            "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, status = 'held', "
+            "holder = %(holder)s, process_id = %(process_id)s, interval_s = %(interval_s)s, "
+            "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
+            "released_at = NULL, noticed_state = 'live', next_check_at = {deadline_from_now} "
+            "WHERE id = (SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
+            f"AND id IN ({placeholders}) AND {{free_or_lost}} ORDER BY id LIMIT 1{skip_locked}) "
+            "AND {free_or_lost} "
+            "RETURNING {columns}, {now}"
+        ),
+        params,
+    )
+
+
+def renew(
+    *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str
+) -> LeaseSnapshot | None:
+    """Push the deadline to now + interval, only for the current, unlost tenure and process."""
+    return _one(
+        _sql(
+            "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
+            "noticed_state = 'live', next_check_at = {renew_deadline} "
+            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
+            "AND holder = %(holder)s AND fence = %(fence)s AND process_id = %(process_id)s "
+            "AND {alive} "
+            "RETURNING {columns}, {now}"
+        ),
+        {
+            "workspace_id": workspace_id,
+            "resource": resource,
+            "holder": holder,
+            "fence": fence,
+            "process_id": process_id,
+        },
+    )
+
+
+def release(
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    fence: int,
+    process_id: str | None = None,
+) -> LeaseSnapshot | None:
+    """End the tenure now; the resource is free at once. The fence stays where it is."""
+    process_clause = "AND process_id = %(process_id)s " if process_id is not None else ""
+    return _one(
+        _sql(
+            "UPDATE {table} SET status = 'free', released_at = {now}, next_check_at = NULL, "
+            "noticed_state = 'free' "
+            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
+            f"AND holder = %(holder)s AND fence = %(fence)s {process_clause}"
+            "AND {alive} "
+            "RETURNING {columns}, {now}"
+        ),
+        {
+            "workspace_id": workspace_id,
+            "resource": resource,
+            "holder": holder,
+            "fence": fence,
+            "process_id": process_id,
+        },
+    )
+
+
+def break_(*, workspace_id: int, resource: str) -> LeaseSnapshot | None:
+    """A supervisor ends whatever tenure there is: free at once, fence + 1 so that the broken
+    holder's every later write is stale. Breaking a lease nobody holds matches no row."""
+    return _one(
+        _sql(
+            "UPDATE {table} SET status = 'free', fence = fence + 1, released_at = {now}, "
+            "next_check_at = NULL, noticed_state = 'free' "
+            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
+            "AND status = 'held' "
+            "RETURNING {columns}, {now}"
+        ),
+        {"workspace_id": workspace_id, "resource": resource},
+    )

@@ -1,0 +1,144 @@
+"""The ground floor: leases, and the append-only record of events and refusals.
+
+This app imports nothing from `fleet` or `evidence`. A lease names its tenant by `workspace_id`
+and its holder by the hand's name (unique per workspace): the engine treats both as opaque
+identities, so the same statements serve slot leases and resource leases.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models.functions import Now
+
+
+class LeaseKind(models.TextChoices):
+    RESOURCE = "resource"
+    SLOT = "slot"
+
+
+class LeaseStatus(models.TextChoices):
+    """The sticky part of a lease's state. Live/late/stalled/lost is computed from timestamps."""
+
+    HELD = "held"
+    FREE = "free"
+
+
+class LeaseState(models.TextChoices):
+    LIVE = "live"
+    LATE = "late"
+    STALLED = "stalled"
+    LOST = "lost"
+    FREE = "free"
+
+
+class Lease(models.Model):
+    """One row per (workspace, resource), kept after release so the fence never goes back."""
+
+    workspace_id = models.BigIntegerField()
+    resource = models.CharField(max_length=512)
+    kind = models.CharField(max_length=16, choices=LeaseKind.choices, default=LeaseKind.RESOURCE)
+    status = models.CharField(max_length=8, choices=LeaseStatus.choices, default=LeaseStatus.FREE)
+    holder = models.CharField(max_length=200, blank=True, default="")
+    process_id = models.CharField(max_length=200, blank=True, default="")
+    fence = models.BigIntegerField(default=0)
+    # Seconds a renewal buys (a resource lease's ttl, a slot's heartbeat interval), and grace.
+    interval_s = models.FloatField(default=60)
+    grace_s = models.FloatField(default=0)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    renewed_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    # What the sweeper last recorded, and when the next threshold (late, stalled, lost) falls.
+    # Correctness never reads these (DESIGN rule 3): they only let the sweep record each
+    # transition once and touch only rows whose threshold has passed.
+    noticed_state = models.CharField(
+        max_length=8, choices=LeaseState.choices, default=LeaseState.FREE
+    )
+    next_check_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace_id", "resource"], name="lease_unique_resource"
+            ),
+        ]
+        indexes = [
+            # The sweep's WHERE: held leases whose next threshold has passed.
+            models.Index(
+                fields=["next_check_at"],
+                name="lease_due_idx",
+                condition=models.Q(status="held"),
+            ),
+            models.Index(fields=["workspace_id", "holder"], name="lease_holder_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource} (fence {self.fence}, {self.status})"
+
+
+class EventKind(models.TextChoices):
+    CLAIMED = "claimed"
+    LATE = "late"
+    STALLED = "stalled"
+    LOST = "lost"
+    FINISHED = "finished"
+    RELEASED = "released"
+    DIRECTIVE_SET = "directive_set"
+    KEY_ISSUED = "key_issued"
+    KEY_REVOKED = "key_revoked"
+    LEASE_ACQUIRED = "lease_acquired"
+    LEASE_RELEASED = "lease_released"
+    LEASE_EXPIRED = "lease_expired"
+    LEASE_BROKEN = "lease_broken"
+    RUN_CLOSED = "run_closed"
+
+
+class Event(models.Model):
+    """The append-only record of every transition, written in the transaction that made it."""
+
+    workspace_id = models.BigIntegerField()
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    at = models.DateTimeField(db_default=Now())
+    actor = models.CharField(max_length=200, blank=True, default="")
+    hand = models.CharField(max_length=200, blank=True, default="")
+    attempt_id = models.BigIntegerField(null=True, blank=True)
+    resource = models.CharField(max_length=512, blank=True, default="")
+    fence = models.BigIntegerField(null=True, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    # Set once a notifier (webhooks) has handled the event; claimed with a conditional update.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["workspace_id", "-id"], name="event_ws_idx"),
+            models.Index(fields=["workspace_id", "kind", "-id"], name="event_ws_kind_idx"),
+            models.Index(fields=["at"], name="event_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.resource or self.hand} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class Refusal(models.Model):
+    """Every refused call: who, what, when and the contract's code."""
+
+    workspace_id = models.BigIntegerField(null=True, blank=True)
+    at = models.DateTimeField(db_default=Now())
+    hand = models.CharField(max_length=200, blank=True, default="")
+    key_prefix = models.CharField(max_length=32, blank=True, default="")
+    method = models.CharField(max_length=10, blank=True, default="")
+    path = models.CharField(max_length=1024, blank=True, default="")
+    code = models.CharField(max_length=64)
+    message = models.TextField(blank=True, default="")
+    request_id = models.CharField(max_length=128, blank=True, default="")
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["workspace_id", "-id"], name="refusal_ws_idx"),
+            models.Index(fields=["workspace_id", "code", "-id"], name="refusal_ws_code_idx"),
+            models.Index(fields=["at"], name="refusal_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.method} {self.path}"

@@ -1,0 +1,298 @@
+"""Resource leases: acquire, renew, release, break and check, with their events and refusals.
+
+Each operation is one statement of `leases.engine`; this module adds validation, the event written
+in the same transaction, and the precise refusal when the statement matched no row.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.db import transaction
+
+from leases import engine
+from leases.audit import record_event, refusals_recorded
+from leases.engine import LeaseSnapshot
+from leases.errors import (
+    GroundControlError,
+    LeaseHeld,
+    LeaseLost,
+    NotFound,
+    NotHolder,
+    ProcessMismatch,
+    StaleFence,
+    ValidationFailed,
+)
+from leases.models import EventKind, LeaseKind, LeaseState
+
+MAX_RESOURCE_LENGTH = 512
+MAX_TTL_S = 86_400
+MAX_NAME_LENGTH = 200
+# Control characters (C0, DEL, C1) have no place in a resource name; NUL breaks PostgreSQL text.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Slot leases are the fleet's; a hand may not take one as a resource.
+SLOT_PREFIX = "run/"
+
+
+def validate_resource(resource: object, *, field: str = "resource") -> str:
+    if not isinstance(resource, str) or not resource:
+        raise ValidationFailed(
+            f"{field} must be a non-empty string", fields={field: ["This field is required."]}
+        )
+    if len(resource) > MAX_RESOURCE_LENGTH:
+        raise ValidationFailed(
+            f"{field} is longer than {MAX_RESOURCE_LENGTH} characters",
+            fields={field: [f"At most {MAX_RESOURCE_LENGTH} characters."]},
+        )
+    if _CONTROL.search(resource):
+        raise ValidationFailed(
+            f"{field} contains a control character",
+            fields={field: ["No NUL or other control characters."]},
+        )
+    return resource
+
+
+def validate_seconds(
+    value: object, *, field: str, minimum: float, maximum: float = MAX_TTL_S
+) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationFailed(f"{field} must be a number", fields={field: ["A number."]})
+    if not (minimum <= value <= maximum):
+        raise ValidationFailed(
+            f"{field} must be between {minimum:g} and {maximum:g}",
+            fields={field: [f"Between {minimum:g} and {maximum:g}."]},
+        )
+    return float(value)
+
+
+def validate_name(value: object, *, field: str, required: bool = True) -> str:
+    if value is None or value == "":
+        if required:
+            raise ValidationFailed(
+                f"{field} is required", fields={field: ["This field is required."]}
+            )
+        return ""
+    if not isinstance(value, str):
+        raise ValidationFailed(f"{field} must be a string", fields={field: ["A string."]})
+    if len(value) > MAX_NAME_LENGTH or _CONTROL.search(value):
+        raise ValidationFailed(
+            f"{field} must be at most {MAX_NAME_LENGTH} printable characters",
+            fields={field: [f"At most {MAX_NAME_LENGTH} printable characters."]},
+        )
+    return value
+
+
+def validate_fence(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (0 <= value < 2**63):
+        raise ValidationFailed(
+            "fence must be a non-negative integer", fields={"fence": ["A non-negative integer."]}
+        )
+    return value
+
+
+def describe_holder(lease: LeaseSnapshot) -> str:
+    return (
+        f"held by hand '{lease.holder}' (fence {lease.fence}) "
+        f"for {max(lease.expires_in_s or 0.0, 0.0):.0f} more seconds"
+    )
+
+
+def held_error(lease: LeaseSnapshot, error: type[GroundControlError] = LeaseHeld) -> GroundControlError:
+    """The denial that says who holds it, its fence, state, and for how long (rule 8)."""
+    return error(
+        describe_holder(lease),
+        holder=lease.holder,
+        fence=lease.fence,
+        expires_in_s=lease.expires_in_s,
+        state=str(lease.state),
+        resource=lease.resource,
+    )
+
+
+def diagnose(
+    lease: LeaseSnapshot | None,
+    *,
+    resource: str,
+    holder: str,
+    fence: int,
+    process_id: str | None = None,
+) -> GroundControlError:
+    """Why a fenced statement on `resource` by `holder` at `fence` matched no row."""
+    if lease is None:
+        return NotFound(f"no lease on {resource!r}")
+    if fence != lease.fence:
+        return StaleFence(
+            f"fence {fence} is not the current fence {lease.fence} of {resource!r}",
+            current_fence=lease.fence,
+        )
+    if lease.holder != holder:
+        return NotHolder(f"the lease on {resource!r} at fence {fence} belongs to another hand")
+    if lease.state in (LeaseState.FREE, LeaseState.LOST):
+        how = "was released" if lease.state == LeaseState.FREE else "is past its grace"
+        return LeaseLost(f"the lease on {resource!r} at fence {fence} {how}", current_fence=fence)
+    if process_id is not None and process_id != lease.process_id:
+        return ProcessMismatch(
+            f"another process ({lease.process_id!r}) holds the lease on {resource!r}"
+        )
+    return LeaseLost(f"the lease on {resource!r} at fence {fence} is no longer valid")
+
+
+def _refuse_slot_resource(resource: str) -> None:
+    if resource.startswith(SLOT_PREFIX):
+        raise ValidationFailed(
+            "resources under 'run/' are run slots: claim them through their run",
+            fields={"resource": ["Names under 'run/' are reserved for run slots."]},
+        )
+
+
+@refusals_recorded
+def lease_acquire(
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    process_id: str,
+    ttl_s: float,
+) -> LeaseSnapshot:
+    """Take `resource` if free or lost (fence + 1), or renew it for its current holder."""
+    validate_resource(resource)
+    _refuse_slot_resource(resource)
+    validate_name(process_id, field="process_id")
+    ttl_s = validate_seconds(ttl_s, field="ttl_s", minimum=1)
+    denial: LeaseSnapshot | None = None
+    # Between a failed take and the read that explains it the lease may free up; try again.
+    for _ in range(3):
+        with transaction.atomic():
+            lease = engine.take(
+                workspace_id=workspace_id,
+                resource=resource,
+                holder=holder,
+                process_id=process_id,
+                interval_s=ttl_s,
+                grace_s=0,
+            ) or engine.insert(
+                workspace_id=workspace_id,
+                resource=resource,
+                kind=LeaseKind.RESOURCE,
+                holder=holder,
+                process_id=process_id,
+                interval_s=ttl_s,
+                grace_s=0,
+            )
+            if lease is not None:
+                if not lease.renewed_existing:
+                    record_event(
+                        workspace_id=workspace_id,
+                        kind=EventKind.LEASE_ACQUIRED,
+                        at=lease.server_time,
+                        actor=holder,
+                        hand=holder,
+                        resource=resource,
+                        fence=lease.fence,
+                        data={"ttl_s": ttl_s, "process_id": process_id},
+                    )
+                return lease
+        denial = engine.read(workspace_id=workspace_id, resource=resource)
+        if denial is not None and denial.held:
+            break
+    assert denial is not None
+    raise held_error(denial)
+
+
+@refusals_recorded
+def lease_renew(
+    *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str
+) -> LeaseSnapshot:
+    validate_resource(resource)
+    validate_fence(fence)
+    validate_name(process_id, field="process_id")
+    lease = engine.renew(
+        workspace_id=workspace_id,
+        resource=resource,
+        holder=holder,
+        fence=fence,
+        process_id=process_id,
+    )
+    if lease is None:
+        raise diagnose(
+            engine.read(workspace_id=workspace_id, resource=resource),
+            resource=resource,
+            holder=holder,
+            fence=fence,
+            process_id=process_id,
+        )
+    return lease
+
+
+@refusals_recorded
+def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) -> LeaseSnapshot:
+    """End the tenure; a retried release of the same tenure answers as the first did."""
+    validate_resource(resource)
+    validate_fence(fence)
+    with transaction.atomic():
+        lease = engine.release(
+            workspace_id=workspace_id, resource=resource, holder=holder, fence=fence
+        )
+        if lease is not None:
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.LEASE_RELEASED,
+                at=lease.server_time,
+                actor=holder,
+                hand=holder,
+                resource=resource,
+                fence=fence,
+            )
+            return lease
+    current = engine.read(workspace_id=workspace_id, resource=resource)
+    if (
+        current is not None
+        and current.fence == fence
+        and current.holder == holder
+        and current.released_at is not None
+        and current.state == LeaseState.FREE
+    ):
+        return current
+    raise diagnose(current, resource=resource, holder=holder, fence=fence)
+
+
+@refusals_recorded
+def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapshot:
+    """Is `fence` the current, unlost tenure of `resource`? For storage that applies a write
+    only after asking (rule 5)."""
+    validate_resource(resource)
+    validate_fence(fence)
+    lease = engine.read(workspace_id=workspace_id, resource=resource)
+    if lease is None:
+        raise NotFound(f"no lease on {resource!r}")
+    if lease.fence != fence:
+        raise StaleFence(
+            f"fence {fence} is not the current fence {lease.fence} of {resource!r}",
+            current_fence=lease.fence,
+        )
+    if not lease.held:
+        raise LeaseLost(f"the lease on {resource!r} at fence {fence} has ended", current_fence=fence)
+    return lease
+
+
+@refusals_recorded
+def lease_break(
+    *, workspace_id: int, resource: str, actor: str, reason: str
+) -> LeaseSnapshot:
+    """A supervisor frees `resource` at once; its fence moves on so the old holder is stale."""
+    validate_resource(resource)
+    with transaction.atomic():
+        lease = engine.break_(workspace_id=workspace_id, resource=resource)
+        if lease is None:
+            raise NotFound(f"no held lease on {resource!r}")
+        record_event(
+            workspace_id=workspace_id,
+            kind=EventKind.LEASE_BROKEN,
+            at=lease.server_time,
+            actor=actor,
+            hand=lease.holder,
+            resource=resource,
+            fence=lease.fence,
+            data={"reason": reason, "broken_fence": lease.fence - 1},
+        )
+    return lease

@@ -1,0 +1,98 @@
+"""Shared fixtures: three actors (owner, teammate, outsider), a plan, and the database clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from fleet import services as fleet
+from fleet.models import Hand, Run, Workspace
+from leases import clock
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    db = settings.DATABASES["default"]
+    where = (
+        f"PostgreSQL at {db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}"
+        if db["ENGINE"].endswith("postgresql")
+        else "SQLite (embedded default): PostgreSQL-only tests are skipped"
+    )
+    redis = settings.REDIS_URL or "none (embedded default)"
+    return [f"Ground Control tests on {where}; Redis: {redis}"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def frozen_clock() -> Iterator[datetime]:
+    """The database clock as the engine sees it, frozen at a round instant; tests advance it."""
+    start = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+    clock.freeze(start)
+    yield start
+    clock.unfreeze()
+
+
+@pytest.fixture(autouse=True)
+def _reset_clock() -> Iterator[None]:
+    yield
+    clock.unfreeze()
+
+
+@pytest.fixture
+def workspace(db: None) -> Workspace:
+    return fleet.workspace_get_or_create(name="acme")
+
+
+@pytest.fixture
+def outsider_workspace(db: None) -> Workspace:
+    return fleet.workspace_get_or_create(name="elsewhere")
+
+
+@pytest.fixture
+def lane(workspace: Workspace):  # noqa: ANN201
+    lane, _ = fleet.lane_create(workspace=workspace, slug="rewalk", name="Rewalk")
+    return lane
+
+
+@pytest.fixture
+def make_run(lane):  # noqa: ANN001, ANN201
+    counter = iter(range(1_000_000))
+
+    def make(**kwargs: object) -> Run:
+        package, _ = fleet.work_package_create(lane=lane, key=f"wp-{next(counter)}", title="Package")
+        options = {"title": "Run", "brief": "Do the thing", "slots": 2}
+        options.update(kwargs)
+        return fleet.run_create(work_package=package, **options)
+
+    return make
+
+
+@pytest.fixture
+def owner(workspace: Workspace) -> Hand:
+    return fleet.hand_create(workspace=workspace, name="hand-a")[0]
+
+
+@pytest.fixture
+def teammate(workspace: Workspace) -> Hand:
+    return fleet.hand_create(workspace=workspace, name="hand-b")[0]
+
+
+@pytest.fixture
+def outsider(outsider_workspace: Workspace) -> Hand:
+    return fleet.hand_create(workspace=outsider_workspace, name="hand-a")[0]
+
+
+@pytest.fixture
+def on_postgres() -> bool:
+    return connection.vendor == "postgresql"
