@@ -1,6 +1,12 @@
+"""URL map. Each area has its own module: the REST API (groundcontrol/api_urls.py), operations
+endpoints (groundcontrol/ops_urls.py) and the supervisors' dashboard (fleet/urls.py)."""
+
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", include("groundcontrol.api_urls")),
+    path("", include("groundcontrol.ops_urls")),
+    path("", include("fleet.urls")),
 ]
