@@ -58,7 +58,9 @@ def plus_seconds_sql(timestamp_sql: str, seconds_sql: str) -> str:
 
 def now_expression() -> RawSQL:
     """The database's "now" as an ORM expression, for filters and annotations."""
-    return RawSQL(now_sql().replace("%%", "%"), (), output_field=DateTimeField())
+    # Keep `%%`: the cursor turns it into `%` when it runs the query, and the SQL debug log
+    # (DEBUG=1 on SQLite) formats the query with `%`, which a bare `%Y` would break.
+    return RawSQL(now_sql(), (), output_field=DateTimeField())
 
 
 def parse_timestamp(value: object) -> datetime | None:
