@@ -28,7 +28,11 @@ def validate_evidence_url(url: object, *, field: str = "url") -> str:
             fields={field: ["An http or https URL."]},
         )
     parts = urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or _UNSAFE_URL_CHARS.search(url):
+    if (
+        parts.scheme.lower() not in ("http", "https")
+        or not parts.hostname
+        or _UNSAFE_URL_CHARS.search(url)
+    ):
         raise ValidationFailed(
             f"{field} must be an http or https URL", fields={field: ["An http or https URL."]}
         )
@@ -85,7 +89,9 @@ def attempt_finish(
     """
     items = validate_evidence(evidence)
     if not isinstance(summary, str) or len(summary) > 10_000:
-        raise ValidationFailed("summary must be text", fields={"summary": ["At most 10000 characters."]})
+        raise ValidationFailed(
+            "summary must be text", fields={"summary": ["At most 10000 characters."]}
+        )
     attempt, done = attempt_for_ending(
         hand=hand,
         attempt_id=attempt_id,
@@ -100,7 +106,11 @@ def attempt_finish(
         # End the tenure first, so a lost attempt answers lease_lost whatever it carries; a
         # missing kind then rolls the release back.
         view = attempt_end(
-            hand=hand, attempt=attempt, process_id=process_id, end=AttemptEnd.FINISHED, summary=summary
+            hand=hand,
+            attempt=attempt,
+            process_id=process_id,
+            end=AttemptEnd.FINISHED,
+            summary=summary,
         )
         missing = sorted(set(attempt.run.evidence_required) - {item["kind"] for item in items})
         if missing:

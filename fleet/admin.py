@@ -77,8 +77,16 @@ class HandKeyAdmin(admin.ModelAdmin):
     actions = [revoke_keys]
     # Keys are minted through the API or the dashboard (shown once); the hash is never editable.
     exclude = ("secret_hash",)
-    readonly_fields = ("prefix", "hand", "created_at", "created_by", "revoked_at", "revoked_by",
-                       "revoke_reason", "last_used_at")
+    readonly_fields = (
+        "prefix",
+        "hand",
+        "created_at",
+        "created_by",
+        "revoked_at",
+        "revoked_by",
+        "revoke_reason",
+        "last_used_at",
+    )
 
     def has_add_permission(self, request):  # noqa: ANN001, ANN201
         return False

@@ -122,12 +122,16 @@ class Hand(models.Model):
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="hands")
     name = models.CharField(max_length=200)
-    lane = models.ForeignKey(Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    lane = models.ForeignKey(
+        Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     is_supervisor = models.BooleanField(default=False)
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="hand_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="hand_unique_name")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -148,7 +152,9 @@ class HandKey(models.Model):
     prefix = models.CharField(max_length=32, unique=True)
     secret_hash = models.CharField(max_length=128)
     scopes = models.JSONField(default=list)
-    lane = models.ForeignKey(Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    lane = models.ForeignKey(
+        Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     expires_at = models.DateTimeField(null=True, blank=True)
     revoke_when_done = models.BooleanField(default=False)
     created_at = models.DateTimeField(db_default=Now())
@@ -198,7 +204,10 @@ class Attempt(models.Model):
     claimed_at = models.DateTimeField()
     last_report_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
-    end = models.CharField(max_length=8, choices=AttemptEnd.choices, null=True, blank=True)
+    # NULL while the tenure runs: "end IS NULL" is the open-attempt filter every index serves.
+    end = models.CharField(  # noqa: DJ001
+        max_length=8, choices=AttemptEnd.choices, null=True, blank=True
+    )
     end_reason = models.CharField(max_length=2000, blank=True, default="")
     summary = models.TextField(blank=True, default="")
     progress_percent = models.FloatField(null=True, blank=True)
@@ -264,3 +273,98 @@ class IdempotencyRecord(models.Model):
                 fields=["workspace", "key_prefix", "idempotency_key"], name="idempotency_unique"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.idempotency_key} ({self.method} {self.path})"
+
+
+# --- Webhooks and periodic jobs (fleet/webhooks.py, fleet/jobs.py) ----------------------------
+
+
+class Webhook(models.Model):
+    """A workspace's URL that receives its events of the listed kinds, signed with `secret`.
+
+    The secret is kept in plain text because the server must compute the HMAC with it (as every
+    webhook sender does); it is shown once at registration and never in listings.
+    """
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.URLField(max_length=2000)
+    kinds = models.JSONField(default=list)
+    secret = models.CharField(max_length=128)
+    description = models.CharField(max_length=200, blank=True, default="")
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(db_default=Now())
+    created_by = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "active"], name="webhook_ws_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.url} ({', '.join(self.kinds)})"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class WebhookDelivery(models.Model):
+    """One event for one webhook: the exact body, every attempt and its response.
+
+    `event_id` is not a foreign key: retention prunes events and deliveries on their own
+    schedules, and the body sent (and re-sent on retry) is kept here.
+    """
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event_id = models.BigIntegerField()
+    kind = models.CharField(max_length=32)
+    body = models.TextField()
+    status = models.CharField(
+        max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=2000, blank=True, default="")
+    # One entry per attempt: {at, status_code, duration_ms, error, response}.
+    log = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [
+            # Dispatching an event twice (two workers, a retried task) never makes two deliveries.
+            models.UniqueConstraint(fields=["webhook", "event_id"], name="delivery_unique_event")
+        ]
+        indexes = [
+            # The sender's WHERE: pending deliveries whose next attempt is due.
+            models.Index(
+                fields=["next_attempt_at"],
+                name="delivery_due_idx",
+                condition=models.Q(status="pending"),
+            ),
+            models.Index(fields=["created_at"], name="delivery_created_idx"),
+            models.Index(fields=["webhook", "-id"], name="delivery_webhook_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} event {self.event_id} to webhook {self.webhook_id} ({self.status})"
+
+
+class JobRun(models.Model):
+    """The last run of each periodic job, shared by every worker and read by /metrics."""
+
+    name = models.CharField(max_length=64, unique=True)
+    runs = models.BigIntegerField(default=0)
+    last_started_at = models.DateTimeField(null=True, blank=True)
+    last_finished_at = models.DateTimeField(null=True, blank=True)
+    last_duration_s = models.FloatField(default=0)
+    last_processed = models.BigIntegerField(default=0)
+    last_failed = models.BigIntegerField(default=0)
+    # For the sweep: how long past its threshold the oldest transition it recorded was.
+    last_lag_s = models.FloatField(default=0)
+
+    def __str__(self) -> str:
+        return self.name

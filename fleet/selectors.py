@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import DateTimeField, F, Func, Q, QuerySet
+from django.db.models.lookups import GreaterThan, LessThanOrEqual
 
-from fleet.models import Attempt, AttemptEnd, Hand, Run, Slot
-from leases.clock import db_now
+from fleet.models import Attempt, AttemptEnd, Hand, HandKey, Lane, Run, Slot, WorkPackage
+from leases.clock import db_now, now_expression, plus_seconds_sql
 from leases.engine import LeaseSnapshot
 from leases.errors import NotFound
-from leases.models import Lease, LeaseState
+from leases.models import Event, Lease, LeaseKind, LeaseState, LeaseStatus, Refusal
 
 
 @dataclass(frozen=True)
@@ -121,3 +123,175 @@ def hand_get(*, workspace_id: int, name: str) -> Hand:
 def lease_snapshots(leases: list[Lease], now: datetime | None = None) -> list[LeaseSnapshot]:
     now = now or db_now()
     return [LeaseSnapshot.from_model(lease, now) for lease in leases]
+
+
+# --- Lists for the API (filters in SQL, on the database's clock) --------------------------------
+# Each returns an unordered queryset; the caller pages it by primary key (newest first).
+
+
+class _PlusSeconds(Func):
+    """`timestamp + seconds` for either database, where both are column expressions."""
+
+    output_field = DateTimeField()
+    arity = 2
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        ts_sql, ts_params = compiler.compile(self.source_expressions[0])
+        s_sql, s_params = compiler.compile(self.source_expressions[1])
+        return plus_seconds_sql(ts_sql, s_sql), [*ts_params, *s_params]
+
+
+LEASE_STATES = [state.value for state in LeaseState]
+ATTEMPT_STATES = ["live", "late", "stalled", "lost", "finished", "released"]
+
+
+def lease_state_q(state: str, *, prefix: str = "") -> Q:
+    """Rows whose lease (at `prefix`) is in `state` now: `leases.state.lease_state` in SQL."""
+    now = now_expression()
+    deadline = F(f"{prefix}deadline")
+    grace = F(f"{prefix}grace_s")
+    held = Q(**{f"{prefix}status": LeaseStatus.HELD})
+    stalled_at = _PlusSeconds(deadline, grace / 2.0)
+    lost_at = _PlusSeconds(deadline, grace)
+    if state == LeaseState.FREE:
+        return ~held
+    if state == LeaseState.LIVE:
+        return held & Q(LessThanOrEqual(now, deadline))
+    if state == LeaseState.LATE:
+        return (
+            held
+            & Q(GreaterThan(now, deadline))
+            & Q(LessThanOrEqual(now, stalled_at))
+            & Q(**{f"{prefix}grace_s__gt": 0})
+        )
+    if state == LeaseState.STALLED:
+        return held & Q(GreaterThan(now, stalled_at)) & Q(LessThanOrEqual(now, lost_at))
+    if state == LeaseState.LOST:
+        return held & Q(GreaterThan(now, lost_at))
+    raise ValueError(state)
+
+
+def leases_list(
+    *,
+    workspace_id: int,
+    prefix: str = "",
+    holder: str = "",
+    state: str = "",
+    kind: str = LeaseKind.RESOURCE,
+) -> QuerySet[Lease]:
+    leases = Lease.objects.filter(workspace_id=workspace_id, kind=kind)
+    if prefix:
+        leases = leases.filter(resource__startswith=prefix)
+    if holder:
+        leases = leases.filter(holder=holder)
+    if state:
+        leases = leases.filter(lease_state_q(state))
+    return leases
+
+
+def attempts_list(
+    *,
+    workspace_id: int,
+    state: str = "",
+    lane_slug: str = "",
+    hand_name: str = "",
+    run_id: int | None = None,
+    lane_id: int | None = None,
+) -> QuerySet[Attempt]:
+    """Attempts of the workspace; `state` as `attempt_state` computes it, in SQL."""
+    attempts = attempts_base().filter(workspace_id=workspace_id)
+    if lane_id is not None:
+        attempts = attempts.filter(lane_id=lane_id)
+    if lane_slug:
+        attempts = attempts.filter(lane__slug=lane_slug)
+    if hand_name:
+        attempts = attempts.filter(hand__name=hand_name)
+    if run_id is not None:
+        attempts = attempts.filter(run_id=run_id)
+    if state in (AttemptEnd.FINISHED, AttemptEnd.RELEASED):
+        return attempts.filter(end=state)
+    same_tenure = Q(end=None, lease__fence=F("fence"))
+    if state == AttemptEnd.LOST:
+        moved_on = Q(end=None) & ~Q(lease__fence=F("fence"))
+        return attempts.filter(
+            Q(end=AttemptEnd.LOST)
+            | moved_on
+            | (same_tenure & (lease_state_q("lost", prefix="lease__") | Q(lease__status="free")))
+        )
+    if state:
+        return attempts.filter(same_tenure & lease_state_q(state, prefix="lease__"))
+    return attempts
+
+
+def lanes_list(*, workspace_id: int, lane_id: int | None = None) -> QuerySet[Lane]:
+    lanes = Lane.objects.filter(workspace_id=workspace_id)
+    return lanes.filter(pk=lane_id) if lane_id is not None else lanes
+
+
+def lane_get(*, workspace_id: int, slug: str, lane_id: int | None = None) -> Lane:
+    try:
+        return lanes_list(workspace_id=workspace_id, lane_id=lane_id).get(slug=slug)
+    except Lane.DoesNotExist:
+        raise NotFound(f"no lane {slug!r}") from None
+
+
+def work_packages_list(*, lane: Lane) -> QuerySet[WorkPackage]:
+    return WorkPackage.objects.filter(lane=lane).select_related("lane")
+
+
+def work_package_get(
+    *, workspace_id: int, work_package_id: int, lane_id: int | None = None
+) -> WorkPackage:
+    filters: dict[str, Any] = {"pk": work_package_id, "workspace_id": workspace_id}
+    if lane_id is not None:
+        filters["lane_id"] = lane_id
+    try:
+        return WorkPackage.objects.select_related("lane").get(**filters)
+    except (WorkPackage.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise NotFound(f"no work package {work_package_id}") from None
+
+
+def runs_list(*, work_package: WorkPackage) -> QuerySet[Run]:
+    return Run.objects.filter(work_package=work_package).select_related(
+        "work_package", "work_package__lane"
+    )
+
+
+def hands_list(*, workspace_id: int) -> QuerySet[Hand]:
+    return Hand.objects.filter(workspace_id=workspace_id).select_related("lane")
+
+
+def keys_list(*, hand: Hand) -> QuerySet[HandKey]:
+    return HandKey.objects.filter(hand=hand).select_related("hand", "lane")
+
+
+def refusals_list(*, workspace_id: int, code: str = "", hand_name: str = "") -> QuerySet[Refusal]:
+    refusals = Refusal.objects.filter(workspace_id=workspace_id)
+    if code:
+        refusals = refusals.filter(code=code)
+    if hand_name:
+        refusals = refusals.filter(hand=hand_name)
+    return refusals
+
+
+def events_list(
+    *,
+    workspace_id: int,
+    kind: str = "",
+    since: datetime | None = None,
+    after_id: int | None = None,
+    hand_name: str = "",
+    attempt_id: int | None = None,
+) -> QuerySet[Event]:
+    events = Event.objects.filter(workspace_id=workspace_id)
+    if kind:
+        events = events.filter(kind=kind)
+    if since is not None:
+        events = events.filter(at__gte=since)
+    if after_id is not None:
+        events = events.filter(pk__gt=after_id)
+    if hand_name:
+        events = events.filter(hand=hand_name)
+    if attempt_id is not None:
+        events = events.filter(attempt_id=attempt_id)
+    return events

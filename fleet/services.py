@@ -78,7 +78,9 @@ def slot_resource(run_id: int, index: int) -> str:
 def _validate_reason(value: object, *, field: str = "reason", required: bool = False) -> str:
     if value is None or value == "":
         if required:
-            raise ValidationFailed(f"{field} is required", fields={field: ["This field is required."]})
+            raise ValidationFailed(
+                f"{field} is required", fields={field: ["This field is required."]}
+            )
         return ""
     if not isinstance(value, str) or len(value) > MAX_REASON_LENGTH:
         raise ValidationFailed(
@@ -145,7 +147,9 @@ def lane_create(
         "name": name,
         "heartbeat_interval_s": None
         if heartbeat_interval_s is None
-        else _interval_or_default(heartbeat_interval_s, field="heartbeat_interval_s", default=0, minimum=1),
+        else _interval_or_default(
+            heartbeat_interval_s, field="heartbeat_interval_s", default=0, minimum=1
+        ),
         "grace_s": None
         if grace_s is None
         else _interval_or_default(grace_s, field="grace_s", default=0, minimum=0),
@@ -240,11 +244,15 @@ def run_create(
         )
         leases = [
             engine.create_free(
-                workspace_id=run.workspace_id, resource=slot_resource(run.pk, i), kind=LeaseKind.SLOT
+                workspace_id=run.workspace_id,
+                resource=slot_resource(run.pk, i),
+                kind=LeaseKind.SLOT,
             )
             for i in range(slots)
         ]
-        Slot.objects.bulk_create(Slot(run=run, index=i, lease=lease) for i, lease in enumerate(leases))
+        Slot.objects.bulk_create(
+            Slot(run=run, index=i, lease=lease) for i, lease in enumerate(leases)
+        )
     return run
 
 
@@ -395,7 +403,9 @@ def key_authenticate(raw: str) -> HandKey:
     now: datetime = key.db_now  # type: ignore[attr-defined]
     if key.expires_at is not None and key.expires_at <= now:
         raise KeyExpired(f"key {prefix} expired", expired_at=key.expires_at.isoformat())
-    if key.last_used_at is None or key.last_used_at < now - timedelta(seconds=LAST_USED_RESOLUTION_S):
+    if key.last_used_at is None or key.last_used_at < now - timedelta(
+        seconds=LAST_USED_RESOLUTION_S
+    ):
         stale = now - timedelta(seconds=LAST_USED_RESOLUTION_S)
         HandKey.objects.filter(pk=key.pk).filter(
             Q(last_used_at=None) | Q(last_used_at__lt=stale)
@@ -450,8 +460,12 @@ def attempt_claim(
         if lease is not None:
             taken = Slot.objects.get(lease_id=lease.id)
             # The tenure this claim replaced (if its holder was lost) ends now, recorded once.
-            for previous in Attempt.objects.filter(slot=taken, end=None).values_list("pk", flat=True):
-                attempt_mark_lost(attempt_id=previous, at=lease.server_time, reason="slot reclaimed")
+            for previous in Attempt.objects.filter(slot=taken, end=None).values_list(
+                "pk", flat=True
+            ):
+                attempt_mark_lost(
+                    attempt_id=previous, at=lease.server_time, reason="slot reclaimed"
+                )
             attempt = Attempt.objects.create(
                 workspace_id=hand.workspace_id,
                 run=run,
@@ -474,7 +488,9 @@ def attempt_claim(
                 fence=lease.fence,
                 data={"run": run.pk, "slot": taken.index, "process_id": process_id},
             )
-            return AttemptView(attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt.pk), lease)
+            return AttemptView(
+                attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt.pk), lease
+            )
     if slot is not None:
         current = engine.read(workspace_id=hand.workspace_id, resource=slot_resource(run.pk, slot))
         assert current is not None
@@ -504,7 +520,9 @@ def attempt_mark_lost(*, attempt_id: int, at: datetime, reason: str) -> bool:
     return True
 
 
-def _attempt_for_hand(*, hand: Hand, attempt_id: int, fence: object, lane_id: int | None) -> Attempt:
+def _attempt_for_hand(
+    *, hand: Hand, attempt_id: int, fence: object, lane_id: int | None
+) -> Attempt:
     """The caller's own attempt, at the fence it carries (checks shared by every hand call)."""
     attempt = attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt_id, lane_id=lane_id)
     if attempt.hand_id != hand.pk:
@@ -518,11 +536,18 @@ def _attempt_for_hand(*, hand: Hand, attempt_id: int, fence: object, lane_id: in
     return attempt
 
 
-def _tenure_error(attempt: Attempt, lease: LeaseSnapshot | None, process_id: str | None) -> Exception:
+def _tenure_error(
+    attempt: Attempt, lease: LeaseSnapshot | None, process_id: str | None
+) -> Exception:
     """Why a fenced statement on the attempt's slot lease matched no row."""
-    if lease is None or lease.fence != attempt.fence or lease.state in (LeaseState.FREE, LeaseState.LOST):
+    if (
+        lease is None
+        or lease.fence != attempt.fence
+        or lease.state in (LeaseState.FREE, LeaseState.LOST)
+    ):
         return LeaseLost(
-            f"attempt {attempt.pk} has lost its slot lease", current_fence=lease.fence if lease else None
+            f"attempt {attempt.pk} has lost its slot lease",
+            current_fence=lease.fence if lease else None,
         )
     if process_id is not None and process_id != lease.process_id:
         return ProcessMismatch(
@@ -560,9 +585,13 @@ def attempt_report(
         validate_name(process_id, field="process_id")
     message = _validate_reason(message, field="message")
     if percent is not None and (
-        isinstance(percent, bool) or not isinstance(percent, int | float) or not (0 <= percent <= 100)
+        isinstance(percent, bool)
+        or not isinstance(percent, int | float)
+        or not (0 <= percent <= 100)
     ):
-        raise ValidationFailed("percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]})
+        raise ValidationFailed(
+            "percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]}
+        )
     if details is not None and not isinstance(details, dict):
         raise ValidationFailed("details must be an object", fields={"details": ["An object."]})
     attempt = _attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
@@ -616,8 +645,10 @@ def attempt_set_directive(
     _refuse_ended(attempt)
     with transaction.atomic():
         now = db_now()
-        if Attempt.objects.filter(pk=attempt.pk, end=None).exclude(directive=directive).update(
-            directive=directive
+        if (
+            Attempt.objects.filter(pk=attempt.pk, end=None)
+            .exclude(directive=directive)
+            .update(directive=directive)
         ):
             record_event(
                 workspace_id=workspace_id,
@@ -716,7 +747,11 @@ def attempt_release(
         return attempt_view(attempt)
     with transaction.atomic():
         return attempt_end(
-            hand=hand, attempt=attempt, process_id=process_id, end=AttemptEnd.RELEASED, reason=reason
+            hand=hand,
+            attempt=attempt,
+            process_id=process_id,
+            end=AttemptEnd.RELEASED,
+            reason=reason,
         )
 
 
@@ -732,7 +767,9 @@ def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) ->
             for attempt_id in Attempt.objects.filter(
                 lease_id=lease.id, fence=lease.fence - 1, end=None
             ).values_list("pk", flat=True):
-                attempt_mark_lost(attempt_id=attempt_id, at=lease.server_time, reason=f"broken: {reason}")
+                attempt_mark_lost(
+                    attempt_id=attempt_id, at=lease.server_time, reason=f"broken: {reason}"
+                )
     return lease
 
 
@@ -758,9 +795,11 @@ def bootstrap(
         hand, _ = hand_create(workspace=workspace, name=default_hand_name(username))
         if not hand.is_supervisor:
             Hand.objects.filter(pk=hand.pk).update(is_supervisor=True)
-        has_live_key = HandKey.objects.filter(hand=hand, revoked_at=None).filter(
-            Q(expires_at=None) | Q(expires_at__gt=now_expression())
-        ).exists()
+        has_live_key = (
+            HandKey.objects.filter(hand=hand, revoked_at=None)
+            .filter(Q(expires_at=None) | Q(expires_at__gt=now_expression()))
+            .exists()
+        )
         issued = None
         if new_key or not has_live_key:
             issued = key_issue(hand=hand, scopes=ALL_SCOPES, actor=username)

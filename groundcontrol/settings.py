@@ -81,6 +81,8 @@ DATABASE_URL = env_url(
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 0, minimum=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # WAL lets the dashboard read while a hand writes; IMMEDIATE takes the write lock at BEGIN,
     # so two writers queue instead of failing with "database is locked" half-way.
     DATABASES["default"]["OPTIONS"] = {
@@ -173,4 +175,49 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+}
+
+# --- Periodic jobs, webhooks, retention and metrics (issue 4: fleet/jobs.py, fleet/webhooks.py) --
+# One table of jobs serves both topologies: Celery beat enqueues it in production, and the
+# embedded scheduler (groundcontrol/scheduler.py) runs the same tasks on a timer in-process.
+GC_REVOKE_KEYS_INTERVAL_S = env_float("GC_REVOKE_KEYS_INTERVAL_S", 30.0, minimum=0.1)
+GC_WEBHOOK_INTERVAL_S = env_float("GC_WEBHOOK_INTERVAL_S", 2.0, minimum=0.1)
+GC_RETENTION_INTERVAL_S = env_float("GC_RETENTION_INTERVAL_S", 3600.0, minimum=1.0)
+# Rows per sweep transaction, and how far a row that made the sweep fail is pushed back.
+GC_SWEEP_BATCH = env_int("GC_SWEEP_BATCH", 500, minimum=1)
+GC_SWEEP_RETRY_S = env_float("GC_SWEEP_RETRY_S", 60.0, minimum=0.1)
+# Reports, events, refusals and finished webhook deliveries older than this are pruned.
+GC_RETENTION_DAYS = env_float("GC_RETENTION_DAYS", 90.0, minimum=0.001)
+GC_RETENTION_REPORTS_DAYS = env_float("GC_RETENTION_REPORTS_DAYS", GC_RETENTION_DAYS, minimum=0.001)
+GC_RETENTION_EVENTS_DAYS = env_float("GC_RETENTION_EVENTS_DAYS", GC_RETENTION_DAYS, minimum=0.001)
+GC_RETENTION_REFUSALS_DAYS = env_float(
+    "GC_RETENTION_REFUSALS_DAYS", GC_RETENTION_DAYS, minimum=0.001
+)
+GC_RETENTION_BATCH = env_int("GC_RETENTION_BATCH", 5000, minimum=1)
+GC_WEBHOOK_TIMEOUT_S = env_float("GC_WEBHOOK_TIMEOUT_S", 5.0, minimum=0.1)
+GC_WEBHOOK_MAX_ATTEMPTS = env_int("GC_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+GC_WEBHOOK_BACKOFF_S = env_float("GC_WEBHOOK_BACKOFF_S", 10.0, minimum=0.01)
+GC_WEBHOOK_BACKOFF_MAX_S = env_float("GC_WEBHOOK_BACKOFF_MAX_S", 3600.0, minimum=0.01)
+# With Celery workers, jobs that write events enqueue webhook delivery right after commit; the
+# embedded scheduler simply runs delivery on its next tick.
+GC_NOTIFY_ON_COMMIT = env_bool("GC_NOTIFY_ON_COMMIT", not GC_EMBEDDED_SCHEDULER)
+# When set, /metrics requires `Authorization: Bearer <token>`.
+GC_METRICS_TOKEN = env_str("GC_METRICS_TOKEN", "")
+
+CELERY_TASK_DEFAULT_QUEUE = env_str("GC_CELERY_QUEUE", "groundcontrol")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+
+def _every(task: str, interval_s: float) -> dict[str, object]:
+    # A run that waited in the queue longer than two intervals is stale: the next one is coming.
+    return {"task": task, "schedule": interval_s, "options": {"expires": interval_s * 2}}
+
+
+CELERY_BEAT_SCHEDULE = {
+    "sweep-leases": _every("fleet.sweep_leases", GC_SWEEP_INTERVAL_S),
+    "revoke-keys": _every("fleet.revoke_keys", GC_REVOKE_KEYS_INTERVAL_S),
+    "deliver-webhooks": _every("fleet.deliver_webhooks", GC_WEBHOOK_INTERVAL_S),
+    "prune-records": _every("fleet.prune_records", GC_RETENTION_INTERVAL_S),
 }

@@ -39,7 +39,8 @@ class CallContext:
     request_id: str = ""
 
 
-_call: ContextVar[CallContext] = ContextVar("gc_call", default=CallContext())
+# CallContext is frozen, so sharing one default instance is safe.
+_call: ContextVar[CallContext] = ContextVar("gc_call", default=CallContext())  # noqa: B039
 
 
 def current_call() -> CallContext:
@@ -109,7 +110,9 @@ def record_refusal(
 def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in fields.items():
-        out[name] = value if isinstance(value, str | int | float | bool | list | dict) else str(value)
+        out[name] = (
+            value if isinstance(value, str | int | float | bool | list | dict) else str(value)
+        )
     return out
 
 

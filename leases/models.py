@@ -113,6 +113,12 @@ class Event(models.Model):
             models.Index(fields=["workspace_id", "-id"], name="event_ws_idx"),
             models.Index(fields=["workspace_id", "kind", "-id"], name="event_ws_kind_idx"),
             models.Index(fields=["at"], name="event_at_idx"),
+            # The webhook dispatcher's WHERE: events no notifier has claimed yet.
+            models.Index(
+                fields=["id"],
+                name="event_undispatched_idx",
+                condition=models.Q(dispatched_at=None),
+            ),
         ]
 
     def __str__(self) -> str:

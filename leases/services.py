@@ -97,7 +97,9 @@ def describe_holder(lease: LeaseSnapshot) -> str:
     )
 
 
-def held_error(lease: LeaseSnapshot, error: type[GroundControlError] = LeaseHeld) -> GroundControlError:
+def held_error(
+    lease: LeaseSnapshot, error: type[GroundControlError] = LeaseHeld
+) -> GroundControlError:
     """The denial that says who holds it, its fence, state, and for how long (rule 8)."""
     return error(
         describe_holder(lease),
@@ -271,14 +273,14 @@ def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapsho
             current_fence=lease.fence,
         )
     if not lease.held:
-        raise LeaseLost(f"the lease on {resource!r} at fence {fence} has ended", current_fence=fence)
+        raise LeaseLost(
+            f"the lease on {resource!r} at fence {fence} has ended", current_fence=fence
+        )
     return lease
 
 
 @refusals_recorded
-def lease_break(
-    *, workspace_id: int, resource: str, actor: str, reason: str
-) -> LeaseSnapshot:
+def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) -> LeaseSnapshot:
     """A supervisor frees `resource` at once; its fence moves on so the old holder is stale."""
     validate_resource(resource)
     with transaction.atomic():

@@ -70,7 +70,9 @@ def make_run(lane):  # noqa: ANN001, ANN201
     counter = iter(range(1_000_000))
 
     def make(**kwargs: object) -> Run:
-        package, _ = fleet.work_package_create(lane=lane, key=f"wp-{next(counter)}", title="Package")
+        package, _ = fleet.work_package_create(
+            lane=lane, key=f"wp-{next(counter)}", title="Package"
+        )
         options = {"title": "Run", "brief": "Do the thing", "slots": 2}
         options.update(kwargs)
         return fleet.run_create(work_package=package, **options)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -58,7 +58,9 @@ def test_it_claims_the_lowest_open_slot_and_records_the_claim(owner, teammate, r
     assert Event.objects.filter(kind="claimed").count() == 2
 
 
-def test_a_full_run_answers_no_open_slot_and_a_taken_slot_slot_taken(owner, teammate, run, frozen_clock):
+def test_a_full_run_answers_no_open_slot_and_a_taken_slot_slot_taken(
+    owner, teammate, run, frozen_clock
+):
     claim(owner, run)
     claim(owner, run, "host:3")
     with pytest.raises(NoOpenSlot):
@@ -83,7 +85,13 @@ def test_a_run_of_another_workspace_is_not_found(outsider, run):
 
 def test_the_state_moves_through_every_boundary_and_a_report_revives_it(owner, run, frozen_clock):
     view = claim(owner, run)
-    expected = [(100, "live"), (100.001, "late"), (130, "late"), (130.001, "stalled"), (160, "stalled")]
+    expected = [
+        (100, "live"),
+        (100.001, "late"),
+        (130, "late"),
+        (130.001, "stalled"),
+        (160, "stalled"),
+    ]
     for offset, state in expected:
         clock.freeze(frozen_clock + timedelta(seconds=offset))
         renewed, revived = report(owner, view, process=None)  # recorded, not renewed
@@ -105,13 +113,17 @@ def test_a_lost_attempt_is_refused_on_every_call_forever(owner, run, frozen_cloc
             hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", reason="late"
         )
     with pytest.raises(LeaseLost):
-        attempt_finish(hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=PR)
+        attempt_finish(
+            hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=PR
+        )
     clock.advance(10_000)
     with pytest.raises(LeaseLost):
         report(owner, view)
 
 
-def test_a_lost_holders_slot_is_claimable_at_once_without_a_sweep(owner, teammate, make_run, frozen_clock):
+def test_a_lost_holders_slot_is_claimable_at_once_without_a_sweep(
+    owner, teammate, make_run, frozen_clock
+):
     run = make_run(slots=1, heartbeat_interval_s=10, grace_s=0)
     old = claim(owner, run)
     clock.advance(10)
@@ -150,7 +162,9 @@ def test_a_hand_cannot_act_on_another_hands_attempt(owner, teammate, run):
             hand=teammate, attempt_id=view.attempt.pk, fence=1, process_id="host:1", reason="x"
         )
     with pytest.raises(NotHolder):
-        attempt_finish(hand=teammate, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=PR)
+        attempt_finish(
+            hand=teammate, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=PR
+        )
     assert Refusal.objects.filter(code="not_holder", hand="hand-b").count() == 3
 
 
@@ -178,17 +192,29 @@ def test_directives_reach_the_hand_in_its_next_report(owner, run):
 def test_finish_needs_the_required_evidence_and_keeps_the_lease_until_then(owner, run):
     view = claim(owner, run)
     with pytest.raises(EvidenceMissing) as missing:
-        attempt_finish(hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=[])
+        attempt_finish(
+            hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=[]
+        )
     assert missing.value.fields["missing"] == ["pull_request"]
     assert report(owner, view)[1].state == "live"
     done = attempt_finish(
-        hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=PR, summary="ok"
+        hand=owner,
+        attempt_id=view.attempt.pk,
+        fence=1,
+        process_id="host:1",
+        evidence=PR,
+        summary="ok",
     )
     assert done.state == "finished"
     assert Evidence.objects.get().url == PR[0]["url"]
     # A retried finish answers as the first did and writes nothing more.
     again = attempt_finish(
-        hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=PR, summary="ok"
+        hand=owner,
+        attempt_id=view.attempt.pk,
+        fence=1,
+        process_id="host:1",
+        evidence=PR,
+        summary="ok",
     )
     assert again.state == "finished"
     assert Evidence.objects.count() == 1
@@ -227,7 +253,11 @@ def test_release_opens_the_slot_at_once(owner, teammate, make_run):
     run = make_run(slots=1)
     view = claim(owner, run)
     released = fleet.attempt_release(
-        hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", reason="blocked on review"
+        hand=owner,
+        attempt_id=view.attempt.pk,
+        fence=1,
+        process_id="host:1",
+        reason="blocked on review",
     )
     assert released.state == "released"
     assert released.attempt.end_reason == "blocked on review"
@@ -245,7 +275,9 @@ def test_breaking_a_slot_lease_loses_the_attempt(owner, teammate, make_run):
     with pytest.raises(LeaseLost):
         report(owner, view)
     assert claim(teammate, run, "host:2").lease.fence == 3
-    kinds = sorted(Event.objects.filter(kind__in=["lease_broken", "lost"]).values_list("kind", flat=True))
+    kinds = sorted(
+        Event.objects.filter(kind__in=["lease_broken", "lost"]).values_list("kind", flat=True)
+    )
     assert kinds == ["lease_broken", "lost"]
 
 
@@ -297,7 +329,9 @@ def test_keys_are_hashed_scoped_expiring_and_revocable(owner, frozen_clock):
     with pytest.raises(KeyExpired):
         fleet.key_authenticate(issued.plaintext)
     other = fleet.key_issue(hand=owner, scopes=["work", "leases"], actor="boss")
-    fleet.key_revoke(workspace_id=owner.workspace_id, prefix=other.key.prefix, actor="boss", reason="gone")
+    fleet.key_revoke(
+        workspace_id=owner.workspace_id, prefix=other.key.prefix, actor="boss", reason="gone"
+    )
     with pytest.raises(KeyRevoked):
         fleet.key_authenticate(other.plaintext)
     assert Event.objects.filter(kind="key_revoked").count() == 1

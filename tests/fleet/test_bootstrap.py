@@ -14,8 +14,16 @@ pytestmark = pytest.mark.django_db
 def bootstrap(*extra: str) -> dict:
     out = StringIO()
     call_command(
-        "bootstrap", "--workspace", "acme", "--username", "ada", "--password", "pw-123456", "--json",
-        *extra, stdout=out,
+        "bootstrap",
+        "--workspace",
+        "acme",
+        "--username",
+        "ada",
+        "--password",
+        "pw-123456",
+        "--json",
+        *extra,
+        stdout=out,
     )
     return json.loads(out.getvalue())
 
@@ -30,7 +38,9 @@ def test_it_creates_workspace_admin_and_a_supervisor_key_once() -> None:
     assert user.check_password("pw-123456")
     assert Membership.objects.get(user=user).role == "admin"
     # Plaintext never stored.
-    assert not HandKey.objects.filter(secret_hash__contains=first["supervisor_key"].split("_")[2]).exists()
+    assert not HandKey.objects.filter(
+        secret_hash__contains=first["supervisor_key"].split("_")[2]
+    ).exists()
 
     again = bootstrap()
     assert again["supervisor_key"] is None

@@ -73,10 +73,14 @@ def test_a_second_acquire_by_the_holder_renews_and_keeps_the_fence(frozen_clock:
 def test_renew_pushes_the_deadline_for_the_current_fence_only(frozen_clock: datetime) -> None:
     acquire("a", ttl=30)
     clock.advance(29)
-    lease = leases.lease_renew(workspace_id=WS, resource="src/auth/", holder="a", fence=1, process_id="p1")
+    lease = leases.lease_renew(
+        workspace_id=WS, resource="src/auth/", holder="a", fence=1, process_id="p1"
+    )
     assert lease.deadline == frozen_clock + timedelta(seconds=59)
     with pytest.raises(StaleFence) as stale:
-        leases.lease_renew(workspace_id=WS, resource="src/auth/", holder="a", fence=7, process_id="p1")
+        leases.lease_renew(
+            workspace_id=WS, resource="src/auth/", holder="a", fence=7, process_id="p1"
+        )
     assert stale.value.fields["current_fence"] == 1
 
 
@@ -84,11 +88,15 @@ def test_lost_is_final_a_renewal_after_the_deadline_is_refused(frozen_clock: dat
     acquire("a", ttl=10)
     clock.advance(10.001)
     with pytest.raises(LeaseLost):
-        leases.lease_renew(workspace_id=WS, resource="src/auth/", holder="a", fence=1, process_id="p1")
+        leases.lease_renew(
+            workspace_id=WS, resource="src/auth/", holder="a", fence=1, process_id="p1"
+        )
     # Still refused later, though nobody else took it in between.
     clock.advance(100)
     with pytest.raises(LeaseLost):
-        leases.lease_renew(workspace_id=WS, resource="src/auth/", holder="a", fence=1, process_id="p1")
+        leases.lease_renew(
+            workspace_id=WS, resource="src/auth/", holder="a", fence=1, process_id="p1"
+        )
     with pytest.raises(LeaseLost):
         leases.lease_check(workspace_id=WS, resource="src/auth/", fence=1)
 
@@ -161,9 +169,7 @@ def test_workspaces_do_not_share_resources(frozen_clock: datetime) -> None:
     assert other.fence == 1
 
 
-@pytest.mark.parametrize(
-    "resource", ["", "x" * 513, "bad\x00name", "tab\tname", "run/1/slot/0"]
-)
+@pytest.mark.parametrize("resource", ["", "x" * 513, "bad\x00name", "tab\tname", "run/1/slot/0"])
 def test_it_refuses_bad_resource_names(resource: str) -> None:
     with pytest.raises(ValidationFailed):
         acquire(resource=resource)

@@ -30,7 +30,9 @@ def test_it_computes_every_boundary(offset: float, expected: LeaseState) -> None
 
 def test_it_goes_straight_from_live_to_lost_with_no_grace() -> None:
     assert lease_state(status="held", deadline=DEADLINE, grace_s=0, now=at(0)) == LeaseState.LIVE
-    assert lease_state(status="held", deadline=DEADLINE, grace_s=0, now=at(0.001)) == LeaseState.LOST
+    assert (
+        lease_state(status="held", deadline=DEADLINE, grace_s=0, now=at(0.001)) == LeaseState.LOST
+    )
 
 
 def test_it_calls_a_lease_nobody_holds_free() -> None:
