@@ -1,0 +1,78 @@
+"""Settings come from the environment and fail loudly on malformed values."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from groundcontrol import env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PRODUCTION = {
+    "SECRET_KEY": secrets.token_urlsafe(50),
+    "DEBUG": "0",
+    "ALLOWED_HOSTS": "gc.example.com",
+    "SECURE_SSL_REDIRECT": "1",
+    "SESSION_COOKIE_SECURE": "1",
+    "CSRF_COOKIE_SECURE": "1",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+    "SECURE_HSTS_PRELOAD": "1",
+}
+
+
+@pytest.mark.parametrize(
+    ("helper", "raw"),
+    [
+        (lambda: env.env_bool("GC_T", False), "maybe"),
+        (lambda: env.env_int("GC_T", 1), "ten"),
+        (lambda: env.env_int("GC_T", 1, minimum=0), "-3"),
+        (lambda: env.env_float("GC_T", 1.0), "fast"),
+        (lambda: env.env_url("GC_T", "", schemes=("redis",)), "http://x"),
+    ],
+)
+def test_it_refuses_malformed_values(monkeypatch, helper, raw) -> None:  # noqa: ANN001
+    monkeypatch.setenv("GC_T", raw)
+    with pytest.raises(ImproperlyConfigured, match="GC_T"):
+        helper()
+
+
+def test_it_reads_well_formed_values(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("GC_T", "yes")
+    assert env.env_bool("GC_T", False) is True
+    monkeypatch.setenv("GC_T", "a, b,,c")
+    assert env.env_list("GC_T", []) == ["a", "b", "c"]
+    monkeypatch.setenv("GC_T", "42")
+    assert env.env_int("GC_T", 0, minimum=1) == 42
+
+
+def _manage(*args: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in PRODUCTION}
+    environ.update(extra_env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_it_passes_the_deploy_check_with_production_settings() -> None:
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", extra_env=PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_a_malformed_setting_stops_the_process_with_its_name() -> None:
+    result = _manage("check", extra_env={"DEBUG": "perhaps"})
+    assert result.returncode != 0
+    assert "DEBUG='perhaps' is not a boolean" in result.stderr
