@@ -1,0 +1,335 @@
+"""The REST client against a mock transport: configuration, retries with backoff and jitter,
+no retry on a denial, and the mapping of error bodies to exceptions."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+from groundcontrol_client import (
+    AuthFailed,
+    Client,
+    ConfigError,
+    ConnectionFailed,
+    Denied,
+    DependencyUnavailable,
+    Evidence,
+    EvidenceMissing,
+    GroundControlError,
+    KeyRevoked,
+    LeaseHeld,
+    LeaseLost,
+    NoOpenSlot,
+    NotFound,
+    ProcessMismatch,
+    RateLimited,
+    RetryPolicy,
+    ScopeDenied,
+    ServerError,
+    SlotTaken,
+    StaleFence,
+    TenureLost,
+    Unavailable,
+    ValidationFailed,
+)
+from groundcontrol_client.errors import describe_denial
+
+from tests.client.fakes import KEY, URL, FakeServer, error
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def scripted(*answers: httpx.Response | Exception) -> tuple[Handler, list[httpx.Request]]:
+    """A handler that gives `answers` in order (raising the exceptions) and records requests."""
+    seen: list[httpx.Request] = []
+    queue = list(answers)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        answer = queue.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return handle, seen
+
+
+def make_client(
+    handler: Handler, sleeps: list[float], *, rand: float = 0.5, **kw: object
+) -> Client:
+    return Client(
+        URL,
+        KEY,
+        transport=httpx.MockTransport(handler),
+        retry=kw.pop("retry", RetryPolicy(retries=3, backoff_s=1.0, max_backoff_s=3.0)),  # type: ignore[arg-type]
+        sleep=sleeps.append,
+        rand=lambda: rand,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+ME = {
+    "hand": "hand-a",
+    "workspace": "acme",
+    "scopes": ["work"],
+    "key_prefix": "abc123",
+    "lane": None,
+}
+
+
+def test_it_is_configured_from_gc_url_and_gc_key() -> None:
+    client = Client.from_env({"GC_URL": "http://gc.test:8000/", "GC_KEY": KEY, "GC_TIMEOUT": "3"})
+    assert client.url == "http://gc.test:8000/api/v1/"
+    assert client.timeout == 3.0
+    assert client._http.headers["authorization"] == f"Bearer {KEY}"
+    # A URL that already names the API is accepted as is.
+    assert Client.from_env({"GC_URL": "https://gc.test/api/v1", "GC_KEY": KEY}).url == (
+        "https://gc.test/api/v1/"
+    )
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"GC_KEY": KEY},
+        {"GC_URL": "http://gc.test"},
+        {"GC_URL": "gc.test", "GC_KEY": KEY},
+        {"GC_URL": "http://gc.test", "GC_KEY": KEY, "GC_TIMEOUT": "soon"},
+    ],
+)
+def test_it_refuses_a_missing_or_malformed_configuration(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        Client.from_env(env)
+
+
+def test_it_sends_the_key_and_parses_me() -> None:
+    handle, seen = scripted(httpx.Response(200, json=ME))
+    me = make_client(handle, []).me()
+    assert (me.hand, me.workspace, me.scopes, me.key_prefix) == (
+        "hand-a",
+        "acme",
+        ["work"],
+        "abc123",
+    )
+    assert seen[0].url == "http://gc.test/api/v1/me"
+    assert seen[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_it_retries_503_with_growing_jittered_backoff() -> None:
+    unavailable = error(503, "dependency_unavailable", "database unreachable")
+    handle, seen = scripted(unavailable, unavailable, unavailable, httpx.Response(200, json=ME))
+    sleeps: list[float] = []
+    assert make_client(handle, sleeps, rand=0.5).me().hand == "hand-a"
+    assert len(seen) == 4
+    # Ceilings 1, 2, 3 (capped); each delay is drawn from the upper half of its ceiling.
+    assert sleeps == pytest.approx([0.75, 1.5, 2.25])
+
+
+def test_it_draws_each_delay_from_the_random_source() -> None:
+    unavailable = error(503, "dependency_unavailable")
+    for rand, expected in ((0.0, 0.5), (1.0, 1.0)):
+        handle, _ = scripted(unavailable, httpx.Response(200, json=ME))
+        sleeps: list[float] = []
+        make_client(handle, sleeps, rand=rand).me()
+        assert sleeps == pytest.approx([expected])
+
+
+def test_it_gives_up_after_its_retries_with_the_last_error() -> None:
+    unavailable = error(503, "dependency_unavailable", "database unreachable")
+    handle, seen = scripted(*[unavailable] * 4)
+    sleeps: list[float] = []
+    with pytest.raises(DependencyUnavailable) as raised:
+        make_client(handle, sleeps).me()
+    assert len(seen) == 4 and len(sleeps) == 3
+    assert raised.value.status == 503 and raised.value.request_id == "req-1"
+
+
+def test_it_waits_as_long_as_a_rate_limit_says() -> None:
+    handle, seen = scripted(
+        error(429, "rate_limited", "slow down", retry_after_s=2.5), httpx.Response(200, json=ME)
+    )
+    sleeps: list[float] = []
+    make_client(handle, sleeps, rand=0.0).me()
+    assert len(seen) == 2
+    assert sleeps == [2.5]
+
+
+def test_it_retries_connection_errors() -> None:
+    refused = httpx.ConnectError("refused")
+    handle, seen = scripted(refused, httpx.ReadTimeout("slow"), httpx.Response(200, json=ME))
+    sleeps: list[float] = []
+    assert make_client(handle, sleeps).me().hand == "hand-a"
+    assert len(seen) == 3 and len(sleeps) == 2
+
+
+def test_it_raises_connection_failed_when_the_server_stays_unreachable() -> None:
+    handle, seen = scripted(*[httpx.ConnectError("refused")] * 4)
+    with pytest.raises(ConnectionFailed) as raised:
+        make_client(handle, []).me()
+    assert isinstance(raised.value, Unavailable)
+    assert raised.value.code == "connection_failed"
+    assert len(seen) == 4
+
+
+@pytest.mark.parametrize(
+    "code", ["lease_held", "no_open_slot", "slot_taken", "lease_lost", "stale_fence"]
+)
+def test_it_never_retries_a_409(code: str) -> None:
+    handle, seen = scripted(error(409, code), httpx.Response(200, json=ME))
+    sleeps: list[float] = []
+    with pytest.raises(GroundControlError) as raised:
+        make_client(handle, sleeps).me()
+    assert raised.value.code == code
+    assert len(seen) == 1 and sleeps == []
+
+
+def test_it_retries_a_claim_only_when_the_request_never_left() -> None:
+    server = FakeServer()
+    attempt = httpx.Response(201, json=server.attempt())
+    handle, seen = scripted(httpx.ConnectError("refused"), attempt)
+    assert make_client(handle, []).claim(12, process_id="p").id == 41
+    assert len(seen) == 2
+
+    # A read timeout may hide a claim that happened: a second one could take a second slot.
+    handle, seen = scripted(httpx.ReadTimeout("slow"), attempt)
+    with pytest.raises(ConnectionFailed):
+        make_client(handle, []).claim(12, process_id="p")
+    assert len(seen) == 1
+
+
+def test_it_retries_a_report_after_a_read_timeout() -> None:
+    server = FakeServer()
+    ok = httpx.Response(200, json={"renewed": True, "attempt": server.attempt()})
+    handle, seen = scripted(httpx.ReadTimeout("slow"), ok)
+    result = make_client(handle, []).report(41, fence=1, process_id="p")
+    assert result.renewed is True and len(seen) == 2
+
+
+def test_it_stops_retrying_when_the_next_try_would_start_after_give_up_at() -> None:
+    handle, seen = scripted(*[error(503, "dependency_unavailable")] * 4)
+    sleeps: list[float] = []
+    with pytest.raises(DependencyUnavailable):
+        make_client(handle, sleeps).request("GET", "me", give_up_at=time.monotonic() + 0.1)
+    assert len(seen) == 1 and sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "cls", "category"),
+    [
+        (400, "validation_error", ValidationFailed, GroundControlError),
+        (401, "key_revoked", KeyRevoked, AuthFailed),
+        (403, "scope_denied", ScopeDenied, AuthFailed),
+        (404, "not_found", NotFound, GroundControlError),
+        (409, "lease_held", LeaseHeld, Denied),
+        (409, "no_open_slot", NoOpenSlot, Denied),
+        (409, "slot_taken", SlotTaken, Denied),
+        (409, "lease_lost", LeaseLost, TenureLost),
+        (409, "stale_fence", StaleFence, TenureLost),
+        (409, "process_mismatch", ProcessMismatch, TenureLost),
+        (422, "evidence_missing", EvidenceMissing, GroundControlError),
+        (429, "rate_limited", RateLimited, Unavailable),
+        (409, "some_new_denial", Denied, Denied),
+        (500, "internal", ServerError, ServerError),
+    ],
+)
+def test_it_maps_each_error_code_to_its_exception(
+    status: int, code: str, cls: type[GroundControlError], category: type[GroundControlError]
+) -> None:
+    handle, _ = scripted(error(status, code, "why", extra=7))
+    with pytest.raises(cls) as raised:
+        make_client(handle, [], retry=RetryPolicy(retries=0)).me()
+    refused = raised.value
+    assert isinstance(refused, category)
+    assert (refused.code, refused.status, refused.message) == (code, status, "why")
+    assert refused.request_id == "req-1"
+    assert refused.fields == {"extra": 7}
+
+
+def test_it_carries_the_denials_fields() -> None:
+    held = error(
+        409,
+        "lease_held",
+        "held by hand 'b' (fence 8) for 40 more seconds",
+        holder="b",
+        fence=8,
+        expires_in_s=40.2,
+        state="live",
+        resource="src/auth/",
+    )
+    handle, _ = scripted(held)
+    with pytest.raises(LeaseHeld) as raised:
+        make_client(handle, []).lease_acquire("src/auth/", ttl_s=60, process_id="p")
+    denial = raised.value
+    assert (denial.get("holder"), denial.get("fence"), denial.get("expires_in_s")) == ("b", 8, 40.2)
+    assert describe_denial(denial) == (
+        "src/auth/ is held by hand b (fence 8) for 40 s: wait, pick other work, or escalate."
+    )
+
+
+def test_it_maps_an_answer_without_an_error_body_by_status() -> None:
+    handle, _ = scripted(
+        httpx.Response(502, text="<html>bad gateway</html>"),
+        httpx.Response(503, text="<html>maintenance</html>"),
+        httpx.Response(200, json=ME),
+    )
+    with pytest.raises(ServerError) as raised:
+        make_client(handle, []).me()
+    assert raised.value.status == 502
+    # A 503 from a proxy is retried like the server's own.
+    handle, seen = scripted(httpx.Response(503, text="down"), httpx.Response(200, json=ME))
+    assert make_client(handle, []).me().hand == "hand-a" and len(seen) == 2
+
+
+def test_it_sends_the_contracts_bodies() -> None:
+    server = FakeServer()
+    client = server.client()
+    attempt = client.claim(12, process_id="host:1:2")
+    client.report(
+        attempt.id,
+        fence=attempt.fence,
+        kind="progress",
+        process_id="host:1:2",
+        message="half",
+        percent=50,
+    )
+    client.finish(
+        attempt.id,
+        fence=attempt.fence,
+        process_id="host:1:2",
+        evidence=[Evidence("pull_request", "https://git.test/pr/1", note="the fix")],
+        summary="done",
+    )
+    assert server.calls("/claim") == [{"process_id": "host:1:2"}]
+    assert server.calls("/reports") == [
+        {"fence": 1, "process_id": "host:1:2", "kind": "progress", "message": "half", "percent": 50}
+    ]
+    assert server.calls("/finish") == [
+        {
+            "fence": 1,
+            "process_id": "host:1:2",
+            "evidence": [
+                {"kind": "pull_request", "url": "https://git.test/pr/1", "note": "the fix"}
+            ],
+            "summary": "done",
+        }
+    ]
+
+
+def test_it_follows_list_cursors() -> None:
+    lease = {"resource": "a", "holder": "h", "fence": 1, "state": "live", "ttl_s": 60}
+    handle, seen = scripted(
+        httpx.Response(200, json={"next": f"{URL}/api/v1/leases?cursor=x", "results": [lease]}),
+        httpx.Response(200, json={"next": None, "results": [{**lease, "resource": "b"}]}),
+    )
+    leases = make_client(handle, []).leases(prefix="")
+    assert [lease.resource for lease in leases] == ["a", "b"]
+    assert seen[1].url.params["cursor"] == "x"
+
+
+def test_it_reads_a_plain_list() -> None:
+    slots = [{"index": 0, "state": "open", "holder": None, "fence": 0}]
+    handle, seen = scripted(httpx.Response(200, json=slots))
+    assert [s.index for s in make_client(handle, []).slots(12)] == [0]
+    assert seen[0].url.path == "/api/v1/runs/12/slots" and seen[0].url.params["state"] == "open"

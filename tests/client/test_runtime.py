@@ -1,0 +1,260 @@
+"""The runtime against a fake server: the heartbeat thread, the conservative monotonic deadline,
+directives, and how a `with` block ends (finish with evidence, or release with the reason)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+from groundcontrol_client import (
+    Evidence,
+    EvidenceMissing,
+    Hand,
+    LeaseHeld,
+    LeaseLost,
+    StaleFence,
+    StopRequested,
+)
+from groundcontrol_client import runtime as runtime_module
+
+from tests.client.fakes import FakeServer, error
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+@pytest.fixture
+def server() -> FakeServer:
+    return FakeServer(interval_s=0.3)
+
+
+@pytest.fixture
+def hand(server: FakeServer) -> Hand:
+    return Hand(server.client(), process_id="host-a:4242:1700000000")
+
+
+def test_it_claims_heartbeats_and_finishes_with_the_attached_evidence(
+    server: FakeServer, hand: Hand
+) -> None:
+    with hand.claim(12) as attempt:
+        assert (attempt.id, attempt.fence, attempt.directive) == (41, 1, "continue")
+        # Work longer than the interval: only the heartbeat thread keeps the lease.
+        time.sleep(1.0)
+        assert not attempt.lost
+        attempt.attach("pull_request", "https://git.test/pr/7")
+        attempt.summary = "fixed"
+    heartbeats = server.calls("/reports", kind="heartbeat")
+    assert len(heartbeats) >= 3
+    assert all(h["process_id"] == "host-a:4242:1700000000" and h["fence"] == 1 for h in heartbeats)
+    assert server.calls("/finish") == [
+        {
+            "fence": 1,
+            "process_id": "host-a:4242:1700000000",
+            "evidence": [{"kind": "pull_request", "url": "https://git.test/pr/7"}],
+            "summary": "fixed",
+        }
+    ]
+    assert attempt.ended == "finished" and server.state == "finished"
+    # The thread is gone: no heartbeat after the finish.
+    count = len(server.calls("/reports"))
+    time.sleep(0.3)
+    assert len(server.calls("/reports")) == count
+    assert not attempt.lost
+
+
+def test_it_heartbeats_at_a_safe_fraction_of_the_interval(server: FakeServer, hand: Hand) -> None:
+    with hand.claim(12) as attempt:
+        time.sleep(0.95)
+        attempt.attach("pull_request", "https://git.test/pr/7")
+    # Every 0.1 s for an interval of 0.3 s: three renewals per interval, not one.
+    assert 6 <= len(server.calls("/reports", kind="heartbeat")) <= 10
+
+
+def test_it_releases_with_the_exception_as_the_reason(server: FakeServer, hand: Hand) -> None:
+    with pytest.raises(ValueError, match="tests failed"), hand.claim(12) as attempt:
+        raise ValueError("tests failed")
+    assert server.calls("/release") == [
+        {"fence": 1, "process_id": "host-a:4242:1700000000", "reason": "ValueError: tests failed"}
+    ]
+    assert server.calls("/finish") == []
+    assert attempt.ended == "released"
+
+
+def test_it_releases_when_the_finish_is_refused_for_missing_evidence(
+    server: FakeServer, hand: Hand
+) -> None:
+    server.evidence_required = ["pull_request"]
+    with pytest.raises(EvidenceMissing) as raised, hand.claim(12):
+        pass
+    assert raised.value.get("missing") == ["pull_request"]
+    (release,) = server.calls("/release")
+    assert release["reason"].startswith("finish refused: ")
+
+
+def test_it_stops_renewing_the_moment_the_server_says_lease_lost(
+    server: FakeServer, hand: Hand
+) -> None:
+    attempt = hand.claim(12).open()
+    assert wait_until(lambda: len(server.calls("/reports")) >= 1)
+    server.report_answer = error(409, "lease_lost", "attempt 41 has lost its slot lease")
+    assert wait_until(lambda: attempt.lost, timeout=1.0)
+    assert isinstance(attempt.lost_error, LeaseLost)
+    assert attempt.lost_error.message == "attempt 41 has lost its slot lease"
+    count = len(server.calls("/reports"))
+    time.sleep(0.4)
+    assert len(server.calls("/reports")) == count
+    with pytest.raises(LeaseLost):
+        attempt.checkpoint()
+
+
+def test_it_reports_a_lost_lease_on_exit_and_never_finishes_it(
+    server: FakeServer, hand: Hand
+) -> None:
+    with pytest.raises(StaleFence), hand.claim(12) as attempt:
+        server.report_answer = error(409, "stale_fence", "stale", current_fence=2)
+        assert wait_until(lambda: attempt.lost, timeout=1.0)
+        attempt.attach("pull_request", "https://git.test/pr/7")
+    assert isinstance(attempt.lost_error, StaleFence)
+    assert server.calls("/finish") == []
+    (release,) = server.calls("/release")
+    assert release["reason"] == "lease lost: stale"
+
+
+def test_it_reports_the_lease_lost_when_the_server_is_unreachable_past_the_deadline(
+    server: FakeServer, hand: Hand
+) -> None:
+    attempt = hand.claim(12).open()
+    server.down = True
+    assert not attempt.lost
+    started = time.monotonic()
+    assert wait_until(lambda: attempt.lost, timeout=2.0)
+    # Lost once the 0.3 s interval after the claim's send time passed, not at the grace's end.
+    assert time.monotonic() - started < 0.6
+    error = attempt.lost_error
+    assert isinstance(error, LeaseLost) and error.get("local") is True
+    server.down = False
+    # Lost is final: a server that answers again does not bring the tenure back.
+    time.sleep(0.3)
+    assert attempt.lost
+
+
+def test_it_keeps_the_deadline_from_the_send_time_on_the_monotonic_clock(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(runtime_module.time, "monotonic", lambda: now[0])
+    server.interval_s = 10.0
+    # A huge fraction keeps the background thread asleep: the test drives every renewal.
+    hand = Hand(server.client(), process_id="p", heartbeat_fraction=1000)
+    attempt = hand.claim(12).open()
+    assert attempt.expires_in_s == pytest.approx(10.0)
+
+    def slow_answer(request: httpx.Request) -> None:
+        now[0] += 3.0  # the report takes 3 s to come back
+
+    server.before_answer = slow_answer
+    now[0] = 1005.0
+    attempt.report("halfway", percent=50)
+    server.before_answer = None
+    # Sent at 1005, answered at 1008: the deadline is 1005 + 10, not 1008 + 10.
+    assert now[0] == 1008.0
+    assert attempt.expires_in_s == pytest.approx(7.0)
+    now[0] = 1014.9
+    assert not attempt.lost
+    now[0] = 1015.1
+    assert attempt.lost
+    assert isinstance(attempt.lost_error, LeaseLost)
+    attempt._stop_renewing()
+
+
+def test_it_exposes_the_directive_and_stops_on_stop(server: FakeServer, hand: Hand) -> None:
+    with pytest.raises(StopRequested), hand.claim(12) as attempt:
+        attempt.checkpoint()  # continue: returns at once
+        server.directive = "stop"
+        assert wait_until(lambda: attempt.directive == "stop", timeout=1.0)
+        attempt.checkpoint()
+    (release,) = server.calls("/release")
+    assert release["reason"].startswith("StopRequested: ")
+
+
+def test_it_waits_in_checkpoint_while_paused_and_keeps_heartbeating(
+    server: FakeServer, hand: Hand
+) -> None:
+    server.directive = "pause"
+    with hand.claim(12) as attempt:
+        assert attempt.directive == "pause"
+
+        def resume_later() -> None:
+            time.sleep(0.6)
+            server.directive = "continue"
+
+        threading.Thread(target=resume_later, daemon=True).start()
+        attempt.checkpoint(poll_s=0.05)
+        assert attempt.directive == "continue"
+        attempt.attach("pull_request", "https://git.test/pr/7")
+    # Paused, not stopped: the heartbeats went on the whole time.
+    assert len(server.calls("/reports", kind="heartbeat")) >= 4
+    assert server.state == "finished"
+
+
+def test_it_refuses_to_finish_a_lost_attempt(server: FakeServer, hand: Hand) -> None:
+    attempt = hand.claim(12).open()
+    server.down = True
+    assert wait_until(lambda: attempt.lost, timeout=2.0)
+    server.down = False
+    with pytest.raises(LeaseLost):
+        attempt.finish([Evidence("pull_request", "https://git.test/pr/7")])
+    assert server.calls("/finish") == []
+
+
+def test_it_holds_a_resource_lease_with_its_fence(server: FakeServer, hand: Hand) -> None:
+    with hand.lease("src/auth/", ttl=0.3) as lease:
+        assert lease.fence == 1
+        time.sleep(0.8)
+        assert not lease.lost
+        assert lease.check().fence == 1
+    renewals = server.calls("/leases/renew")
+    assert len(renewals) >= 4
+    assert all(
+        r == {"resource": "src/auth/", "fence": 1, "process_id": hand.process_id} for r in renewals
+    )
+    assert server.calls("/leases/check") == [{"resource": "src/auth/", "fence": 1}]
+    assert server.calls("/leases/release") == [{"resource": "src/auth/", "fence": 1}]
+
+
+def test_it_fails_a_fenced_check_after_the_lease_moved_on(server: FakeServer, hand: Hand) -> None:
+    with pytest.raises(StaleFence), hand.lease("migrations", ttl=30) as lease:
+        server.leases["migrations"]["fence"] = 2  # a supervisor broke it; someone took it
+        with pytest.raises(StaleFence) as raised:
+            lease.check()
+        assert raised.value.get("current_fence") == 2
+        assert lease.lost
+    # The release on exit is refused too; the body's own work was already refused.
+
+
+def test_it_fails_a_check_locally_once_the_deadline_passed(server: FakeServer, hand: Hand) -> None:
+    lease = hand.lease("dev-server", ttl=0.2).open()
+    server.down = True
+    assert wait_until(lambda: lease.lost, timeout=2.0)
+    checks = len(server.calls("/leases/check"))
+    with pytest.raises(LeaseLost):
+        lease.check()
+    # Refused without asking the server: a stale holder must not write, reachable or not.
+    assert len(server.calls("/leases/check")) == checks
+
+
+def test_it_raises_the_denial_with_who_holds_it(server: FakeServer, hand: Hand) -> None:
+    server.leases["src/"] = {"holder": "hand-b", "process_id": "x", "fence": 8, "ttl_s": 60}
+    with pytest.raises(LeaseHeld) as raised, hand.lease("src/", ttl=60):
+        pass
+    assert (raised.value.get("holder"), raised.value.get("fence")) == ("hand-b", 8)
+    assert server.calls("/leases/renew") == []
