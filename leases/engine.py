@@ -314,7 +314,9 @@ def break_(*, workspace_id: int, resource: str) -> LeaseSnapshot | None:
     holder's every later write is stale. Breaking a lease nobody holds matches no row."""
     return _one(
         _sql(
-            "UPDATE {table} SET status = 'free', fence = fence + 1, released_at = {now}, "
+            # released_at stays NULL: it marks a release by the holder, which a retried release
+            # may repeat; a broken tenure's holder is refused (lease_lost) instead.
+            "UPDATE {table} SET status = 'free', fence = fence + 1, released_at = NULL, "
             "next_check_at = NULL, noticed_state = 'free' "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
             "AND status = 'held' "

@@ -47,6 +47,8 @@ class Lease(models.Model):
     acquired_at = models.DateTimeField(null=True, blank=True)
     renewed_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
+    # Set only when the holder released the lease (not on break or expiry), so that a retried
+    # release of the same tenure can answer as the first did.
     released_at = models.DateTimeField(null=True, blank=True)
     # What the sweeper last recorded, and when the next threshold (late, stalled, lost) falls.
     # Correctness never reads these (DESIGN rule 3): they only let the sweep record each
