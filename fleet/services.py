@@ -811,3 +811,33 @@ def bootstrap(
         "supervisor_key": issued.plaintext if issued else None,
         "supervisor_key_prefix": issued.key.prefix if issued else None,
     }
+
+
+@refusals_recorded
+def key_issue_by(
+    *,
+    issuer: HandKey,
+    hand: Hand,
+    scopes: list[str],
+    expires_in_s: float | None = None,
+    lane: Lane | None = None,
+    revoke_when_done: bool = False,
+) -> IssuedKey:
+    """`key_issue` on behalf of a key: it may grant only scopes it holds, and a lane-limited
+    issuer only keys limited to its own lane (no minting one's way out of a limit)."""
+    for scope in _validate_scopes(scopes):
+        key_require_scope(issuer, scope)
+    if issuer.lane_id is not None and (lane is None or lane.pk != issuer.lane_id):
+        raise ScopeDenied(
+            "a lane-limited key can issue only keys limited to its own lane",
+            required_scope=Scope.HANDS.value,
+            lane=issuer.lane.slug if issuer.lane else None,
+        )
+    return key_issue.__wrapped__(  # type: ignore[attr-defined]  # recorded once, here
+        hand=hand,
+        scopes=scopes,
+        actor=issuer.hand.name,
+        expires_in_s=expires_in_s,
+        lane=lane,
+        revoke_when_done=revoke_when_done,
+    )

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Request ids and the call context for refusals (issue 3: groundcontrol/api.py).
+    "groundcontrol.api.RequestIdMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -160,6 +162,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "groundcontrol.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ground Control API",
@@ -221,3 +224,21 @@ CELERY_BEAT_SCHEDULE = {
     "deliver-webhooks": _every("fleet.deliver_webhooks", GC_WEBHOOK_INTERVAL_S),
     "prune-records": _every("fleet.prune_records", GC_RETENTION_INTERVAL_S),
 }
+
+# --- REST API limits and schema (issue 3: groundcontrol/api.py, fleet/api.py) ------------------
+# Calls per key per minute before 429 rate_limited (0 turns the limit off). Heartbeats and
+# renewals count, so leave room for a hand that renews several leases every few seconds.
+GC_RATE_LIMIT_PER_MINUTE = env_int("GC_RATE_LIMIT_PER_MINUTE", 1200, minimum=0)
+SPECTACULAR_SETTINGS.update(
+    {
+        "SCHEMA_PATH_PREFIX": "/api/v1",
+        "COMPONENT_SPLIT_REQUEST": True,
+        "TAGS": [
+            {"name": "hand", "description": "A hand's calls on its slots and attempts (work)."},
+            {"name": "leases", "description": "Leases on any named resource (leases)."},
+            {"name": "plan", "description": "Lanes, work packages and runs (plan)."},
+            {"name": "hands", "description": "Hands and their keys (hands)."},
+            {"name": "supervisor", "description": "Watch and steer the fleet (supervise)."},
+        ],
+    }
+)

@@ -24,6 +24,7 @@ from leases.errors import (
     ValidationFailed,
 )
 from leases.models import EventKind, LeaseKind, LeaseState
+from leases.waiting import notify_freed
 
 MAX_RESOURCE_LENGTH = 512
 MAX_TTL_S = 86_400
@@ -245,6 +246,7 @@ def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) 
                 resource=resource,
                 fence=fence,
             )
+            notify_freed(workspace_id=workspace_id, resource=resource)
             return lease
     current = engine.read(workspace_id=workspace_id, resource=resource)
     if (
@@ -297,4 +299,5 @@ def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) ->
             fence=lease.fence,
             data={"reason": reason, "broken_fence": lease.fence - 1},
         )
+        notify_freed(workspace_id=workspace_id, resource=resource)
     return lease

@@ -1,0 +1,1360 @@
+"""The fleet's REST API (CONTRACT.md): hand calls, resource leases and supervisor calls.
+
+One class per endpoint, thin: validate the input with a serializer, call a service or selector,
+shape the answer with a presenter. Business rules live in `fleet.services`, `leases.services` and
+`evidence.services`; authentication and scopes in `fleet.authentication`; the error body, limits
+and pagination in `groundcontrol.api`. Resource-lease views live here, not in `leases/`, because
+authentication is the fleet's and `leases/` imports nothing from it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from fleet import selectors
+from fleet import services as fleet
+from fleet.authentication import HandKeyAuthentication, ScopeRequired, lane_id_of
+from fleet.idempotency import idempotent
+from fleet.models import (
+    Directive,
+    Hand,
+    HandKey,
+    Lane,
+    PlanState,
+    ReportKind,
+    Run,
+    Scope,
+    WorkPackage,
+)
+from fleet.selectors import AttemptView, SlotView
+from groundcontrol.api import (
+    LimitedJSONParser,
+    check_body_size,
+    error_responses,
+    paginate,
+    paginated_response,
+    rate_limit,
+)
+from leases import services as lease_services
+from leases.engine import LeaseSnapshot
+from leases.errors import ValidationFailed
+from leases.models import Event, EventKind, LeaseState, Refusal
+from leases.state import seconds_until, thresholds
+from leases.waiting import MAX_WAIT_S, lease_acquire_waiting
+
+MAX_NAME = 200
+MAX_REASON = fleet.MAX_REASON_LENGTH
+MAX_INTERVAL = fleet.MAX_INTERVAL_S
+PAGE_PARAMS = [
+    OpenApiParameter("cursor", str, description="From the previous page's X-Next-Cursor."),
+    OpenApiParameter("limit", int, description="Page size, 1 to 500 (default 100)."),
+]
+
+
+def _num(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+# --- Presenters: domain objects to the contract's JSON ------------------------------------------
+
+
+def lease_json(lease: LeaseSnapshot) -> dict[str, Any]:
+    """A resource lease; a free one has no holder and no deadline."""
+    state = lease.state
+    held = state != LeaseState.FREE
+    return {
+        "resource": lease.resource,
+        "kind": lease.kind,
+        "holder": lease.holder or None if held else None,
+        "process_id": lease.process_id or None if held else None,
+        "fence": lease.fence,
+        "state": str(state),
+        "ttl_s": _num(lease.interval_s),
+        "grace_s": _num(lease.grace_s),
+        "acquired_at": lease.acquired_at if held else None,
+        "renewed_at": lease.renewed_at if held else None,
+        "expires_at": lease.deadline if held else None,
+        "expires_in_s": lease.expires_in_s if held else None,
+        "released_at": lease.released_at,
+        "server_time": lease.server_time,
+    }
+
+
+def attempt_json(view: AttemptView) -> dict[str, Any]:
+    """An attempt with the lease of its tenure, as of the database time of `view`.
+
+    While the slot's lease is still this tenure's (same fence, held), the lease block carries its
+    deadline and thresholds; once the tenure has ended or moved on they are null.
+    """
+    attempt, lease = view.attempt, view.lease
+    now = lease.server_time
+    current = lease.fence == attempt.fence and lease.status == "held"
+    deadline = lease.deadline if current else None
+    limits = thresholds(deadline, lease.grace_s) if deadline is not None else None
+    return {
+        "id": attempt.pk,
+        "run": attempt.run_id,
+        "slot": attempt.slot.index,
+        "hand": attempt.hand.name,
+        "lane": attempt.lane.slug,
+        "process_id": attempt.process_id,
+        "fence": attempt.fence,
+        "state": view.state,
+        "directive": attempt.directive,
+        "lease": {
+            "resource": lease.resource,
+            "fence": attempt.fence,
+            "current_fence": lease.fence,
+            "holder": attempt.hand.name,
+            "heartbeat_interval_s": _num(attempt.run.heartbeat_interval_s),
+            "grace_s": _num(attempt.run.grace_s),
+            "expires_at": deadline,
+            "expires_in_s": seconds_until(deadline, now),
+            "server_time": now,
+            "late_at": limits.late_at if limits else None,
+            "stalled_at": limits.stalled_at if limits else None,
+            "lost_at": limits.lost_at if limits else None,
+        },
+        "claimed_at": attempt.claimed_at,
+        "last_report_at": attempt.last_report_at,
+        "progress_percent": attempt.progress_percent,
+        "ended_at": attempt.ended_at,
+        "end_reason": attempt.end_reason or None,
+        "summary": attempt.summary or None,
+    }
+
+
+def slot_json(view: SlotView) -> dict[str, Any]:
+    return {
+        "index": view.slot.index,
+        "state": view.state,
+        "holder": view.holder,
+        "fence": view.lease.fence,
+        "expires_in_s": view.lease.expires_in_s if view.holder else None,
+    }
+
+
+def lane_json(lane: Lane) -> dict[str, Any]:
+    return {
+        "id": lane.pk,
+        "slug": lane.slug,
+        "name": lane.name,
+        "heartbeat_interval_s": lane.heartbeat_interval_s,
+        "grace_s": lane.grace_s,
+        "closed_at": lane.closed_at,
+        "created_at": lane.created_at,
+    }
+
+
+def work_package_json(package: WorkPackage) -> dict[str, Any]:
+    return {
+        "id": package.pk,
+        "lane": package.lane.slug,
+        "key": package.key,
+        "title": package.title,
+        "external_ref": package.external_ref or None,
+        "state": package.state,
+        "created_at": package.created_at,
+    }
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "work_package": run.work_package_id,
+        "lane": run.work_package.lane.slug,
+        "title": run.title,
+        "brief": run.brief,
+        "evidence_required": run.evidence_required,
+        "slots": run.slot_count,
+        "heartbeat_interval_s": run.heartbeat_interval_s,
+        "grace_s": run.grace_s,
+        "state": run.state,
+        "created_at": run.created_at,
+        "closed_at": run.closed_at,
+    }
+
+
+def hand_json(hand: Hand) -> dict[str, Any]:
+    return {
+        "id": hand.pk,
+        "name": hand.name,
+        "lane": hand.lane.slug if hand.lane_id else None,
+        "is_supervisor": hand.is_supervisor,
+        "created_at": hand.created_at,
+    }
+
+
+def key_json(key: HandKey) -> dict[str, Any]:
+    """A key without its secret (the secret is shown once, at issue, and never stored)."""
+    return {
+        "prefix": key.prefix,
+        "hand": key.hand.name,
+        "scopes": key.scopes,
+        "lane": key.lane.slug if key.lane_id else None,
+        "expires_at": key.expires_at,
+        "created_at": key.created_at,
+        "last_used_at": key.last_used_at,
+        "revoked_at": key.revoked_at,
+        "revoke_reason": key.revoke_reason or None,
+    }
+
+
+def refusal_json(refusal: Refusal) -> dict[str, Any]:
+    return {
+        "id": refusal.pk,
+        "at": refusal.at,
+        "code": refusal.code,
+        "message": refusal.message,
+        "hand": refusal.hand or None,
+        "key_prefix": refusal.key_prefix or None,
+        "method": refusal.method,
+        "path": refusal.path,
+        "request_id": refusal.request_id,
+        "details": refusal.details,
+    }
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.pk,
+        "kind": event.kind,
+        "at": event.at,
+        "actor": event.actor or None,
+        "hand": event.hand or None,
+        "attempt": event.attempt_id,
+        "resource": event.resource or None,
+        "fence": event.fence,
+        "data": event.data,
+    }
+
+
+# --- Output serializers: the OpenAPI schema of the presenters' JSON -----------------------------
+
+
+class AttemptLeaseOut(serializers.Serializer):
+    resource = serializers.CharField()
+    fence = serializers.IntegerField(help_text="This attempt's fence: carry it on every write.")
+    current_fence = serializers.IntegerField(help_text="The slot lease's fence now.")
+    holder = serializers.CharField()
+    heartbeat_interval_s = serializers.FloatField()
+    grace_s = serializers.FloatField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    expires_in_s = serializers.FloatField(allow_null=True)
+    server_time = serializers.DateTimeField()
+    late_at = serializers.DateTimeField(allow_null=True)
+    stalled_at = serializers.DateTimeField(allow_null=True)
+    lost_at = serializers.DateTimeField(allow_null=True)
+
+
+class AttemptOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    run = serializers.IntegerField()
+    slot = serializers.IntegerField()
+    hand = serializers.CharField()
+    lane = serializers.CharField()
+    process_id = serializers.CharField()
+    fence = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=selectors.ATTEMPT_STATES)
+    directive = serializers.ChoiceField(choices=Directive.choices)
+    lease = AttemptLeaseOut()
+    claimed_at = serializers.DateTimeField()
+    last_report_at = serializers.DateTimeField(allow_null=True)
+    progress_percent = serializers.FloatField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    end_reason = serializers.CharField(allow_null=True)
+    summary = serializers.CharField(allow_null=True)
+
+
+class LeaseOut(serializers.Serializer):
+    resource = serializers.CharField()
+    kind = serializers.CharField()
+    holder = serializers.CharField(allow_null=True)
+    process_id = serializers.CharField(allow_null=True)
+    fence = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=selectors.LEASE_STATES)
+    ttl_s = serializers.FloatField()
+    grace_s = serializers.FloatField()
+    acquired_at = serializers.DateTimeField(allow_null=True)
+    renewed_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    expires_in_s = serializers.FloatField(allow_null=True)
+    released_at = serializers.DateTimeField(allow_null=True)
+    server_time = serializers.DateTimeField()
+
+
+class SlotOut(serializers.Serializer):
+    index = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=["open", "held"])
+    holder = serializers.CharField(allow_null=True)
+    fence = serializers.IntegerField()
+    expires_in_s = serializers.FloatField(allow_null=True)
+
+
+class MeOut(serializers.Serializer):
+    hand = serializers.CharField()
+    workspace = serializers.CharField()
+    scopes = serializers.ListField(child=serializers.CharField())
+    key_prefix = serializers.CharField()
+    lane = serializers.CharField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class BriefRunOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    brief = serializers.CharField(help_text="Markdown.")
+    evidence_required = serializers.ListField(child=serializers.CharField())
+
+
+class BriefPackageOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    key = serializers.CharField()
+    external_ref = serializers.CharField(allow_null=True)
+
+
+class BriefLaneOut(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+
+
+class BriefOut(serializers.Serializer):
+    attempt = AttemptOut()
+    run = BriefRunOut()
+    work_package = BriefPackageOut()
+    lane = BriefLaneOut()
+
+
+class ReportOut(serializers.Serializer):
+    renewed = serializers.BooleanField()
+    attempt = AttemptOut()
+
+
+class ReleasedOut(serializers.Serializer):
+    released = serializers.BooleanField()
+    lease = LeaseOut()
+
+
+class CheckOut(serializers.Serializer):
+    valid = serializers.BooleanField()
+    lease = LeaseOut()
+
+
+class LaneOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    heartbeat_interval_s = serializers.IntegerField(allow_null=True)
+    grace_s = serializers.IntegerField(allow_null=True)
+    closed_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class WorkPackageOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    lane = serializers.CharField()
+    key = serializers.CharField()
+    title = serializers.CharField()
+    external_ref = serializers.CharField(allow_null=True)
+    state = serializers.ChoiceField(choices=PlanState.choices)
+    created_at = serializers.DateTimeField()
+
+
+class RunOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    work_package = serializers.IntegerField()
+    lane = serializers.CharField()
+    title = serializers.CharField()
+    brief = serializers.CharField()
+    evidence_required = serializers.ListField(child=serializers.CharField())
+    slots = serializers.IntegerField()
+    heartbeat_interval_s = serializers.IntegerField()
+    grace_s = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=PlanState.choices)
+    created_at = serializers.DateTimeField()
+    closed_at = serializers.DateTimeField(allow_null=True)
+
+
+class HandOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    lane = serializers.CharField(allow_null=True)
+    is_supervisor = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+
+class KeyOut(serializers.Serializer):
+    prefix = serializers.CharField()
+    hand = serializers.CharField()
+    scopes = serializers.ListField(child=serializers.CharField())
+    lane = serializers.CharField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    revoke_reason = serializers.CharField(allow_null=True)
+
+
+class IssuedKeyOut(KeyOut):
+    key = serializers.CharField(
+        allow_null=True,
+        help_text="gc_<prefix>_<secret>, shown once. Null in an Idempotency-Key replay: the "
+        "secret is never stored.",
+    )
+
+
+class RefusalOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    code = serializers.CharField()
+    message = serializers.CharField()
+    hand = serializers.CharField(allow_null=True)
+    key_prefix = serializers.CharField(allow_null=True)
+    method = serializers.CharField()
+    path = serializers.CharField()
+    request_id = serializers.CharField()
+    details = serializers.DictField()
+
+
+class EventOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=EventKind.choices)
+    at = serializers.DateTimeField()
+    actor = serializers.CharField(allow_null=True)
+    hand = serializers.CharField(allow_null=True)
+    attempt = serializers.IntegerField(allow_null=True)
+    resource = serializers.CharField(allow_null=True)
+    fence = serializers.IntegerField(allow_null=True)
+    data = serializers.DictField()
+
+
+# --- Input serializers ---------------------------------------------------------------------------
+
+
+def _name(**kwargs: Any) -> serializers.CharField:
+    return serializers.CharField(max_length=MAX_NAME, **kwargs)
+
+
+def _reason(**kwargs: Any) -> serializers.CharField:
+    return serializers.CharField(max_length=MAX_REASON, **kwargs)
+
+
+def _resource() -> serializers.CharField:
+    return serializers.CharField(
+        max_length=lease_services.MAX_RESOURCE_LENGTH,
+        trim_whitespace=False,
+        help_text="Any name up to 512 characters, no control characters (a path is normal).",
+    )
+
+
+def _fence() -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=0, max_value=2**63 - 1)
+
+
+class ClaimIn(serializers.Serializer):
+    process_id = _name(help_text="The hand's process identity (host:pid, or any stable string).")
+    slot = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+
+class ReportIn(serializers.Serializer):
+    fence = _fence()
+    process_id = _name(required=False, allow_null=True)
+    kind = serializers.ChoiceField(choices=ReportKind.choices)
+    message = _reason(required=False, allow_blank=True)
+    percent = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=100)
+    details = serializers.DictField(required=False, allow_null=True)
+
+
+class ReleaseIn(serializers.Serializer):
+    fence = _fence()
+    process_id = _name()
+    reason = _reason()
+
+
+class AcquireIn(serializers.Serializer):
+    resource = _resource()
+    ttl_s = serializers.FloatField(min_value=1, max_value=lease_services.MAX_TTL_S)
+    process_id = _name()
+    wait_s = serializers.FloatField(required=False, default=0, min_value=0, max_value=MAX_WAIT_S)
+
+
+class RenewIn(serializers.Serializer):
+    resource = _resource()
+    fence = _fence()
+    process_id = _name()
+
+
+class FencedResourceIn(serializers.Serializer):
+    resource = _resource()
+    fence = _fence()
+
+
+class BreakIn(serializers.Serializer):
+    resource = _resource()
+    reason = _reason()
+
+
+class LaneIn(serializers.Serializer):
+    slug = serializers.SlugField(max_length=100)
+    name = _name(required=False, allow_blank=True)
+    heartbeat_interval_s = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_INTERVAL
+    )
+    grace_s = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_INTERVAL
+    )
+
+
+class WorkPackageIn(serializers.Serializer):
+    title = _name()
+    key = _name(help_text="Unique in the lane: creating a package whose key exists returns it.")
+    external_ref = serializers.CharField(
+        max_length=500, required=False, allow_blank=True, allow_null=True
+    )
+
+
+class RunIn(serializers.Serializer):
+    title = _name()
+    brief = serializers.CharField(
+        required=False, allow_blank=True, default="", trim_whitespace=False
+    )
+    slots = serializers.IntegerField(
+        required=False, default=1, min_value=1, max_value=fleet.MAX_SLOTS
+    )
+    evidence_required = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, default=list
+    )
+    heartbeat_interval_s = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_INTERVAL
+    )
+    grace_s = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_INTERVAL
+    )
+
+
+class RunPatchIn(serializers.Serializer):
+    state = serializers.ChoiceField(choices=PlanState.choices)
+
+
+class HandIn(serializers.Serializer):
+    name = _name()
+    lane = serializers.SlugField(required=False, allow_null=True, help_text="A lane's slug.")
+
+
+class KeyIn(serializers.Serializer):
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=fleet.ALL_SCOPES), allow_empty=False
+    )
+    expires_in_s = serializers.FloatField(
+        required=False, allow_null=True, min_value=1, max_value=366 * 86_400
+    )
+    lane = serializers.SlugField(
+        required=False, allow_null=True, help_text="Limit the key to this lane's runs."
+    )
+    revoke_when_done = serializers.BooleanField(required=False, default=False)
+
+
+class RevokeIn(serializers.Serializer):
+    reason = _reason(required=False, allow_blank=True, default="")
+
+
+class DirectiveIn(serializers.Serializer):
+    directive = serializers.ChoiceField(choices=Directive.choices)
+
+
+def valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The request body, validated; invalid input answers validation_error with `fields`."""
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _choice_param(request: Request, name: str, choices: list[str]) -> str:
+    value = request.query_params.get(name, "")
+    if value and value not in choices:
+        raise ValidationFailed(
+            f"{name} must be one of {', '.join(choices)}",
+            fields={name: [f"One of: {', '.join(choices)}."]},
+        )
+    return value
+
+
+# --- The base class ------------------------------------------------------------------------------
+
+
+class HandAPIView(APIView):
+    """Every endpoint: a hand's key, its scope, the body limit and the key's rate limit.
+
+    `required_scope` is a scope, a tuple of scopes any of which will do, or a dict by method.
+    """
+
+    authentication_classes = [HandKeyAuthentication]
+    permission_classes = [ScopeRequired]
+    parser_classes = [LimitedJSONParser]
+    renderer_classes = [JSONRenderer]
+    required_scope: str | tuple[str, ...] | dict[str, str | tuple[str, ...]] | None = None
+
+    def perform_authentication(self, request: Request) -> None:
+        super().perform_authentication(request)
+        rate_limit(request.auth.prefix)
+        check_body_size(request)
+
+    def get_required_scope(self, request: Request) -> str | tuple[str, ...] | None:
+        if isinstance(self.required_scope, dict):
+            return self.required_scope.get(request.method or "GET")
+        return self.required_scope
+
+    @property
+    def hand(self) -> Hand:
+        return self.request.user  # type: ignore[return-value]
+
+    @property
+    def key(self) -> HandKey:
+        return self.request.auth  # type: ignore[return-value]
+
+    @property
+    def workspace_id(self) -> int:
+        return self.hand.workspace_id
+
+    @property
+    def lane_id(self) -> int | None:
+        return lane_id_of(self.request)
+
+
+WORK = Scope.WORK.value
+LEASES = Scope.LEASES.value
+PLAN = Scope.PLAN.value
+HANDS = Scope.HANDS.value
+SUPERVISE = Scope.SUPERVISE.value
+READ_ATTEMPT = (WORK, SUPERVISE)
+
+
+# --- Hand calls -----------------------------------------------------------------------------------
+
+
+class MeApi(HandAPIView):
+    @extend_schema(tags=["hand"], responses={200: MeOut, **error_responses()})
+    def get(self, request: Request) -> Response:
+        key = self.key
+        return Response(
+            {
+                "hand": self.hand.name,
+                "workspace": self.hand.workspace.name,
+                "scopes": key.scopes,
+                "key_prefix": key.prefix,
+                "lane": key.lane.slug if key.lane_id else None,
+                "expires_at": key.expires_at,
+            }
+        )
+
+
+class SlotsApi(HandAPIView):
+    required_scope = READ_ATTEMPT
+
+    @extend_schema(
+        tags=["hand"],
+        parameters=[OpenApiParameter("state", str, enum=["open", "held"])],
+        responses={
+            200: SlotOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        state = _choice_param(request, "state", ["open", "held"])
+        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
+        return Response([slot_json(view) for view in selectors.run_slots(run=run, state=state)])
+
+
+class ClaimApi(HandAPIView):
+    required_scope = WORK
+
+    @extend_schema(
+        tags=["hand"],
+        request=ClaimIn,
+        responses={
+            201: AttemptOut,
+            **error_responses(
+                "scope_denied", "not_found", "no_open_slot", "slot_taken", "run_closed", body=True
+            ),
+        },
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        data = valid(ClaimIn, request)
+        view = fleet.attempt_claim(
+            hand=self.hand,
+            run_id=run_id,
+            process_id=data["process_id"],
+            slot=data.get("slot"),
+            lane_id=self.lane_id,
+        )
+        return Response(attempt_json(view), status=201)
+
+
+class AttemptApi(HandAPIView):
+    required_scope = READ_ATTEMPT
+
+    @extend_schema(
+        tags=["hand"], responses={200: AttemptOut, **error_responses("scope_denied", "not_found")}
+    )
+    def get(self, request: Request, attempt_id: int) -> Response:
+        attempt = selectors.attempt_get(
+            workspace_id=self.workspace_id, attempt_id=attempt_id, lane_id=self.lane_id
+        )
+        return Response(attempt_json(selectors.attempt_view(attempt)))
+
+
+class BriefApi(HandAPIView):
+    required_scope = READ_ATTEMPT
+
+    @extend_schema(
+        tags=["hand"], responses={200: BriefOut, **error_responses("scope_denied", "not_found")}
+    )
+    def get(self, request: Request, attempt_id: int) -> Response:
+        attempt = selectors.attempt_get(
+            workspace_id=self.workspace_id, attempt_id=attempt_id, lane_id=self.lane_id
+        )
+        run, package = attempt.run, attempt.run.work_package
+        return Response(
+            {
+                "attempt": attempt_json(selectors.attempt_view(attempt)),
+                "run": {
+                    "id": run.pk,
+                    "title": run.title,
+                    "brief": run.brief,
+                    "evidence_required": run.evidence_required,
+                },
+                "work_package": {
+                    "id": package.pk,
+                    "title": package.title,
+                    "key": package.key,
+                    "external_ref": package.external_ref or None,
+                },
+                "lane": {"slug": attempt.lane.slug, "name": attempt.lane.name},
+            }
+        )
+
+
+TENURE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", "stale_fence")
+
+
+class ReportApi(HandAPIView):
+    required_scope = WORK
+
+    @extend_schema(
+        tags=["hand"],
+        request=ReportIn,
+        responses={
+            200: ReportOut,
+            **error_responses(*TENURE_ERRORS, "process_mismatch", body=True),
+        },
+    )
+    def post(self, request: Request, attempt_id: int) -> Response:
+        data = valid(ReportIn, request)
+        renewed, view = fleet.attempt_report(
+            hand=self.hand,
+            attempt_id=attempt_id,
+            fence=data["fence"],
+            kind=data["kind"],
+            process_id=data.get("process_id"),
+            message=data.get("message") or "",
+            percent=data.get("percent"),
+            details=data.get("details"),
+            lane_id=self.lane_id,
+        )
+        return Response({"renewed": renewed, "attempt": attempt_json(view)})
+
+
+class ReleaseApi(HandAPIView):
+    required_scope = WORK
+
+    @extend_schema(
+        tags=["hand"],
+        request=ReleaseIn,
+        responses={
+            200: AttemptOut,
+            **error_responses(*TENURE_ERRORS, "process_mismatch", body=True),
+        },
+    )
+    def post(self, request: Request, attempt_id: int) -> Response:
+        data = valid(ReleaseIn, request)
+        view = fleet.attempt_release(
+            hand=self.hand,
+            attempt_id=attempt_id,
+            fence=data["fence"],
+            process_id=data["process_id"],
+            reason=data["reason"],
+            lane_id=self.lane_id,
+        )
+        return Response(attempt_json(view))
+
+
+# --- Resource leases ------------------------------------------------------------------------------
+
+
+class LeaseAcquireApi(HandAPIView):
+    required_scope = LEASES
+
+    @extend_schema(
+        tags=["leases"],
+        request=AcquireIn,
+        description="Take the resource if free (fence + 1), or renew it if the caller holds it. "
+        "With wait_s the request is held until the resource frees or the wait ends.",
+        responses={201: LeaseOut, **error_responses("scope_denied", "lease_held", body=True)},
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(AcquireIn, request)
+        lease = lease_acquire_waiting(
+            workspace_id=self.workspace_id,
+            resource=data["resource"],
+            holder=self.hand.name,
+            process_id=data["process_id"],
+            ttl_s=data["ttl_s"],
+            wait_s=data["wait_s"],
+        )
+        return Response(lease_json(lease), status=201)
+
+
+FENCED_LEASE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", "stale_fence")
+
+
+class LeaseRenewApi(HandAPIView):
+    required_scope = LEASES
+
+    @extend_schema(
+        tags=["leases"],
+        request=RenewIn,
+        responses={
+            200: LeaseOut,
+            **error_responses(*FENCED_LEASE_ERRORS, "process_mismatch", body=True),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(RenewIn, request)
+        lease = lease_services.lease_renew(
+            workspace_id=self.workspace_id,
+            resource=data["resource"],
+            holder=self.hand.name,
+            fence=data["fence"],
+            process_id=data["process_id"],
+        )
+        return Response(lease_json(lease))
+
+
+class LeaseReleaseApi(HandAPIView):
+    required_scope = LEASES
+
+    @extend_schema(
+        tags=["leases"],
+        request=FencedResourceIn,
+        responses={200: ReleasedOut, **error_responses(*FENCED_LEASE_ERRORS, body=True)},
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(FencedResourceIn, request)
+        lease = lease_services.lease_release(
+            workspace_id=self.workspace_id,
+            resource=data["resource"],
+            holder=self.hand.name,
+            fence=data["fence"],
+        )
+        return Response({"released": True, "lease": lease_json(lease)})
+
+
+class LeaseCheckApi(HandAPIView):
+    required_scope = (LEASES, SUPERVISE)
+
+    @extend_schema(
+        tags=["leases"],
+        request=FencedResourceIn,
+        description="Is this fence the current, unexpired tenure? Ask before applying a write.",
+        responses={
+            200: CheckOut,
+            **error_responses("scope_denied", "not_found", "lease_lost", "stale_fence", body=True),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(FencedResourceIn, request)
+        lease = lease_services.lease_check(
+            workspace_id=self.workspace_id, resource=data["resource"], fence=data["fence"]
+        )
+        return Response({"valid": True, "lease": lease_json(lease)})
+
+
+class LeaseListApi(HandAPIView):
+    required_scope = (LEASES, SUPERVISE)
+
+    @extend_schema(
+        tags=["leases"],
+        parameters=[
+            OpenApiParameter("prefix", str, description="Resources starting with this."),
+            OpenApiParameter("holder", str, description="A hand's name."),
+            OpenApiParameter("state", str, enum=selectors.LEASE_STATES),
+            *PAGE_PARAMS,
+        ],
+        responses={200: LeaseOut(many=True), **error_responses("scope_denied", "validation_error")},
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        leases = selectors.leases_list(
+            workspace_id=self.workspace_id,
+            prefix=params.get("prefix", ""),
+            holder=params.get("holder", ""),
+            state=_choice_param(request, "state", selectors.LEASE_STATES),
+        )
+        page, next_cursor = paginate(request, leases)
+        snapshots = selectors.lease_snapshots(page)
+        return paginated_response(request, [lease_json(s) for s in snapshots], next_cursor)
+
+
+class LeaseBreakApi(HandAPIView):
+    required_scope = SUPERVISE
+
+    @extend_schema(
+        tags=["supervisor"],
+        request=BreakIn,
+        description="Free the resource now; its fence moves on (+1), so the old holder's every "
+        "later write is stale. Breaking a slot's lease ends its attempt as lost.",
+        responses={200: LeaseOut, **error_responses("scope_denied", "not_found", body=True)},
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(BreakIn, request)
+        lease = fleet.lease_break(
+            workspace_id=self.workspace_id,
+            resource=data["resource"],
+            actor=self.hand.name,
+            reason=data["reason"],
+        )
+        return Response(lease_json(lease))
+
+
+# --- Supervisor calls: the plan ------------------------------------------------------------------
+
+PLAN_READ = (PLAN, SUPERVISE)
+CREATED_OR_FOUND = "201 when created; 200 with the existing object when it already existed."
+
+
+class LanesApi(HandAPIView):
+    required_scope = {"GET": PLAN_READ, "POST": PLAN}
+
+    @extend_schema(
+        tags=["plan"],
+        parameters=PAGE_PARAMS,
+        responses={200: LaneOut(many=True), **error_responses("scope_denied", "validation_error")},
+    )
+    def get(self, request: Request) -> Response:
+        page, next_cursor = paginate(
+            request, selectors.lanes_list(workspace_id=self.workspace_id, lane_id=self.lane_id)
+        )
+        return paginated_response(request, [lane_json(lane) for lane in page], next_cursor)
+
+    @extend_schema(
+        tags=["plan"],
+        request=LaneIn,
+        description=CREATED_OR_FOUND,
+        responses={
+            201: LaneOut,
+            200: LaneOut,
+            **error_responses("scope_denied", "idempotency_conflict", body=True),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(LaneIn, request)
+
+        def create() -> Response:
+            lane, created = fleet.lane_create(
+                workspace=self.hand.workspace,
+                slug=data["slug"],
+                name=data.get("name") or "",
+                heartbeat_interval_s=data.get("heartbeat_interval_s"),
+                grace_s=data.get("grace_s"),
+            )
+            return Response(lane_json(lane), status=201 if created else 200)
+
+        return idempotent(request, create)
+
+
+class WorkPackagesApi(HandAPIView):
+    required_scope = {"GET": PLAN_READ, "POST": PLAN}
+
+    def _lane(self, slug: str) -> Lane:
+        return selectors.lane_get(workspace_id=self.workspace_id, slug=slug, lane_id=self.lane_id)
+
+    @extend_schema(
+        tags=["plan"],
+        parameters=PAGE_PARAMS,
+        responses={
+            200: WorkPackageOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        page, next_cursor = paginate(request, selectors.work_packages_list(lane=self._lane(slug)))
+        return paginated_response(request, [work_package_json(p) for p in page], next_cursor)
+
+    @extend_schema(
+        tags=["plan"],
+        request=WorkPackageIn,
+        description="Idempotent on the package's key in the lane: " + CREATED_OR_FOUND,
+        responses={
+            201: WorkPackageOut,
+            200: WorkPackageOut,
+            **error_responses("scope_denied", "not_found", "idempotency_conflict", body=True),
+        },
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        data = valid(WorkPackageIn, request)
+        lane = self._lane(slug)
+
+        def create() -> Response:
+            package, created = fleet.work_package_create(
+                lane=lane,
+                key=data["key"],
+                title=data["title"],
+                external_ref=data.get("external_ref") or "",
+            )
+            return Response(work_package_json(package), status=201 if created else 200)
+
+        return idempotent(request, create)
+
+
+class RunsApi(HandAPIView):
+    required_scope = {"GET": PLAN_READ, "POST": PLAN}
+
+    def _package(self, work_package_id: int) -> WorkPackage:
+        return selectors.work_package_get(
+            workspace_id=self.workspace_id, work_package_id=work_package_id, lane_id=self.lane_id
+        )
+
+    @extend_schema(
+        tags=["plan"],
+        parameters=PAGE_PARAMS,
+        responses={
+            200: RunOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, work_package_id: int) -> Response:
+        page, next_cursor = paginate(
+            request, selectors.runs_list(work_package=self._package(work_package_id))
+        )
+        return paginated_response(request, [run_json(run) for run in page], next_cursor)
+
+    @extend_schema(
+        tags=["plan"],
+        request=RunIn,
+        responses={
+            201: RunOut,
+            **error_responses(
+                "scope_denied", "not_found", "run_closed", "idempotency_conflict", body=True
+            ),
+        },
+    )
+    def post(self, request: Request, work_package_id: int) -> Response:
+        data = valid(RunIn, request)
+        package = self._package(work_package_id)
+
+        def create() -> Response:
+            run = fleet.run_create(work_package=package, **data)
+            return Response(run_json(run), status=201)
+
+        return idempotent(request, create)
+
+
+class RunApi(HandAPIView):
+    required_scope = {"GET": (PLAN, SUPERVISE, WORK), "PATCH": PLAN}
+
+    @extend_schema(
+        tags=["plan"], responses={200: RunOut, **error_responses("scope_denied", "not_found")}
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
+        return Response(run_json(run))
+
+    @extend_schema(
+        tags=["plan"],
+        request=RunPatchIn,
+        description="Close a run (it takes no more claims; its attempts go on) or reopen it.",
+        responses={200: RunOut, **error_responses("scope_denied", "not_found", body=True)},
+    )
+    def patch(self, request: Request, run_id: int) -> Response:
+        data = valid(RunPatchIn, request)
+        # Looked up first so a lane-limited key cannot touch another lane's run.
+        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
+        run = fleet.run_set_state(
+            workspace_id=self.workspace_id, run_id=run.pk, state=data["state"], actor=self.hand.name
+        )
+        return Response(run_json(selectors.run_get(workspace_id=self.workspace_id, run_id=run.pk)))
+
+
+# --- Supervisor calls: hands and keys -------------------------------------------------------------
+
+
+class HandsApi(HandAPIView):
+    required_scope = {"GET": (HANDS, SUPERVISE), "POST": HANDS}
+
+    @extend_schema(
+        tags=["hands"],
+        parameters=PAGE_PARAMS,
+        responses={200: HandOut(many=True), **error_responses("scope_denied", "validation_error")},
+    )
+    def get(self, request: Request) -> Response:
+        page, next_cursor = paginate(request, selectors.hands_list(workspace_id=self.workspace_id))
+        return paginated_response(request, [hand_json(hand) for hand in page], next_cursor)
+
+    @extend_schema(
+        tags=["hands"],
+        request=HandIn,
+        description=CREATED_OR_FOUND,
+        responses={
+            201: HandOut,
+            200: HandOut,
+            **error_responses("scope_denied", "not_found", "idempotency_conflict", body=True),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(HandIn, request)
+        lane = (
+            selectors.lane_get(workspace_id=self.workspace_id, slug=data["lane"])
+            if data.get("lane")
+            else None
+        )
+
+        def create() -> Response:
+            hand, created = fleet.hand_create(
+                workspace=self.hand.workspace, name=data["name"], lane=lane
+            )
+            return Response(hand_json(hand), status=201 if created else 200)
+
+        return idempotent(request, create)
+
+
+class HandKeysApi(HandAPIView):
+    required_scope = HANDS
+
+    @extend_schema(
+        tags=["hands"],
+        parameters=PAGE_PARAMS,
+        responses={
+            200: KeyOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, name: str) -> Response:
+        hand = selectors.hand_get(workspace_id=self.workspace_id, name=name)
+        page, next_cursor = paginate(request, selectors.keys_list(hand=hand))
+        return paginated_response(request, [key_json(key) for key in page], next_cursor)
+
+    @extend_schema(
+        tags=["hands"],
+        request=KeyIn,
+        description="Mint a key for the hand. The key is in this answer only; the server keeps "
+        "its prefix and a hash. A key can grant only scopes its issuer holds.",
+        responses={
+            201: IssuedKeyOut,
+            **error_responses("scope_denied", "not_found", "idempotency_conflict", body=True),
+        },
+    )
+    def post(self, request: Request, name: str) -> Response:
+        data = valid(KeyIn, request)
+        hand = selectors.hand_get(workspace_id=self.workspace_id, name=name)
+        lane = (
+            selectors.lane_get(workspace_id=self.workspace_id, slug=data["lane"])
+            if data.get("lane")
+            else None
+        )
+
+        def create() -> Response:
+            issued = fleet.key_issue_by(
+                issuer=self.key,
+                hand=hand,
+                scopes=data["scopes"],
+                expires_in_s=data.get("expires_in_s"),
+                lane=lane,
+                revoke_when_done=data["revoke_when_done"],
+            )
+            return Response({"key": issued.plaintext, **key_json(issued.key)}, status=201)
+
+        return idempotent(request, create, stored=lambda body: {**body, "key": None})
+
+
+class KeyRevokeApi(HandAPIView):
+    required_scope = HANDS
+
+    @extend_schema(
+        tags=["hands"],
+        request=RevokeIn,
+        description="Revoke now: the key's very next call is refused with key_revoked.",
+        responses={200: KeyOut, **error_responses("scope_denied", "not_found", body=True)},
+    )
+    def post(self, request: Request, prefix: str) -> Response:
+        data = valid(RevokeIn, request)
+        key = fleet.key_revoke(
+            workspace_id=self.workspace_id,
+            prefix=prefix,
+            actor=self.hand.name,
+            reason=data.get("reason") or "",
+        )
+        return Response(key_json(key))
+
+
+# --- Supervisor calls: watching and steering ------------------------------------------------------
+
+
+class AttemptsApi(HandAPIView):
+    required_scope = SUPERVISE
+
+    @extend_schema(
+        tags=["supervisor"],
+        parameters=[
+            OpenApiParameter("state", str, enum=selectors.ATTEMPT_STATES),
+            OpenApiParameter("lane", str, description="A lane's slug."),
+            OpenApiParameter("hand", str, description="A hand's name."),
+            OpenApiParameter("run", int, description="A run's id."),
+            *PAGE_PARAMS,
+        ],
+        responses={
+            200: AttemptOut(many=True),
+            **error_responses("scope_denied", "validation_error"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        attempts = selectors.attempts_list(
+            workspace_id=self.workspace_id,
+            state=_choice_param(request, "state", selectors.ATTEMPT_STATES),
+            lane_slug=params.get("lane", ""),
+            hand_name=params.get("hand", ""),
+            run_id=_int_param(request, "run"),
+            lane_id=self.lane_id,
+        )
+        page, next_cursor = paginate(request, attempts)
+        views = selectors.attempt_views(page)
+        return paginated_response(request, [attempt_json(view) for view in views], next_cursor)
+
+
+class DirectiveApi(HandAPIView):
+    required_scope = SUPERVISE
+
+    @extend_schema(
+        tags=["supervisor"],
+        request=DirectiveIn,
+        description="continue, pause or stop: the hand reads it in its next report's answer.",
+        responses={
+            200: AttemptOut,
+            **error_responses("scope_denied", "not_found", "lease_lost", body=True),
+        },
+    )
+    def post(self, request: Request, attempt_id: int) -> Response:
+        data = valid(DirectiveIn, request)
+        # Looked up first so a lane-limited key cannot steer another lane's attempt.
+        selectors.attempt_get(
+            workspace_id=self.workspace_id, attempt_id=attempt_id, lane_id=self.lane_id
+        )
+        view = fleet.attempt_set_directive(
+            workspace_id=self.workspace_id,
+            attempt_id=attempt_id,
+            directive=data["directive"],
+            actor=self.hand.name,
+        )
+        return Response(attempt_json(view))
+
+
+class RefusalsApi(HandAPIView):
+    required_scope = SUPERVISE
+
+    @extend_schema(
+        tags=["supervisor"],
+        parameters=[
+            OpenApiParameter("code", str, description="A code from the contract's table."),
+            OpenApiParameter("hand", str, description="A hand's name."),
+            *PAGE_PARAMS,
+        ],
+        responses={
+            200: RefusalOut(many=True),
+            **error_responses("scope_denied", "validation_error"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        refusals = selectors.refusals_list(
+            workspace_id=self.workspace_id,
+            code=request.query_params.get("code", ""),
+            hand_name=request.query_params.get("hand", ""),
+        )
+        page, next_cursor = paginate(request, refusals)
+        return paginated_response(request, [refusal_json(r) for r in page], next_cursor)
+
+
+class EventsApi(HandAPIView):
+    required_scope = SUPERVISE
+
+    @extend_schema(
+        tags=["supervisor"],
+        parameters=[
+            OpenApiParameter("kind", str, enum=[kind.value for kind in EventKind]),
+            OpenApiParameter(
+                "since",
+                str,
+                description="An ISO 8601 time (events at or after it) or an event id (events "
+                "after it).",
+            ),
+            OpenApiParameter("hand", str, description="A hand's name."),
+            OpenApiParameter("attempt", int, description="An attempt's id."),
+            *PAGE_PARAMS,
+        ],
+        responses={
+            200: EventOut(many=True),
+            **error_responses("scope_denied", "validation_error"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        since_at, since_id = _since_param(request)
+        events = selectors.events_list(
+            workspace_id=self.workspace_id,
+            kind=_choice_param(request, "kind", [kind.value for kind in EventKind]),
+            since=since_at,
+            after_id=since_id,
+            hand_name=request.query_params.get("hand", ""),
+            attempt_id=_int_param(request, "attempt"),
+        )
+        page, next_cursor = paginate(request, events)
+        return paginated_response(request, [event_json(e) for e in page], next_cursor)
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name, "")
+    if raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not (0 <= value < 2**63):
+        raise ValidationFailed(f"{name} must be an id", fields={name: ["A positive integer."]})
+    return value
+
+
+def _since_param(request: Request) -> tuple[datetime | None, int | None]:
+    raw = request.query_params.get("since", "")
+    if raw == "":
+        return None, None
+    if raw.isdigit():
+        return None, _int_param(request, "since")
+    try:
+        at = parse_datetime(raw)
+    except ValueError:
+        at = None
+    if at is None or at.tzinfo is None:
+        raise ValidationFailed(
+            "since must be an ISO 8601 time with a zone, or an event id",
+            fields={"since": ["An ISO 8601 time with a zone (2030-01-01T12:00:00Z) or an id."]},
+        )
+    return at, None

@@ -1,0 +1,128 @@
+"""`wait_s` on acquire: hold the request until the resource frees or the wait ends.
+
+The waiter never hammers the database:
+
+1. On PostgreSQL it LISTENs on the resource's channel before its first try, so a release or
+   break that commits after that try (and NOTIFYs in its transaction, `notify_freed`) wakes it
+   at once; elsewhere it backs off (50 ms doubling to 1 s).
+2. A holder that simply goes quiet frees the resource without any write (its state is computed
+   from its deadline), so the waiter also wakes when the denial said the holder's time runs out.
+3. Every try is the engine's one conditional statement, which computes the new deadline from the
+   database's clock at the moment it grants: a waiter is never handed a lease that has already
+   expired, however long it waited.
+
+Only the final answer counts as the call's: tries denied on the way are not refusals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from django.db import DatabaseError, connection
+
+from leases.audit import refusals_recorded
+from leases.engine import LeaseSnapshot
+from leases.errors import LeaseHeld
+
+MAX_WAIT_S = 60
+_BACKOFF_START_S = 0.05
+_BACKOFF_MAX_S = 1.0
+# Past its deadline a resource lease (grace 0) is lost; look a moment after, not exactly at it.
+_EXPIRY_MARGIN_S = 0.02
+# Even while listening, look again at least this often (a NOTIFY lost with a dropped connection).
+_LISTEN_MAX_S = 5.0
+
+
+def channel(*, workspace_id: int, resource: str) -> str:
+    """A PostgreSQL channel name (an identifier, at most 63 bytes) for one resource."""
+    digest = hashlib.sha1(f"{workspace_id}\0{resource}".encode(), usedforsecurity=False)
+    return f"gc_lease_{digest.hexdigest()}"
+
+
+def notify_freed(*, workspace_id: int, resource: str) -> None:
+    """Wake the waiters on `resource`; call inside the transaction that frees it (PostgreSQL
+    delivers the notification at commit, so nobody wakes for a change that rolls back)."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_notify(%s, '')", [channel(workspace_id=workspace_id, resource=resource)]
+        )
+
+
+Waiter = Callable[[float, float], None]
+
+
+def _sleep(pause: float, backoff: float) -> None:
+    time.sleep(max(0.0, min(pause, backoff)))
+
+
+@contextmanager
+def _listening(*, workspace_id: int, resource: str) -> Iterator[Waiter]:
+    # Inside a transaction notifications arrive only after it ends: poll instead.
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield _sleep
+        return
+    name = channel(workspace_id=workspace_id, resource=resource)
+    with connection.cursor() as cursor:
+        cursor.execute(f'LISTEN "{name}"')
+    pg = connection.connection
+
+    def wait(pause: float, backoff: float) -> None:
+        for _ in pg.notifies(timeout=max(0.0, min(pause, _LISTEN_MAX_S)), stop_after=1):
+            break
+
+    try:
+        yield wait
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f'UNLISTEN "{name}"')
+        except DatabaseError:  # the connection is gone; so is its LISTEN
+            pass
+
+
+@refusals_recorded
+def lease_acquire_waiting(
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    process_id: str,
+    ttl_s: float,
+    wait_s: float,
+) -> LeaseSnapshot:
+    """`lease_acquire`, trying again until granted or `wait_s` (0 to 60) has passed."""
+    # Imported here: leases.services imports this module for notify_freed.
+    from leases.services import lease_acquire, validate_seconds
+
+    # The undecorated service: a denial on the way is not the call's answer, so not a refusal.
+    acquire = lease_acquire.__wrapped__  # type: ignore[attr-defined]
+    wait_s = validate_seconds(wait_s, field="wait_s", minimum=0, maximum=MAX_WAIT_S)
+    options = {
+        "workspace_id": workspace_id,
+        "resource": resource,
+        "holder": holder,
+        "process_id": process_id,
+        "ttl_s": ttl_s,
+    }
+    if wait_s == 0:
+        return acquire(**options)
+    give_up_at = time.monotonic() + wait_s
+    backoff = _BACKOFF_START_S
+    with _listening(workspace_id=workspace_id, resource=resource) as wait:
+        while True:
+            try:
+                return acquire(**options)
+            except LeaseHeld as denied:
+                remaining = give_up_at - time.monotonic()
+                if remaining <= 0:
+                    raise
+                expires_in = denied.fields.get("expires_in_s")
+                if isinstance(expires_in, int | float):
+                    remaining = min(remaining, max(expires_in, 0.0) + _EXPIRY_MARGIN_S)
+                wait(remaining, backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
