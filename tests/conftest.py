@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -32,6 +33,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """A PostgreSQL test database of this run's own (test_<name>_<pid>), so that two test runs
+    on one server (developers side by side, a long run beside CI) never drop each other's."""
+    from pytest_django.fixtures import _set_suffix_to_test_databases
+
+    if connection.vendor == "postgresql" and not os.environ.get("PYTEST_XDIST_WORKER"):
+        _set_suffix_to_test_databases(suffix=str(os.getpid()))
 
 
 @pytest.fixture
