@@ -1,0 +1,510 @@
+"""The periodic jobs: record lease transitions (the sweep), revoke keys, prune old records.
+
+None of these decides anything a hand or a supervisor depends on (DESIGN rule 3): a lease's state
+is computed from its timestamps at every call, so a lost holder is refused and its slot is open
+whether or not a sweep has run. The jobs record each transition once, end lost attempts, revoke
+keys, and tidy. They are set-based (one statement per batch, on an index), idempotent, and safe
+with several workers and two beats at once: rows are claimed with a conditional UPDATE whose
+candidates are locked with `FOR UPDATE SKIP LOCKED` on PostgreSQL (SQLite has one writer at a
+time), and every event is written in the transaction that claimed its row.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ParamSpec, TypeVar
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+
+from fleet.models import Attempt, Hand, HandKey, JobRun, Report, WebhookDelivery
+from fleet.services import attempt_mark_lost
+from fleet.webhooks import webhooks_kick
+from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
+from leases.models import Event, EventKind, Lease, LeaseKind, LeaseState, Refusal
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+SYSTEM_ACTOR = "system"
+LEASES = Lease._meta.db_table
+KEYS = HandKey._meta.db_table
+ATTEMPTS = Attempt._meta.db_table
+# A sweep stops after this many batches and leaves the rest to the next run, so one run cannot
+# hold a worker forever after an outage.
+MAX_BATCHES = 1000
+
+
+def _skip_locked() -> str:
+    return " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+
+
+def _seconds_param(name: str) -> str:
+    """A float parameter as SQL, typed so `timestamp + seconds` resolves on both databases."""
+    kind = "double precision" if connection.vendor == "postgresql" else "REAL"
+    return f"CAST(%({name})s AS {kind})"
+
+
+def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+# --- Job bookkeeping ----------------------------------------------------------------------------
+
+
+@dataclass
+class JobResult:
+    """What a run did, for its JobRun row, the task's return value and the logs."""
+
+    processed: int = 0
+    failed: int = 0
+    lag_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def recorded(name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Time a job and record its run in JobRun (shared by every worker, read by /metrics)."""
+
+    def decorate(func: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            started_at = db_now()
+            started = time.monotonic()
+            result = func(*args, **kwargs)
+            job_run_record(
+                name=name,
+                started_at=started_at,
+                duration_s=time.monotonic() - started,
+                result=result if isinstance(result, JobResult) else None,
+            )
+            return result
+
+        return wrapper
+
+    return decorate
+
+
+def job_run_record(
+    *, name: str, started_at: datetime, duration_s: float, result: JobResult | None
+) -> None:
+    JobRun.objects.get_or_create(name=name)
+    JobRun.objects.filter(name=name).update(
+        runs=F("runs") + 1,
+        last_started_at=started_at,
+        last_finished_at=now_expression(),
+        last_duration_s=duration_s,
+        last_processed=result.processed if result else 0,
+        last_failed=result.failed if result else 0,
+        last_lag_s=result.lag_s if result else 0.0,
+    )
+
+
+# --- The sweep ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Settled:
+    events: int = 0  # transitions recorded (late, stalled, lost, lease_expired)
+    lost: int = 0  # attempts ended as lost
+    expired: int = 0  # resource leases freed
+
+
+@dataclass
+class SweepResult(Settled, JobResult):
+    """`processed`: lease rows whose threshold had passed; `failed`: rows pushed back because
+    recording them failed; `lag_s`: the longest a recorded threshold had passed before a sweep
+    saw it."""
+
+    batches: int = 0
+
+    def add(self, settled: Settled) -> None:
+        self.events += settled.events
+        self.lost += settled.lost
+        self.expired += settled.expired
+
+
+@dataclass(frozen=True)
+class _Due:
+    """A lease row the sweep claimed: its state as last recorded and as computed now."""
+
+    id: int
+    workspace_id: int
+    resource: str
+    kind: str
+    holder: str
+    fence: int
+    deadline: datetime
+    grace_s: float
+    old_state: str
+    new_state: str
+    old_check: datetime
+    server_time: datetime
+
+    def transitions(self) -> list[str]:
+        """Every state passed since the last record, in order: a sweep that ran late still
+        records late and stalled before lost, each once."""
+        path = [LeaseState.LATE, LeaseState.STALLED, LeaseState.LOST] if self.grace_s > 0 else [
+            LeaseState.LOST
+        ]
+        rank = {LeaseState.LIVE: 0, LeaseState.LATE: 1, LeaseState.STALLED: 2, LeaseState.LOST: 3}
+        old, new = rank.get(self.old_state, 0), rank.get(self.new_state, 0)
+        return [str(state) for state in path if old < rank[state] <= new]
+
+    def since(self, state: str) -> datetime:
+        """The threshold after which the lease was in `state`."""
+        offset = {LeaseState.LATE: 0.0, LeaseState.STALLED: self.grace_s / 2}.get(
+            state, self.grace_s
+        )
+        return self.deadline + timedelta(seconds=offset)
+
+
+def _state_sql(now: str) -> tuple[str, str]:
+    """SQL for the computed state and the next threshold of a held lease (leases/state.py)."""
+    stalled_at = plus_seconds_sql("deadline", "grace_s / 2.0")
+    lost_at = plus_seconds_sql("deadline", "grace_s")
+    state = (
+        f"CASE WHEN {now} <= deadline THEN 'live' "
+        f"WHEN grace_s > 0 AND {now} <= {stalled_at} THEN 'late' "
+        f"WHEN {now} <= {lost_at} THEN 'stalled' ELSE 'lost' END"
+    )
+    next_check = (
+        f"CASE WHEN {now} <= deadline THEN deadline "
+        f"WHEN grace_s > 0 AND {now} <= {stalled_at} THEN {stalled_at} "
+        f"WHEN {now} <= {lost_at} THEN {lost_at} ELSE NULL END"
+    )
+    return state, next_check
+
+
+_RETURNING = "id, workspace_id, resource, kind, holder, fence, deadline, grace_s"
+
+
+def _due_row(values: tuple[Any, ...], old_state: str, old_check: Any, new_state: str,
+             now: Any) -> _Due:
+    lease_id, workspace_id, resource, kind, holder, fence, deadline, grace_s = values
+    return _Due(
+        id=int(lease_id),
+        workspace_id=int(workspace_id),
+        resource=resource,
+        kind=kind,
+        holder=holder,
+        fence=int(fence),
+        deadline=parse_timestamp(deadline),  # type: ignore[arg-type]
+        grace_s=float(grace_s),
+        old_state=old_state,
+        new_state=new_state,
+        old_check=parse_timestamp(old_check),  # type: ignore[arg-type]
+        server_time=parse_timestamp(now),  # type: ignore[arg-type]
+    )
+
+
+def _claim_due(batch: int) -> list[_Due]:
+    """Claim up to `batch` held leases whose next threshold has passed, in one statement.
+
+    The UPDATE sets `noticed_state` to the state computed now, `next_check_at` to the next
+    threshold (NULL once lost), and frees a lost resource lease. On PostgreSQL the candidates are
+    locked with SKIP LOCKED in a CTE, so concurrent sweeps split the work and never claim the
+    same row; the outer WHERE re-checks the row as locked, and the CTE hands back the state that
+    was recorded before, so each transition is written by exactly one sweep.
+    """
+    now = now_sql()
+    state, next_check = _state_sql(now)
+    status = (
+        f"CASE WHEN kind = '{LeaseKind.RESOURCE}' AND ({state}) = 'lost' THEN 'free' "
+        "ELSE status END"
+    )
+    sets = f"noticed_state = {state}, next_check_at = {next_check}, status = {status}"
+    due = f"status = 'held' AND next_check_at < {now}"  # lease_due_idx, partial on held
+    params = {"batch": batch}
+    if connection.vendor == "postgresql":
+        rows = _rows(
+            f"WITH due AS MATERIALIZED (SELECT id AS due_id, fence AS due_fence, "
+            f"noticed_state AS old_state, next_check_at AS old_check FROM {LEASES} "
+            f"WHERE {due} ORDER BY next_check_at LIMIT %(batch)s{_skip_locked()}) "
+            f"UPDATE {LEASES} SET {sets} FROM due "
+            f"WHERE id = due_id AND fence = due_fence AND {due} "
+            f"RETURNING {_RETURNING}, old_state, old_check, noticed_state, {now}",
+            params,
+        )
+        return [_due_row(row[:8], row[8], row[9], row[10], row[11]) for row in rows]
+    # SQLite: the transaction took the write lock at BEGIN (IMMEDIATE), so reading the recorded
+    # state first and updating second cannot interleave with another writer.
+    before = {
+        int(row[0]): (row[1], row[2], row[3])
+        for row in _rows(
+            f"SELECT id, fence, noticed_state, next_check_at FROM {LEASES} "
+            f"WHERE {due} ORDER BY next_check_at LIMIT %(batch)s",
+            params,
+        )
+    }
+    if not before:
+        return []
+    ids = ", ".join(str(lease_id) for lease_id in before)
+    rows = _rows(
+        f"UPDATE {LEASES} SET {sets} WHERE id IN ({ids}) AND {due} "
+        f"RETURNING {_RETURNING}, noticed_state, {now}",
+        params,
+    )
+    claimed = []
+    for row in rows:
+        fence, old_state, old_check = before[int(row[0])]
+        if int(fence) == int(row[5]):
+            claimed.append(_due_row(row[:8], old_state, old_check, row[8], row[9]))
+    return claimed
+
+
+def _event(row: _Due, kind: str, attempt_id: int | None) -> Event:
+    return Event(
+        workspace_id=row.workspace_id,
+        kind=kind,
+        at=row.server_time,
+        actor=SYSTEM_ACTOR,
+        hand=row.holder,
+        attempt_id=attempt_id,
+        resource=row.resource,
+        fence=row.fence,
+        data={
+            "since": row.since(kind if kind != EventKind.LEASE_EXPIRED else LeaseState.LOST)
+            .isoformat(),
+            "deadline": row.deadline.isoformat(),
+            "grace_s": row.grace_s,
+        },
+    )
+
+
+def leases_settle(rows: list[_Due]) -> Settled:
+    """Write the events of claimed rows: late and stalled as events, lost as the end of the
+    attempt (`attempt_mark_lost` writes the `lost` event once), an expired resource lease as
+    `lease_expired`."""
+    slot_leases = [row.id for row in rows if row.kind == LeaseKind.SLOT]
+    attempts = {
+        (lease_id, fence): attempt_id
+        for attempt_id, lease_id, fence in Attempt.objects.filter(
+            lease_id__in=slot_leases, end=None
+        ).values_list("pk", "lease_id", "fence")
+    } if slot_leases else {}
+    events: list[Event] = []
+    lost: list[tuple[int, _Due]] = []
+    result_expired = 0
+    for row in rows:
+        attempt_id = attempts.get((row.id, row.fence))
+        for state in row.transitions():
+            if state != LeaseState.LOST:
+                events.append(_event(row, state, attempt_id))
+            elif row.kind == LeaseKind.RESOURCE:
+                events.append(_event(row, EventKind.LEASE_EXPIRED, None))
+                result_expired += 1
+            elif attempt_id is not None:
+                lost.append((attempt_id, row))
+    Event.objects.bulk_create(events)
+    settled = Settled(events=len(events), expired=result_expired)
+    for attempt_id, row in lost:
+        if attempt_mark_lost(
+            attempt_id=attempt_id, at=row.server_time, reason="no heartbeat within grace"
+        ):
+            settled.lost += 1
+            settled.events += 1
+    return settled
+
+
+def _push_back(row: _Due, retry_s: float) -> None:
+    """Undo the claim of a row whose events could not be written, and look again later."""
+    _rows(
+        f"UPDATE {LEASES} SET status = 'held', noticed_state = %(old_state)s, "
+        f"next_check_at = {plus_seconds_sql(now_sql(), _seconds_param('retry_s'))} "
+        f"WHERE id = %(id)s AND fence = %(fence)s",
+        {"old_state": row.old_state, "retry_s": retry_s, "id": row.id, "fence": row.fence},
+    )
+
+
+@recorded("sweep_leases")
+def leases_sweep(*, batch: int | None = None, retry_s: float | None = None) -> SweepResult:
+    """Record every late, stalled and lost transition whose threshold has passed, once.
+
+    1. Claim a batch of due leases with one conditional UPDATE (`_claim_due`).
+    2. Write their events in the same transaction, the whole batch at once.
+    3. If that fails, retry row by row in savepoints; a row that still fails is pushed back
+       (`next_check_at` moves `retry_s` ahead) so one bad row cannot stall enforcement.
+    4. Commit, and go on with the next batch until none is due.
+    """
+    batch = batch or settings.GC_SWEEP_BATCH
+    retry_s = retry_s if retry_s is not None else settings.GC_SWEEP_RETRY_S
+    result = SweepResult()
+    for _ in range(MAX_BATCHES):
+        with transaction.atomic():
+            rows = _claim_due(batch)
+            if not rows:
+                break
+            result.batches += 1
+            result.processed += len(rows)
+            result.lag_s = max(
+                [result.lag_s, *((r.server_time - r.old_check).total_seconds() for r in rows)]
+            )
+            try:
+                with transaction.atomic():
+                    result.add(leases_settle(rows))
+            except Exception:
+                logger.warning("sweep: a batch of %d failed; settling row by row", len(rows))
+                for row in rows:
+                    try:
+                        with transaction.atomic():
+                            result.add(leases_settle([row]))
+                    except Exception:
+                        logger.exception("sweep: lease %s (%s) pushed back", row.id, row.resource)
+                        _push_back(row, retry_s)
+                        result.failed += 1
+        if len(rows) < batch:
+            break
+    if result.events:
+        webhooks_kick()
+    return result
+
+
+# --- Keys ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class KeyRevokeResult(JobResult):
+    expired: int = 0
+    done: int = 0
+
+
+def _revoke(condition: str, reason_sql: str, batch: int) -> int:
+    """Revoke up to `batch` live keys matching `condition` (SQL on alias k), with events."""
+    now = now_sql()
+    with transaction.atomic():
+        rows = _rows(
+            f"UPDATE {KEYS} SET revoked_at = {now}, revoked_by = '{SYSTEM_ACTOR}', "
+            f"revoke_reason = {reason_sql} "
+            f"WHERE id IN (SELECT k.id FROM {KEYS} k WHERE k.revoked_at IS NULL AND {condition} "
+            f"ORDER BY k.id LIMIT %(batch)s{_skip_locked()}) AND revoked_at IS NULL "
+            f"RETURNING prefix, hand_id, revoke_reason, {now}",
+            {"batch": batch},
+        )
+        if not rows:
+            return 0
+        hands = {
+            pk: (workspace_id, name)
+            for pk, workspace_id, name in Hand.objects.filter(
+                pk__in={row[1] for row in rows}
+            ).values_list("pk", "workspace_id", "name")
+        }
+        Event.objects.bulk_create(
+            Event(
+                workspace_id=hands[hand_id][0],
+                kind=EventKind.KEY_REVOKED,
+                at=parse_timestamp(at),
+                actor=SYSTEM_ACTOR,
+                hand=hands[hand_id][1],
+                data={"prefix": prefix, "reason": reason},
+            )
+            for prefix, hand_id, reason, at in rows
+        )
+    return len(rows)
+
+
+@recorded("revoke_keys")
+def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
+    """Revoke expired keys, and revoke-when-done keys whose hand's work is over.
+
+    A revoke-when-done key is revoked once its hand has an attempt that ended (finished,
+    released or lost) after the key was issued and has no attempt still open: a hand working a
+    second slot keeps its key until that one ends too. The system is the actor; the reason says
+    why (`expired`, or which attempt ended and how).
+    """
+    batch = batch or settings.GC_SWEEP_BATCH
+    result = KeyRevokeResult()
+    now = now_sql()
+    ended = (
+        f"SELECT 1 FROM {ATTEMPTS} a WHERE a.hand_id = k.hand_id AND a.\"end\" IS NOT NULL "
+        f"AND a.ended_at >= k.created_at"
+    )
+    still_open = f"SELECT 1 FROM {ATTEMPTS} a WHERE a.hand_id = k.hand_id AND a.\"end\" IS NULL"
+    which = (
+        f"(SELECT 'revoke when done: attempt ' || CAST(a.id AS TEXT) || ' ' || a.\"end\" "
+        f"FROM {ATTEMPTS} a WHERE a.hand_id = {KEYS}.hand_id AND a.\"end\" IS NOT NULL "
+        f"ORDER BY a.ended_at DESC, a.id DESC LIMIT 1)"
+    )
+    jobs = [
+        ("expired", f"k.expires_at IS NOT NULL AND k.expires_at <= {now}", "'expired'"),
+        (
+            "done",
+            f"k.revoke_when_done AND EXISTS ({ended}) AND NOT EXISTS ({still_open})",
+            which,
+        ),
+    ]
+    for name, condition, reason in jobs:
+        for _ in range(MAX_BATCHES):
+            count = _revoke(condition, reason, batch)
+            setattr(result, name, getattr(result, name) + count)
+            if count < batch:
+                break
+    result.processed = result.expired + result.done
+    if result.processed:
+        webhooks_kick()
+    return result
+
+
+# --- Retention ----------------------------------------------------------------------------------
+
+
+@dataclass
+class PruneResult(JobResult):
+    deleted: dict[str, int] = field(default_factory=dict)
+
+
+def _prune(table: str, column: str, age_s: float, batch: int, extra: str = "") -> int:
+    """Delete rows older than `age_s` in batches (each its own short transaction, on the
+    table's index on `column`)."""
+    cutoff = plus_seconds_sql(now_sql(), _seconds_param("age"))
+    total = 0
+    for _ in range(MAX_BATCHES):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} "
+                f"WHERE {column} < {cutoff}{extra} ORDER BY {column} LIMIT %(batch)s)",
+                {"age": -age_s, "batch": batch},
+            )
+            deleted = cursor.rowcount
+        total += deleted
+        if deleted < batch:
+            break
+    return total
+
+
+@recorded("prune_records")
+def records_prune(*, batch: int | None = None) -> PruneResult:
+    """Prune reports, events, refusals and finished webhook deliveries past their retention."""
+    batch = batch or settings.GC_RETENTION_BATCH
+    day = 86_400.0
+    result = PruneResult()
+    result.deleted = {
+        "reports": _prune(Report._meta.db_table, "at", settings.GC_RETENTION_REPORTS_DAYS * day,
+                          batch),
+        "events": _prune(Event._meta.db_table, "at", settings.GC_RETENTION_EVENTS_DAYS * day,
+                         batch),
+        "refusals": _prune(
+            Refusal._meta.db_table, "at", settings.GC_RETENTION_REFUSALS_DAYS * day, batch
+        ),
+        # A pending delivery is still being retried; only finished ones go.
+        "webhook_deliveries": _prune(
+            WebhookDelivery._meta.db_table,
+            "created_at",
+            settings.GC_RETENTION_EVENTS_DAYS * day,
+            batch,
+            extra=" AND status <> 'pending'",
+        ),
+    }
+    result.processed = sum(result.deleted.values())
+    return result

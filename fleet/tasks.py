@@ -1,0 +1,36 @@
+"""Celery tasks: thin wrappers that call a service. Each is idempotent and safe to run on several
+workers at once (the services claim their rows with conditional updates), and the beat schedule
+(settings.CELERY_BEAT_SCHEDULE) enqueues them; the embedded scheduler calls them in-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from fleet import jobs, webhooks
+
+
+@shared_task(name="fleet.sweep_leases", ignore_result=True)
+def sweep_leases() -> dict[str, Any]:
+    return jobs.leases_sweep().as_dict()
+
+
+@shared_task(name="fleet.revoke_keys", ignore_result=True)
+def revoke_keys() -> dict[str, Any]:
+    return jobs.keys_revoke_due().as_dict()
+
+
+@shared_task(name="fleet.deliver_webhooks", ignore_result=True)
+def deliver_webhooks() -> dict[str, int]:
+    return webhooks.webhooks_run()
+
+
+@shared_task(name="fleet.deliver_webhook", ignore_result=True)
+def deliver_webhook(delivery_id: int) -> dict[str, int]:
+    return webhooks.deliveries_send(delivery_id=delivery_id).__dict__
+
+
+@shared_task(name="fleet.prune_records", ignore_result=True)
+def prune_records() -> dict[str, Any]:
+    return jobs.records_prune().as_dict()
