@@ -1,0 +1,576 @@
+"""Page-level reads for the supervisors' dashboard.
+
+Every page asks the database for the time once (`db_now()`) and computes every state from stored
+timestamps at that instant (DESIGN rule 3). The board's counts and its state filter run in SQL
+with the same thresholds as `leases.state.lease_state`, so 10,000 attempts cost the same handful
+of queries as ten: one aggregate for the counts and one page of rows. Nothing here writes a model
+(the fleet-by-state samples live in the cache, which is never the source of truth).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    DateTimeField,
+    F,
+    Func,
+    Prefetch,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
+from django.db.models.lookups import LessThanOrEqual
+
+from fleet.models import (
+    Attempt,
+    Hand,
+    HandKey,
+    Lane,
+    Membership,
+    Report,
+    Role,
+    Run,
+    Slot,
+    WorkPackage,
+)
+from fleet.selectors import attempt_state
+from leases.clock import db_now, plus_seconds_sql
+from leases.engine import LeaseSnapshot
+from leases.errors import NotFound
+from leases.models import Event, Lease, LeaseKind, LeaseStatus, Refusal
+from leases.state import next_threshold
+
+# The order the board counts and legends use.
+STATES = ["live", "late", "stalled", "lost", "finished", "released"]
+ROLE_RANK = {Role.VIEWER: 0, Role.SUPERVISOR: 1, Role.ADMIN: 2}
+BOARD_PAGE_SIZE = 100
+LIST_PAGE_SIZE = 50
+# Ended attempts stay on the board this long, so a finish or a loss is seen, not just vanishes.
+RECENT_ENDED_S = 3600
+# Attempts drawn on a run's or a hand's timeline, and report ticks loaded per attempt.
+TIMELINE_ATTEMPTS = 50
+TICKS_PER_ATTEMPT = 60
+SAMPLE_EVERY_S = 15
+SAMPLE_KEEP_S = 3 * 3600
+
+
+# --- Memberships ---------------------------------------------------------------------------------
+
+
+def memberships_for(user: Any) -> list[Membership]:
+    """The user's workspaces with their role, for the switcher (one query)."""
+    return list(
+        Membership.objects.filter(user=user).select_related("workspace").order_by("workspace__name")
+    )
+
+
+def membership_pick(memberships: Sequence[Membership], workspace_id: object) -> Membership | None:
+    """The membership for the session's workspace, else the first one."""
+    for membership in memberships:
+        if membership.workspace_id == workspace_id:
+            return membership
+    return memberships[0] if memberships else None
+
+
+def role_allows(role: str, minimum: str) -> bool:
+    return ROLE_RANK[Role(role)] >= ROLE_RANK[Role(minimum)]
+
+
+# --- The attempt state in SQL --------------------------------------------------------------------
+
+
+class _PlusSeconds(Func):
+    """`timestamp + seconds`, rendered for PostgreSQL or SQLite by `leases.clock`."""
+
+    output_field = DateTimeField()
+    arity = 2
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        ts_sql, ts_params = compiler.compile(self.source_expressions[0])
+        s_sql, s_params = compiler.compile(self.source_expressions[1])
+        return plus_seconds_sql(ts_sql, s_sql), [*ts_params, *s_params]
+
+
+def _at(now: datetime) -> Value:
+    """The page's database time as a parameter. SQLite keeps the engine's timestamps as text in
+    one format, so `now` is passed in that format and text comparison is time comparison."""
+    if connection.vendor == "sqlite":
+        text = now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        return Value(text, output_field=CharField())
+    return Value(now, output_field=DateTimeField())
+
+
+def attempt_state_expression(now: datetime) -> Case:
+    """`fleet.selectors.attempt_state` as SQL, at `now`, for attempts joined to their lease.
+
+    The deadline is normalised through the same clock helper on both sides of each comparison,
+    so ORM-written and engine-written timestamps compare alike on SQLite.
+    """
+    at = _at(now)
+    deadline = F("lease__deadline")
+    grace = F("lease__grace_s")
+    return Case(
+        When(end__isnull=False, then=F("end")),
+        # A tenure whose lease moved on (broken, or reclaimed after it was lost) is lost.
+        When(~Q(lease__fence=F("fence")), then=Value("lost")),
+        When(~Q(lease__status=LeaseStatus.HELD) | Q(lease__deadline__isnull=True), then=Value("lost")),
+        When(LessThanOrEqual(at, _PlusSeconds(deadline, Value(0))), then=Value("live")),
+        # Grace 0 goes straight from live to lost.
+        When(lease__grace_s__lte=0, then=Value("lost")),
+        When(LessThanOrEqual(at, _PlusSeconds(deadline, grace / 2)), then=Value("late")),
+        When(LessThanOrEqual(at, _PlusSeconds(deadline, grace)), then=Value("stalled")),
+        default=Value("lost"),
+        output_field=CharField(),
+    )
+
+
+def _state_counts(queryset: QuerySet[Attempt], now: datetime) -> dict[str, int]:
+    rows = (
+        queryset.annotate(board_state=attempt_state_expression(now))
+        .values("board_state")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts = dict.fromkeys(STATES, 0)
+    for row in rows:
+        counts[row["board_state"]] = counts.get(row["board_state"], 0) + row["n"]
+    return counts
+
+
+# --- Rows ----------------------------------------------------------------------------------------
+
+NEXT_LABELS = {"live": "late in", "late": "stalled in", "stalled": "lost in"}
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """An attempt as a page shows it, at the page's database time."""
+
+    attempt: Attempt
+    lease: LeaseSnapshot
+    state: str
+    now: datetime
+
+    @property
+    def last_seen_at(self) -> datetime:
+        return self.attempt.last_report_at or self.attempt.claimed_at
+
+    @property
+    def since_s(self) -> float:
+        return max((self.now - self.last_seen_at).total_seconds(), 0.0)
+
+    @property
+    def next_at(self) -> datetime | None:
+        """The instant the state changes next (late, stalled, lost), while the tenure is open."""
+        if self.state not in NEXT_LABELS or self.lease.deadline is None:
+            return None
+        return next_threshold(deadline=self.lease.deadline, grace_s=self.lease.grace_s, now=self.now)
+
+    @property
+    def next_label(self) -> str:
+        if self.lease.grace_s <= 0 and self.state == "live":
+            return "lost in"
+        return NEXT_LABELS.get(self.state, "")
+
+    @property
+    def next_in_s(self) -> float | None:
+        instant = self.next_at
+        return None if instant is None else max((instant - self.now).total_seconds(), 0.0)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in NEXT_LABELS
+
+    def fingerprint_part(self) -> tuple[Any, ...]:
+        a = self.attempt
+        return (a.pk, self.state, a.directive, a.end, a.last_report_at, a.progress_percent,
+                self.lease.fence, self.lease.deadline)
+
+
+def attempt_rows(attempts: Iterable[Attempt], now: datetime) -> list[AttemptRow]:
+    rows = []
+    for attempt in attempts:
+        lease = LeaseSnapshot.from_model(attempt.lease, now)
+        rows.append(AttemptRow(attempt, lease, attempt_state(attempt, lease), now))
+    return rows
+
+
+def _attempts_for_pages() -> QuerySet[Attempt]:
+    return Attempt.objects.select_related(
+        "lease", "hand", "run", "run__work_package", "lane", "slot"
+    )
+
+
+# --- The board -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BoardFilters:
+    lane: str = ""
+    state: str = ""
+    hand: str = ""
+    page: int = 1
+
+    def query(self, **changes: Any) -> dict[str, Any]:
+        values = {"lane": self.lane, "state": self.state, "hand": self.hand, "page": self.page}
+        values.update(changes)
+        return {k: v for k, v in values.items() if v and not (k == "page" and v == 1)}
+
+
+@dataclass
+class RunGroup:
+    run: Run
+    rows: list[AttemptRow] = field(default_factory=list)
+
+
+@dataclass
+class LaneGroup:
+    lane: Lane
+    runs: list[RunGroup] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Board:
+    now: datetime
+    filters: BoardFilters
+    counts: dict[str, int]
+    total: int
+    groups: list[LaneGroup]
+    rows: list[AttemptRow]
+    pages: int
+    lanes: list[Lane]
+
+    @property
+    def fingerprint(self) -> str:
+        """What the board shows, minus the clocks the browser ticks itself: equal fingerprints
+        mean a poll has nothing new to send."""
+        parts = (self.filters, sorted(self.counts.items()), self.pages,
+                 [row.fingerprint_part() for row in self.rows])
+        return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
+
+
+def _board_base(workspace_id: int, now: datetime, filters: BoardFilters) -> QuerySet[Attempt]:
+    recent = now - timedelta(seconds=RECENT_ENDED_S)
+    queryset = Attempt.objects.filter(workspace_id=workspace_id).filter(
+        Q(end__isnull=True) | Q(ended_at__gte=recent)
+    )
+    if filters.lane:
+        queryset = queryset.filter(lane__slug=filters.lane)
+    if filters.hand:
+        queryset = queryset.filter(hand__name=filters.hand)
+    return queryset
+
+
+def _group(rows: list[AttemptRow]) -> list[LaneGroup]:
+    """Rows arrive ordered by lane and run; keep that order in the groups."""
+    groups: list[LaneGroup] = []
+    for row in rows:
+        attempt = row.attempt
+        if not groups or groups[-1].lane.pk != attempt.lane_id:
+            groups.append(LaneGroup(attempt.lane))
+        runs = groups[-1].runs
+        if not runs or runs[-1].run.pk != attempt.run_id:
+            runs.append(RunGroup(attempt.run))
+        runs[-1].rows.append(row)
+    return groups
+
+
+def board(*, workspace_id: int, filters: BoardFilters, page_size: int = BOARD_PAGE_SIZE) -> Board:
+    """The fleet board: counts by state (SQL aggregate) and one page of attempts.
+
+    Queries: the time, the lanes (for the filter), the counts, the page of rows.
+    """
+    now = db_now()
+    lanes = list(Lane.objects.filter(workspace_id=workspace_id).order_by("slug"))
+    base = _board_base(workspace_id, now, filters)
+    counts = _state_counts(base, now)
+    total = counts.get(filters.state, 0) if filters.state else sum(counts.values())
+    pages = max(1, -(-total // page_size))
+    page = min(max(filters.page, 1), pages)
+    queryset = base.annotate(board_state=attempt_state_expression(now))
+    if filters.state:
+        queryset = queryset.filter(board_state=filters.state)
+    offset = (page - 1) * page_size
+    attempts = (
+        queryset.select_related("lease", "hand", "run", "run__work_package", "lane", "slot")
+        .order_by("lane__slug", "lane_id", "run_id", "slot__index", "-id")[offset : offset + page_size]
+    )
+    rows = attempt_rows(attempts, now)
+    filters = BoardFilters(filters.lane, filters.state, filters.hand, page)
+    if not (filters.lane or filters.hand):
+        sample_record(workspace_id=workspace_id, now=now, counts=counts)
+    return Board(now, filters, counts, total, _group(rows), rows, pages, lanes)
+
+
+# --- Fleet by state over time (cache samples) ----------------------------------------------------
+
+Sample = tuple[datetime, dict[str, int]]
+
+
+def _samples_key(workspace_id: int) -> str:
+    return f"gc:dashboard:samples:{workspace_id}"
+
+
+def sample_record(*, workspace_id: int, now: datetime, counts: dict[str, int]) -> bool:
+    """Keep the board's counts as a sample, at most once per SAMPLE_EVERY_S per workspace.
+
+    Samples live in the cache (Redis in production), not the database: they feed a picture and
+    losing them loses only the picture. `cache.add` lets one request in each period record.
+    """
+    if not cache.add(f"{_samples_key(workspace_id)}:lock", 1, timeout=SAMPLE_EVERY_S):
+        return False
+    samples = cache.get(_samples_key(workspace_id)) or []
+    cutoff = (now - timedelta(seconds=SAMPLE_KEEP_S)).isoformat()
+    samples = [s for s in samples if s[0] >= cutoff]
+    samples.append((now.isoformat(), dict(counts)))
+    cache.set(_samples_key(workspace_id), samples, timeout=SAMPLE_KEEP_S)
+    return True
+
+
+def samples(*, workspace_id: int) -> list[Sample]:
+    raw = cache.get(_samples_key(workspace_id)) or []
+    return [(datetime.fromisoformat(at), counts) for at, counts in raw]
+
+
+# --- Lanes, work packages, runs ------------------------------------------------------------------
+
+
+def lanes_page(*, workspace_id: int) -> tuple[list[Lane], dict[int, dict[str, int]]]:
+    """Every lane with its work-package count, and its board counts by state."""
+    now = db_now()
+    lanes = list(
+        Lane.objects.filter(workspace_id=workspace_id)
+        .annotate(package_count=Count("work_packages"))
+        .order_by("slug")
+    )
+    return lanes, _grouped_counts(workspace_id, now, "lane_id")
+
+
+def _grouped_counts(
+    workspace_id: int, now: datetime, key: str, **filters: Any
+) -> dict[int, dict[str, int]]:
+    """Board counts by state for each value of `key` (lane_id, run_id), in one aggregate."""
+    rows = (
+        _board_base(workspace_id, now, BoardFilters())
+        .filter(**filters)
+        .annotate(board_state=attempt_state_expression(now))
+        .values(key, "board_state")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    out: dict[int, dict[str, int]] = {}
+    for row in rows:
+        out.setdefault(row[key], dict.fromkeys(STATES, 0))[row["board_state"]] += row["n"]
+    return out
+
+
+def lane_get(*, workspace_id: int, slug: str) -> Lane:
+    try:
+        return Lane.objects.get(workspace_id=workspace_id, slug=slug)
+    except Lane.DoesNotExist:
+        raise NotFound(f"no lane {slug!r}") from None
+
+
+def lane_page(*, workspace_id: int, slug: str) -> tuple[Lane, list[WorkPackage]]:
+    lane = lane_get(workspace_id=workspace_id, slug=slug)
+    packages = list(
+        WorkPackage.objects.filter(lane=lane)
+        .annotate(run_count=Count("runs"))
+        .order_by("-id")[:LIST_PAGE_SIZE * 4]
+    )
+    return lane, packages
+
+
+def work_package_page(
+    *, workspace_id: int, package_id: int
+) -> tuple[WorkPackage, list[Run], dict[int, dict[str, int]]]:
+    try:
+        package = WorkPackage.objects.select_related("lane").get(
+            pk=package_id, workspace_id=workspace_id
+        )
+    except WorkPackage.DoesNotExist:
+        raise NotFound(f"no work package {package_id}") from None
+    runs = list(Run.objects.filter(work_package=package).order_by("-id")[: LIST_PAGE_SIZE * 4])
+    counts = _grouped_counts(
+        workspace_id, db_now(), "run_id", run__work_package=package
+    )
+    return package, runs, counts
+
+
+@dataclass(frozen=True)
+class SlotCell:
+    slot: Slot
+    lease: LeaseSnapshot
+
+    @property
+    def state(self) -> str:
+        """open, or the holder's lease state."""
+        return str(self.lease.state) if self.lease.held else "open"
+
+
+@dataclass(frozen=True)
+class RunPage:
+    run: Run
+    now: datetime
+    slots: list[SlotCell]
+    rows: list[AttemptRow]
+    counts: dict[str, int]
+
+
+def _with_timeline_data(queryset: QuerySet[Attempt]) -> QuerySet[Attempt]:
+    """Attempts with their evidence and their latest reports (a sliced prefetch: one query per
+    relation whatever the number of attempts)."""
+    latest_reports = Report.objects.order_by("-at", "-id")[:TICKS_PER_ATTEMPT]
+    return queryset.prefetch_related(
+        "evidence", Prefetch("reports", queryset=latest_reports, to_attr="latest_reports")
+    )
+
+
+def run_page(*, workspace_id: int, run_id: int) -> RunPage:
+    """Queries: the run, the time, its slots with leases, its latest attempts (plus evidence and
+    reports), its counts by state."""
+    try:
+        run = Run.objects.select_related("work_package", "work_package__lane").get(
+            pk=run_id, workspace_id=workspace_id
+        )
+    except (Run.DoesNotExist, ValueError, OverflowError):
+        raise NotFound(f"no run {run_id}") from None
+    now = db_now()
+    slots = [
+        SlotCell(slot, LeaseSnapshot.from_model(slot.lease, now))
+        for slot in Slot.objects.filter(run=run).select_related("lease").order_by("index")
+    ]
+    attempts = _with_timeline_data(_attempts_for_pages().filter(run=run).order_by("-id"))
+    rows = attempt_rows(attempts[:TIMELINE_ATTEMPTS], now)
+    counts = _state_counts(Attempt.objects.filter(run=run), now)
+    return RunPage(run, now, slots, rows, counts)
+
+
+# --- Hands ---------------------------------------------------------------------------------------
+
+
+def hands_list(*, workspace_id: int, query: str = "", page: int = 1) -> tuple[list[Hand], int]:
+    queryset = Hand.objects.filter(workspace_id=workspace_id).select_related("lane")
+    if query:
+        queryset = queryset.filter(name__icontains=query)
+    queryset = queryset.annotate(
+        open_attempts=Count("attempts", filter=Q(attempts__end__isnull=True))
+    ).order_by("name")
+    offset = (max(page, 1) - 1) * LIST_PAGE_SIZE
+    hands = list(queryset[offset : offset + LIST_PAGE_SIZE + 1])
+    return hands[:LIST_PAGE_SIZE], len(hands) > LIST_PAGE_SIZE
+
+
+@dataclass(frozen=True)
+class HandPage:
+    hand: Hand
+    now: datetime
+    keys: list[HandKey]
+    rows: list[AttemptRow]
+    refusals: list[Refusal]
+
+
+def hand_page(*, workspace_id: int, hand_id: int) -> HandPage:
+    try:
+        hand = Hand.objects.select_related("lane").get(pk=hand_id, workspace_id=workspace_id)
+    except (Hand.DoesNotExist, ValueError, OverflowError):
+        raise NotFound(f"no hand {hand_id}") from None
+    now = db_now()
+    keys = list(HandKey.objects.filter(hand=hand).select_related("lane").order_by("-id"))
+    attempts = _with_timeline_data(_attempts_for_pages().filter(hand=hand).order_by("-id"))
+    rows = attempt_rows(attempts[:TIMELINE_ATTEMPTS], now)
+    refusals = list(
+        Refusal.objects.filter(workspace_id=workspace_id, hand=hand.name).order_by("-id")[
+            :LIST_PAGE_SIZE
+        ]
+    )
+    return HandPage(hand, now, keys, rows, refusals)
+
+
+def key_get(*, workspace_id: int, prefix: str) -> HandKey:
+    try:
+        return HandKey.objects.select_related("hand").get(
+            prefix=prefix, hand__workspace_id=workspace_id
+        )
+    except HandKey.DoesNotExist:
+        raise NotFound(f"no key {prefix!r}") from None
+
+
+def attempt_row(*, workspace_id: int, attempt_id: int) -> AttemptRow:
+    try:
+        attempt = _attempts_for_pages().get(pk=attempt_id, workspace_id=workspace_id)
+    except (Attempt.DoesNotExist, ValueError, OverflowError):
+        raise NotFound(f"no attempt {attempt_id}") from None
+    return attempt_rows([attempt], db_now())[0]
+
+
+# --- Resource leases, refusals, events -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paged:
+    items: list[Any]
+    page: int
+    has_next: bool
+    now: datetime | None = None
+
+
+def _paged(queryset: QuerySet[Any], page: int, now: datetime | None = None) -> Paged:
+    page = max(page, 1)
+    offset = (page - 1) * LIST_PAGE_SIZE
+    items = list(queryset[offset : offset + LIST_PAGE_SIZE + 1])
+    return Paged(items[:LIST_PAGE_SIZE], page, len(items) > LIST_PAGE_SIZE, now)
+
+
+def resource_leases(
+    *, workspace_id: int, prefix: str = "", holder: str = "", page: int = 1
+) -> Paged:
+    """Held resource leases (not slots), as snapshots at the page's database time."""
+    now = db_now()
+    queryset = Lease.objects.filter(
+        workspace_id=workspace_id, kind=LeaseKind.RESOURCE, status=LeaseStatus.HELD
+    )
+    if prefix:
+        queryset = queryset.filter(resource__startswith=prefix)
+    if holder:
+        queryset = queryset.filter(holder=holder)
+    paged = _paged(queryset.order_by("resource"), page, now)
+    snapshots = [LeaseSnapshot.from_model(lease, now) for lease in paged.items]
+    return Paged(snapshots, paged.page, paged.has_next, now)
+
+
+def refusals_list(*, workspace_id: int, code: str = "", hand: str = "", page: int = 1) -> Paged:
+    queryset = Refusal.objects.filter(workspace_id=workspace_id)
+    if code:
+        queryset = queryset.filter(code=code)
+    if hand:
+        queryset = queryset.filter(hand=hand)
+    return _paged(queryset.order_by("-id"), page)
+
+
+def events_list(*, workspace_id: int, kind: str = "", hand: str = "", page: int = 1) -> Paged:
+    queryset = Event.objects.filter(workspace_id=workspace_id)
+    if kind:
+        queryset = queryset.filter(kind=kind)
+    if hand:
+        queryset = queryset.filter(hand=hand)
+    return _paged(queryset.order_by("-id"), page)
+
+
+def members_list(*, workspace_id: int) -> list[Membership]:
+    return list(
+        Membership.objects.filter(workspace_id=workspace_id)
+        .select_related("user")
+        .order_by("user__username")
+    )

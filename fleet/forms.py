@@ -1,0 +1,124 @@
+"""Dashboard forms: they clean what a person typed; the services decide what is allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from fleet.dashboard import STATES
+from fleet.models import Directive, Lane, Role, Scope
+from leases.models import EventKind
+
+REFUSAL_CODES = [
+    "validation_error", "key_invalid", "key_revoked", "key_expired", "scope_denied", "not_holder",
+    "not_found", "lease_held", "no_open_slot", "slot_taken", "lease_lost", "stale_fence",
+    "process_mismatch", "run_closed", "payload_too_large", "evidence_missing", "rate_limited",
+    "idempotency_conflict",
+]
+EXPIRY_CHOICES = [
+    ("", "never"),
+    (str(3600), "in 1 hour"),
+    (str(86_400), "in 1 day"),
+    (str(7 * 86_400), "in 7 days"),
+    (str(30 * 86_400), "in 30 days"),
+    (str(365 * 86_400), "in 1 year"),
+]
+
+
+def _any(choices: list[str], label: str) -> list[tuple[str, str]]:
+    return [("", label), *((c, c) for c in choices)]
+
+
+class _PageField(forms.IntegerField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, min_value=1, max_value=1_000_000, **kwargs)
+
+
+class BoardFilterForm(forms.Form):
+    lane = forms.ChoiceField(required=False)
+    state = forms.ChoiceField(required=False, choices=_any(STATES, "every state"))
+    hand = forms.CharField(required=False, max_length=200)
+    page = _PageField()
+
+    def __init__(self, *args: Any, lanes: list[Lane], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["lane"].choices = [("", "every lane"), *((l.slug, l.name) for l in lanes)]
+
+
+class RefusalFilterForm(forms.Form):
+    code = forms.ChoiceField(required=False, choices=_any(REFUSAL_CODES, "every code"))
+    hand = forms.CharField(required=False, max_length=200)
+    page = _PageField()
+
+
+class EventFilterForm(forms.Form):
+    kind = forms.ChoiceField(required=False, choices=_any(list(EventKind.values), "every kind"))
+    hand = forms.CharField(required=False, max_length=200)
+    page = _PageField()
+
+
+class LeaseFilterForm(forms.Form):
+    prefix = forms.CharField(required=False, max_length=512, label="Resource starts with")
+    holder = forms.CharField(required=False, max_length=200)
+    page = _PageField()
+
+
+class HandFilterForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Name contains")
+    page = _PageField()
+
+
+class KeyIssueForm(forms.Form):
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        initial=[Scope.WORK, Scope.LEASES],
+        help_text="A hand's worker key needs work (and leases to take resource leases).",
+    )
+    expires_in_s = forms.TypedChoiceField(
+        choices=EXPIRY_CHOICES, required=False, coerce=int, empty_value=None, label="Expires"
+    )
+    lane = forms.ModelChoiceField(
+        queryset=Lane.objects.none(), required=False, empty_label="every lane",
+        label="Limit to lane",
+    )
+
+    def __init__(self, *args: Any, workspace_id: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["lane"].queryset = Lane.objects.filter(workspace_id=workspace_id).order_by("slug")
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2})
+    )
+
+
+class BreakLeaseForm(forms.Form):
+    resource = forms.CharField(max_length=512, widget=forms.HiddenInput)
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text="Recorded in the lease_broken event.")
+
+
+class DirectiveForm(forms.Form):
+    directive = forms.ChoiceField(choices=Directive.choices)
+
+
+class HandCreateForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    lane = forms.ModelChoiceField(queryset=Lane.objects.none(), required=False,
+                                  empty_label="no lane")
+
+    def __init__(self, *args: Any, workspace_id: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["lane"].queryset = Lane.objects.filter(workspace_id=workspace_id).order_by("slug")
+
+
+class MembershipForm(forms.Form):
+    username = forms.CharField(max_length=150, help_text="An existing user.")
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class WorkspaceSwitchForm(forms.Form):
+    workspace = forms.IntegerField()
