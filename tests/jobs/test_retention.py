@@ -1,0 +1,75 @@
+"""Retention: reports, events, refusals and finished deliveries past their age, in batches."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+
+from fleet import jobs
+from fleet.models import Report, Webhook, WebhookDelivery
+from leases.clock import db_now
+from leases.models import Event, Refusal
+
+pytestmark = pytest.mark.django_db
+
+AGES = (5, 15, 25, 35)  # days
+
+
+def aged(model, ages=AGES, per_age: int = 3, **fields) -> None:  # noqa: ANN001
+    now = db_now()
+    for days in ages:
+        for _ in range(per_age):
+            row = model.objects.create(**fields)
+            model.objects.filter(pk=row.pk).update(at=now - timedelta(days=days))
+
+
+def ages_left(model) -> list[int]:  # noqa: ANN001
+    now = db_now()
+    return sorted({round((now - at).total_seconds() / 86_400) for at in
+                   model.objects.values_list("at", flat=True)})
+
+
+@override_settings(
+    GC_RETENTION_REPORTS_DAYS=10, GC_RETENTION_EVENTS_DAYS=20, GC_RETENTION_REFUSALS_DAYS=30
+)
+def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, claim) -> None:
+    view = claim(owner, make_run())
+    aged(Report, attempt=view.attempt, kind="heartbeat")
+    Event.objects.all().delete()
+    aged(Event, workspace_id=1, kind="late")
+    aged(Refusal, code="lease_held")
+    result = jobs.records_prune(batch=2)
+    assert ages_left(Report) == [5]
+    assert ages_left(Event) == [5, 15]
+    assert ages_left(Refusal) == [5, 15, 25]
+    assert result.deleted == {
+        "reports": 9,
+        "events": 6,
+        "refusals": 3,
+        "webhook_deliveries": 0,
+    }
+    assert result.processed == 18
+    assert jobs.records_prune(batch=2).processed == 0
+
+
+@override_settings(GC_RETENTION_EVENTS_DAYS=20)
+def test_it_keeps_deliveries_still_being_retried(workspace) -> None:
+    webhook = Webhook.objects.create(
+        workspace=workspace, url="http://127.0.0.1:9/", kinds=["late"], secret="s" * 20
+    )
+    old = db_now() - timedelta(days=30)
+    for event_id, status in enumerate(["pending", "delivered", "failed"]):
+        delivery = WebhookDelivery.objects.create(
+            webhook=webhook, event_id=event_id, kind="late", body="{}", status=status
+        )
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(created_at=old)
+    WebhookDelivery.objects.create(
+        webhook=webhook, event_id=99, kind="late", body="{}", status="delivered"
+    )
+    assert jobs.records_prune().deleted["webhook_deliveries"] == 2
+    assert sorted(WebhookDelivery.objects.values_list("event_id", "status")) == [
+        (0, "pending"),
+        (99, "delivered"),
+    ]
