@@ -609,11 +609,6 @@ class HandAPIView(APIView):
         rate_limit(request.auth.prefix)
         check_body_size(request)
 
-    def get_required_scope(self, request: Request) -> str | tuple[str, ...] | None:
-        if isinstance(self.required_scope, dict):
-            return self.required_scope.get(request.method or "GET")
-        return self.required_scope
-
     @property
     def hand(self) -> Hand:
         return self.request.user  # type: ignore[return-value]

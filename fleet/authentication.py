@@ -68,7 +68,8 @@ class HandKeyAuthentication(BaseAuthentication):
 
 
 class ScopeRequired(BasePermission):
-    """The view's `required_scope` (one scope, or a tuple of which any one will do).
+    """The view's `required_scope`: one scope, a tuple of which any one will do, or a dict of
+    either by method.
 
     Scope checks live here and nowhere else; a view without `required_scope` needs only a valid
     key (`/me`).
@@ -79,6 +80,8 @@ class ScopeRequired(BasePermission):
         if not isinstance(key, HandKey):
             raise KeyInvalid("send a key: Authorization: Bearer gc_<prefix>_<secret>")
         required = getattr(view, "required_scope", None)
+        if isinstance(required, dict):  # by method
+            required = required.get(request.method or "GET")
         if required is None:
             return True
         options = (required,) if isinstance(required, str) else tuple(required)
