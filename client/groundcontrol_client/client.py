@@ -168,6 +168,28 @@ class Client:
         `give_up_at` (a `time.monotonic()` instant) stops retrying once the next try would start
         after it: a heartbeat that can no longer arrive in time is not worth waiting for.
         """
+        response = self._send(
+            method,
+            path,
+            json=json,
+            params=params,
+            idempotent=idempotent,
+            give_up_at=give_up_at,
+            timeout=timeout,
+        )
+        return self._decode(response)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        idempotent: bool = True,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
         tries = 0
         while True:
             try:
@@ -188,7 +210,7 @@ class Client:
                     raise error from exc
             else:
                 if response.is_success:
-                    return self._decode(response)
+                    return response
                 error = error_from_response(response.status_code, self._body(response))
                 if response.status_code not in RETRY_STATUSES:
                     raise error
@@ -221,16 +243,16 @@ class Client:
             ) from None
 
     def _list(self, path: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Every item of a list endpoint, following `next` cursors if the server paginates."""
-        page = self.request("GET", path, params=params)
+        """Every item of a list endpoint: a JSON array per page, the next page's URL in the
+        `Link: <...>; rel="next"` header."""
         items: list[dict[str, Any]] = []
+        next_url: str | None = path
         for _ in range(MAX_PAGES):
-            if isinstance(page, list):
-                return items + page
-            items.extend(page.get("results") or [])
-            if not page.get("next"):
-                return items
-            page = self.request("GET", page["next"])
+            if next_url is None:
+                break
+            response = self._send("GET", next_url, params=params)
+            items.extend(self._decode(response) or [])
+            next_url, params = response.links.get("next", {}).get("url"), None
         return items
 
     # --- hand calls (scope `work`) ------------------------------------------------------------

@@ -233,9 +233,9 @@ def describe_denial(error: GroundControlError) -> str:
             "wait, pick other work, or escalate."
         )
     if isinstance(error, NoOpenSlot):
-        return "every slot of this run is taken: wait, pick other work, or escalate."
+        return f"{error.message}: every slot is taken; wait, pick other work, or escalate."
     if isinstance(error, RunClosed):
-        return "this run takes no more claims: pick other work, or escalate."
+        return f"{error.message}: pick other work, or escalate."
     if isinstance(error, TenureLost):
         return f"{error.message}: stop working on it; your work there is no longer accepted."
     if isinstance(error, AuthFailed):

@@ -81,7 +81,9 @@ class Attempt:
 
     @property
     def fence(self) -> int:
-        return self.lease.fence
+        """This tenure's fence (the slot's lease may have moved on to a later one)."""
+        fence = self.raw.get("fence")
+        return int(fence) if isinstance(fence, int) else self.lease.fence
 
 
 @dataclass(frozen=True)

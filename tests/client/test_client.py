@@ -317,15 +317,17 @@ def test_it_sends_the_contracts_bodies() -> None:
     ]
 
 
-def test_it_follows_list_cursors() -> None:
+def test_it_follows_the_next_link_of_a_paginated_list() -> None:
     lease = {"resource": "a", "holder": "h", "fence": 1, "state": "live", "ttl_s": 60}
+    next_page = f"{URL}/api/v1/leases?prefix=src%2F&cursor=aWQ6Mw"
     handle, seen = scripted(
-        httpx.Response(200, json={"next": f"{URL}/api/v1/leases?cursor=x", "results": [lease]}),
-        httpx.Response(200, json={"next": None, "results": [{**lease, "resource": "b"}]}),
+        httpx.Response(200, json=[lease], headers={"Link": f'<{next_page}>; rel="next"'}),
+        httpx.Response(200, json=[{**lease, "resource": "b"}]),
     )
-    leases = make_client(handle, []).leases(prefix="")
+    leases = make_client(handle, []).leases(prefix="src/")
     assert [lease.resource for lease in leases] == ["a", "b"]
-    assert seen[1].url.params["cursor"] == "x"
+    assert seen[0].url.params["prefix"] == "src/"
+    assert dict(seen[1].url.params) == {"prefix": "src/", "cursor": "aWQ6Mw"}
 
 
 def test_it_reads_a_plain_list() -> None:
