@@ -114,6 +114,13 @@ def _validate_kinds(kinds: object) -> list[str]:
     return list(dict.fromkeys(kinds))
 
 
+def workspace_named(name: str) -> Workspace:
+    try:
+        return Workspace.objects.get(name=name)
+    except Workspace.DoesNotExist:
+        raise NotFound(f"no workspace {name!r}") from None
+
+
 @refusals_recorded
 def webhook_create(
     *,
