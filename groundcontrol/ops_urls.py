@@ -1,3 +1,11 @@
-from django.urls import URLPattern, URLResolver
+"""Operations endpoints, mounted at the root: /healthz, /readyz, /metrics."""
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from django.urls import URLPattern, URLResolver, path
+
+from groundcontrol import ops
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("healthz", ops.healthz, name="healthz"),
+    path("readyz", ops.readyz, name="readyz"),
+    path("metrics", ops.metrics, name="metrics"),
+]

@@ -1,0 +1,186 @@
+"""Operations endpoints: liveness, readiness and Prometheus metrics.
+
+    /healthz   the process is up (no dependency is touched: a load balancer restarts on this)
+    /readyz    the database and Redis answer; 503 otherwise (take the node out of rotation)
+    /metrics   attempts and leases by state, reports, refusals by code, jobs, sweep lag
+
+Redis being down makes a node unready but never wrong: leases live in PostgreSQL, so the API
+stays correct and only notifications wait (docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fleet.jobs import metrics_snapshot
+
+logger = logging.getLogger(__name__)
+
+CHECK_TIMEOUT_S = 2.0
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def _check_database() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as error:
+        logger.warning("readyz: database unreachable: %s", error)
+        return f"unavailable ({type(error).__name__})"
+    return "ok"
+
+
+def _check_redis() -> str:
+    if not settings.REDIS_URL:
+        return "not configured"
+    import redis
+
+    try:
+        client = redis.Redis.from_url(
+            settings.REDIS_URL,
+            socket_connect_timeout=CHECK_TIMEOUT_S,
+            socket_timeout=CHECK_TIMEOUT_S,
+        )
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except redis.RedisError as error:
+        logger.warning("readyz: redis unreachable: %s", error)
+        return f"unavailable ({type(error).__name__})"
+    return "ok"
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    checks = {"database": _check_database(), "redis": _check_redis()}
+    ready = all(value in ("ok", "not configured") for value in checks.values())
+    return JsonResponse(
+        {"status": "ready" if ready else "unavailable", "checks": checks},
+        status=200 if ready else 503,
+    )
+
+
+class FleetCollector(Collector):
+    """Reads the fleet's numbers from the database at scrape time (every web node answers the
+    same, so scrape any one of them)."""
+
+    def collect(self) -> Iterator[Metric]:
+        snap = metrics_snapshot()
+        attempts = GaugeMetricFamily(
+            "gc_attempts", "Attempts by state (live, late, stalled, lost, finished, released)",
+            labels=["state"],
+        )
+        for state in ("live", "late", "stalled", "lost", "finished", "released"):
+            attempts.add_metric([state], snap.attempts.get(state, 0))
+        yield attempts
+        leases = GaugeMetricFamily(
+            "gc_leases", "Leases by kind (slot, resource) and state", labels=["kind", "state"]
+        )
+        for kind in ("slot", "resource"):
+            for state in ("live", "late", "stalled", "lost", "free"):
+                leases.add_metric([kind, state], snap.leases.get((kind, state), 0))
+        yield leases
+        yield CounterMetricFamily(
+            "gc_reports", "Reports received (heartbeats, progress, blockers, notes)",
+            value=snap.reports_total,
+        )
+        refusals = GaugeMetricFamily(
+            "gc_refusals", "Refused calls on record (within retention), by code", labels=["code"]
+        )
+        for code, count in sorted(snap.refusals.items()):
+            refusals.add_metric([code], count)
+        yield refusals
+        yield GaugeMetricFamily(
+            "gc_events_undispatched", "Events not yet handed to the webhook dispatcher",
+            value=snap.undispatched_events,
+        )
+        deliveries = GaugeMetricFamily(
+            "gc_webhook_deliveries", "Webhook deliveries on record, by status", labels=["status"]
+        )
+        for status in ("pending", "delivered", "failed"):
+            deliveries.add_metric([status], snap.deliveries.get(status, 0))
+        yield deliveries
+        yield GaugeMetricFamily(
+            "gc_sweep_lag_seconds",
+            "How long the oldest unrecorded lease transition has been waiting for a sweep",
+            value=snap.sweep_lag_s,
+        )
+        sweep = next((job for job in snap.jobs if job.name == "sweep_leases"), None)
+        yield GaugeMetricFamily(
+            "gc_sweep_duration_seconds", "Duration of the last lease sweep",
+            value=sweep.last_duration_s if sweep else 0.0,
+        )
+        families = {
+            "runs": CounterMetricFamily("gc_job_runs", "Runs of each periodic job", labels=["job"]),
+            "duration": GaugeMetricFamily(
+                "gc_job_last_duration_seconds", "Duration of the job's last run", labels=["job"]
+            ),
+            "finished": GaugeMetricFamily(
+                "gc_job_last_finished_timestamp_seconds",
+                "When the job's last run finished (database clock)",
+                labels=["job"],
+            ),
+            "processed": GaugeMetricFamily(
+                "gc_job_last_processed", "Rows the job's last run handled", labels=["job"]
+            ),
+            "failed": GaugeMetricFamily(
+                "gc_job_last_failed", "Rows the job's last run pushed back", labels=["job"]
+            ),
+            "lag": GaugeMetricFamily(
+                "gc_job_last_lag_seconds",
+                "In the last sweep, the longest a threshold had passed before it was recorded",
+                labels=["job"],
+            ),
+        }
+        for job in snap.jobs:
+            families["runs"].add_metric([job.name], job.runs)
+            families["duration"].add_metric([job.name], job.last_duration_s)
+            finished = job.last_finished_at.timestamp() if job.last_finished_at else 0.0
+            families["finished"].add_metric([job.name], finished)
+            families["processed"].add_metric([job.name], job.last_processed)
+            families["failed"].add_metric([job.name], job.last_failed)
+            families["lag"].add_metric([job.name], job.last_lag_s)
+        yield from families.values()
+
+
+def _authorized(request: HttpRequest) -> bool:
+    token = settings.GC_METRICS_TOKEN
+    if not token:
+        return True
+    given = request.headers.get("Authorization", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not _authorized(request):
+        return HttpResponse("metrics need the bearer token\n", status=401,
+                            content_type="text/plain")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FleetCollector())
+    try:
+        body = generate_latest(registry)
+    except DatabaseError as error:
+        logger.warning("metrics: database unreachable: %s", error)
+        return HttpResponse("database unavailable\n", status=503, content_type="text/plain")
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
