@@ -99,7 +99,7 @@ def timeline_svg(
 ) -> str:
     """A bar per attempt from claim to end (or now), coloured by state, with a tick for each
     report and a diamond for each piece of evidence."""
-    label_w, row_h, top = 180, 24, 28
+    label_w, row_h, top = 230, 24, 28
     if not bars:
         return _svg(width, 40, title, "No attempts yet.", ident,
                     ['<text x="8" y="24" class="legend">No attempts yet.</text>'])
@@ -115,7 +115,7 @@ def timeline_svg(
         x1, x2 = scale.x(bar.start), scale.x(bar.end or now)
         colour = STATE_COLOURS.get(bar.state, "#999999")
         tip = f"{bar.label}: {bar.state}" + (f" ({bar.detail})" if bar.detail else "")
-        label = bar.label if len(bar.label) <= 26 else bar.label[:25] + "…"
+        label = bar.label if len(bar.label) <= 34 else bar.label[:33] + "…"
         row = [
             f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end" class="label">'
             f"{escape(label)}</text>",
@@ -151,15 +151,22 @@ def state_chart_svg(
     samples: Sequence[tuple[datetime, dict[str, int]]],
     *,
     now: datetime,
-    window_s: float = 3 * 3600,
+    window_s: float | None = None,
     columns: int = 60,
     width: int = 480,
     height: int = 140,
     ident: str = "fleet-chart",
 ) -> str:
     """Stacked columns of the fleet by state over the last `window_s`: each column shows the
-    latest sample taken in its slice of time; slices without a sample stay empty."""
+    latest sample taken in its slice of time; slices without a sample stay empty.
+
+    Without `window_s` the window spans the samples there are, from 10 minutes up to 3 hours,
+    so a fleet that started a minute ago does not draw as one sliver at the right edge.
+    """
     title = "The fleet by state over the last hours"
+    if window_s is None:
+        oldest = min((at for at, _ in samples), default=now)
+        window_s = min(max((now - oldest).total_seconds(), 600.0), 3 * 3600.0)
     start = now - timedelta(seconds=window_s)
     picked: dict[int, _Column] = {}
     slice_s = window_s / columns

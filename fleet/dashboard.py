@@ -189,6 +189,19 @@ class AttemptRow:
         return None if instant is None else max((instant - self.now).total_seconds(), 0.0)
 
     @property
+    def drawn_end(self) -> datetime | None:
+        """Where a timeline bar stops: the recorded end, else the instant a lost tenure was lost
+        (before any sweep has recorded it), else None (open: up to now)."""
+        if self.attempt.ended_at:
+            return self.attempt.ended_at
+        if self.state != "lost":
+            return None
+        limits = self.lease.thresholds
+        if self.lease.fence == self.attempt.fence and limits is not None:
+            return min(limits.lost_at, self.now)
+        return self.last_seen_at
+
+    @property
     def is_open(self) -> bool:
         return self.state in NEXT_LABELS
 

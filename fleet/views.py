@@ -238,7 +238,7 @@ def _bars(rows: list[AttemptRow], label: Callable[[AttemptRow], str], href: Call
             Bar(
                 label=label(row),
                 start=attempt.claimed_at,
-                end=attempt.ended_at,
+                end=row.drawn_end,
                 state=row.state,
                 ticks=[report.at for report in attempt.latest_reports],
                 markers=[(item.at, item.kind) for item in attempt.evidence.all()],
@@ -247,6 +247,11 @@ def _bars(rows: list[AttemptRow], label: Callable[[AttemptRow], str], href: Call
             )
         )
     return bars
+
+
+def _evidence(rows: list[AttemptRow]) -> list[tuple[AttemptRow, Any]]:
+    """Every piece of evidence of the attempts shown (prefetched: no query here)."""
+    return [(row, item) for row in rows for item in row.attempt.evidence.all()]
 
 
 @dashboard_view()
@@ -262,6 +267,7 @@ def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRes
     return _render(request, "fleet/run.html", {
         "page": page, "run": page.run, "timeline_svg": mark_safe(svg),  # noqa: S308
         "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
+        "evidence": _evidence(page.rows),
     })
 
 
@@ -364,6 +370,7 @@ def hand_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRe
                        ident=f"hand-{page.hand.pk}-timeline")
     return _render(request, "fleet/hand.html", {
         "page": page, "hand": page.hand, "timeline_svg": mark_safe(svg),  # noqa: S308
+        "evidence": _evidence(page.rows),
     })
 
 

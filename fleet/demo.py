@@ -1,0 +1,409 @@
+"""The demo fleet: simulated hands that use the real REST API, so a new user sees every state.
+
+`setup` prepares the demo workspace in-process through the services (a lane, a work package,
+three runs with short intervals, four hands with fresh keys); `DemoFleet` then runs one thread per
+hand that speaks only HTTP to the server:
+
+- healthy:  claims a slot, heartbeats and reports progress, and holds the `migrations` lock;
+- quiet:    claims, heartbeats a little, then goes silent: late, stalled, then lost; then again;
+- finisher: claims, reports progress, finishes with a pull-request link; then again;
+- waiter:   claims, is denied the `migrations` lock (lease_held) and waits, heartbeating; gives
+            up after a while and releases its slot with a reason; then again.
+
+Each hand obeys its directive: a paused hand keeps heartbeating but makes no progress, a stopped
+one releases its slot. With the default timings every state shows within about a minute.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from fleet import services as fleet
+from fleet.models import Attempt, Hand, HandKey, Run, Scope
+from leases.errors import GroundControlError
+from leases.models import Lease, LeaseKind, LeaseStatus
+
+logger = logging.getLogger(__name__)
+
+LANE_SLUG = "demo"
+LOCK = "migrations"
+ACTOR = "demo-fleet"
+HAND_NAMES = ("demo-healthy", "demo-quiet", "demo-finisher", "demo-waiter")
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds. The run's interval and grace decide when a silent hand is late, stalled, lost."""
+
+    heartbeat_interval_s: int = 6
+    grace_s: int = 24
+    beat_every_s: float = 2.0
+    quiet_beats_for_s: float = 10.0
+    finish_after_s: float = 20.0
+    waiter_gives_up_after_s: float = 40.0
+    rest_s: float = 15.0
+    lock_ttl_s: int = 20
+    wait_s: float = 2.0
+
+
+FAST = Timings(
+    heartbeat_interval_s=1, grace_s=2, beat_every_s=0.3, quiet_beats_for_s=0.6,
+    finish_after_s=1.5, waiter_gives_up_after_s=2.5, rest_s=1.0, lock_ttl_s=5, wait_s=0.2,
+)
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    workspace_id: int
+    runs: dict[str, int]  # hand name -> the run it works on
+    keys: dict[str, str]  # hand name -> its key's plaintext (in memory only)
+
+
+_RUNS = {
+    # title: (slots, evidence required, brief)
+    "Rewalk the API docs": (2, [], "Walk every page of `docs/api.md` and fix what is stale."),
+    "Fix the flaky login test": (
+        1, ["pull_request"],
+        "Find why `test_login` fails one run in twenty and fix it.\n\n"
+        "Leave a **pull request** as evidence.",
+    ),
+    "Add the audit index": (
+        1, [], "Add the index on `audit(at)`. Take the `migrations` lock before you migrate.",
+    ),
+}
+_WORK = {
+    "demo-healthy": "Rewalk the API docs",
+    "demo-quiet": "Rewalk the API docs",
+    "demo-finisher": "Fix the flaky login test",
+    "demo-waiter": "Add the audit index",
+}
+
+
+def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> DemoPlan:
+    """Idempotently prepare the demo plan and mint a fresh key per demo hand.
+
+    Whatever a previous demo process left held (its hands' open attempts, the lock) is broken,
+    and its keys revoked, so a restart begins clean instead of waiting for those to be lost.
+    """
+    workspace = fleet.workspace_get_or_create(name=workspace_name)
+    lane, _ = fleet.lane_create(
+        workspace=workspace, slug=LANE_SLUG, name="Demo fleet",
+        heartbeat_interval_s=timings.heartbeat_interval_s, grace_s=timings.grace_s,
+    )
+    package, _ = fleet.work_package_create(
+        lane=lane, key="demo-week", title="Demo week", external_ref="https://example.com/issues/1"
+    )
+    runs: dict[str, Run] = {}
+    for title, (slots, evidence, brief) in _RUNS.items():
+        run = Run.objects.filter(work_package=package, title=title, state="open").first()
+        if run is None or (run.heartbeat_interval_s, run.grace_s) != (
+            timings.heartbeat_interval_s, timings.grace_s
+        ):
+            run = fleet.run_create(
+                work_package=package, title=title, brief=brief, slots=slots,
+                evidence_required=evidence, heartbeat_interval_s=timings.heartbeat_interval_s,
+                grace_s=timings.grace_s,
+            )
+        runs[title] = run
+    hands = {name: fleet.hand_create(workspace=workspace, name=name, lane=lane)[0]
+             for name in HAND_NAMES}
+    _tidy(workspace.pk, list(hands.values()))
+    keys = {
+        name: fleet.key_issue(hand=hand, scopes=[Scope.WORK, Scope.LEASES], actor=ACTOR).plaintext
+        for name, hand in hands.items()
+    }
+    return DemoPlan(
+        workspace_id=workspace.pk,
+        runs={name: runs[title].pk for name, title in _WORK.items()},
+        keys=keys,
+    )
+
+
+def _tidy(workspace_id: int, hands: list[Hand]) -> None:
+    names = [hand.name for hand in hands]
+    held = Lease.objects.filter(workspace_id=workspace_id, holder__in=names, status=LeaseStatus.HELD)
+    resources = set(held.filter(kind=LeaseKind.RESOURCE).values_list("resource", flat=True))
+    resources |= set(
+        Attempt.objects.filter(hand__in=hands, end=None).values_list("lease__resource", flat=True)
+    )
+    for resource in sorted(resources):
+        try:
+            fleet.lease_break(workspace_id=workspace_id, resource=resource, actor=ACTOR,
+                              reason="demo fleet restarted")
+        except GroundControlError:
+            pass  # already free: nothing to tidy
+    for prefix in HandKey.objects.filter(hand__in=hands, revoked_at=None).values_list(
+        "prefix", flat=True
+    ):
+        fleet.key_revoke(workspace_id=workspace_id, prefix=prefix, actor=ACTOR,
+                         reason="demo fleet restarted")
+
+
+# --- The hands -----------------------------------------------------------------------------------
+
+
+class Refused(Exception):
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        super().__init__(f"{status} {error.get('code')}: {error.get('message')}")
+        self.status = status
+        self.code = str(error.get("code", ""))
+        self.error = error
+
+
+class Api:
+    """The few REST calls a hand makes (CONTRACT.md), with its own key."""
+
+    def __init__(self, base_url: str, key: str, timeout_s: float = 15.0) -> None:
+        self.client = httpx.Client(
+            base_url=base_url.rstrip("/") + "/api/v1/",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=timeout_s,
+        )
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        response = self.client.request(method, path, json=body)
+        payload = response.json() if response.content else {}
+        if response.status_code >= 400:
+            raise Refused(response.status_code, payload)
+        return payload
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
+    """One simulated hand: a loop of tenures, each a `tenure()` call, with rests between."""
+
+    def __init__(
+        self, name: str, *, url: str, key: str, run_id: int, timings: Timings,
+        stopping: threading.Event, say: Callable[[str], None],
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.api = Api(url, key)
+        self.run_id = run_id
+        self.t = timings
+        self.stopping = stopping
+        self.say = say
+        self.process_id = f"{socket.gethostname()}:{os.getpid()}:{name}"
+        self.attempt: dict[str, Any] | None = None
+
+    # Helpers -------------------------------------------------------------------------------
+
+    def pause(self, seconds: float) -> bool:
+        """Sleep; False when the fleet is stopping."""
+        return not self.stopping.wait(seconds)
+
+    def claim(self) -> bool:
+        try:
+            self.attempt = self.api.call(
+                "POST", f"runs/{self.run_id}/claim", {"process_id": self.process_id}
+            )
+        except Refused as refused:
+            self.say(f"{self.name}: claim refused ({refused.code}); trying again soon")
+            return False
+        assert self.attempt is not None
+        self.say(f"{self.name}: claimed slot {self.attempt['slot']} of run {self.run_id} "
+                 f"(attempt {self.attempt['id']}, fence {self.attempt['lease']['fence']})")
+        return True
+
+    def report(self, kind: str = "heartbeat", **fields: Any) -> str:
+        """Heartbeat (or progress) with our process identity; returns the directive."""
+        assert self.attempt is not None
+        body = {"fence": self.attempt["lease"]["fence"], "process_id": self.process_id,
+                "kind": kind, **fields}
+        answer = self.api.call("POST", f"attempts/{self.attempt['id']}/reports", body)
+        self.attempt = answer["attempt"]
+        return str(self.attempt["directive"])
+
+    def release(self, reason: str) -> None:
+        assert self.attempt is not None
+        self.api.call("POST", f"attempts/{self.attempt['id']}/release", {
+            "fence": self.attempt["lease"]["fence"], "process_id": self.process_id,
+            "reason": reason,
+        })
+        self.say(f"{self.name}: released attempt {self.attempt['id']}: {reason}")
+        self.attempt = None
+
+    def beat_until(self, seconds: float, *, progress: tuple[float, float] | None = None) -> str:
+        """Heartbeat every beat for `seconds`; 'stop' as soon as a stop directive arrives.
+
+        With `progress` (from, to), report progress along the way unless paused.
+        """
+        started = time.monotonic()
+        directive = "continue"
+        while (elapsed := time.monotonic() - started) < seconds:
+            if progress and directive != "pause":
+                low, high = progress
+                percent = round(low + (high - low) * min(elapsed / seconds, 1.0), 1)
+                directive = self.report("progress", percent=percent)
+            else:
+                directive = self.report()
+            if directive == "stop" or not self.pause(self.t.beat_every_s):
+                return directive if directive == "stop" else "exit"
+        return directive
+
+    # The loop ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                if self.claim():
+                    self.tenure()
+            except Refused as refused:
+                self.say(f"{self.name}: refused ({refused.code}): {refused.error.get('message')}")
+            except httpx.HTTPError as error:
+                self.say(f"{self.name}: cannot reach the server ({error.__class__.__name__})")
+            self.attempt = None
+            if not self.pause(self.t.rest_s):
+                break
+        self.api.close()
+
+    @abc.abstractmethod
+    def tenure(self) -> None:
+        """One tenure: from a successful claim to its end (finished, released or lost)."""
+
+    def stopped(self) -> None:
+        self.release("stopped by a supervisor")
+
+
+class HealthyHand(DemoHand):
+    """Heartbeats for ever and holds the `migrations` lock, renewing it as it goes."""
+
+    def tenure(self) -> None:
+        lock = self.api.call("POST", "leases/acquire", {
+            "resource": LOCK, "ttl_s": self.t.lock_ttl_s, "process_id": self.process_id,
+        })
+        self.say(f"{self.name}: holds the {LOCK} lock (fence {lock['fence']})")
+        while not self.stopping.is_set():
+            directive = self.beat_until(self.t.lock_ttl_s / 2, progress=(0, 99))
+            if directive == "stop":
+                self.stopped()
+                return
+            if directive == "exit":
+                return
+            self.api.call("POST", "leases/acquire", {
+                "resource": LOCK, "ttl_s": self.t.lock_ttl_s, "process_id": self.process_id,
+            })
+
+
+class QuietHand(DemoHand):
+    """Heartbeats a little, then goes silent until its tenure is lost."""
+
+    def tenure(self) -> None:
+        if self.beat_until(self.t.quiet_beats_for_s) == "stop":
+            self.stopped()
+            return
+        self.say(f"{self.name}: going quiet (late, stalled, then lost)")
+        silence = self.t.heartbeat_interval_s + self.t.grace_s + self.t.rest_s
+        self.pause(silence)
+
+
+class FinisherHand(DemoHand):
+    """Reports progress, then finishes with a pull request as evidence."""
+
+    def tenure(self) -> None:
+        directive = self.beat_until(self.t.finish_after_s, progress=(10, 95))
+        if directive == "stop":
+            self.stopped()
+            return
+        if directive == "exit" or self.attempt is None:
+            return
+        number = self.attempt["id"]
+        self.api.call("POST", f"attempts/{self.attempt['id']}/finish", {
+            "fence": self.attempt["lease"]["fence"], "process_id": self.process_id,
+            "evidence": [{"kind": "pull_request",
+                          "url": f"https://example.com/acme/app/pull/{number}",
+                          "note": "fixes the flaky login test"}],
+            "summary": "The test raced the session cleanup; it now waits for it.",
+        })
+        self.say(f"{self.name}: finished attempt {number} with a pull request")
+
+
+class WaiterHand(DemoHand):
+    """Needs the `migrations` lock, is denied it, waits (heartbeating), and gives up."""
+
+    def tenure(self) -> None:
+        started = time.monotonic()
+        while time.monotonic() - started < self.t.waiter_gives_up_after_s:
+            if self.report() == "stop":
+                self.stopped()
+                return
+            try:
+                lock = self.api.call("POST", "leases/acquire", {
+                    "resource": LOCK, "ttl_s": self.t.lock_ttl_s,
+                    "process_id": self.process_id, "wait_s": self.t.wait_s,
+                })
+            except Refused as refused:
+                if refused.code != "lease_held":
+                    raise
+                self.say(f"{self.name}: {LOCK} is held by {refused.error.get('holder')} for "
+                         f"{refused.error.get('expires_in_s', 0):.0f}s more; waiting")
+                if not self.pause(self.t.beat_every_s):
+                    return
+                continue
+            # The lock came free: migrate, let go of it, and finish.
+            self.say(f"{self.name}: got the {LOCK} lock (fence {lock['fence']})")
+            self.report("progress", percent=100, message="migrated")
+            self.api.call("POST", "leases/release", {"resource": LOCK, "fence": lock["fence"]})
+            assert self.attempt is not None
+            self.api.call("POST", f"attempts/{self.attempt['id']}/finish", {
+                "fence": self.attempt["lease"]["fence"], "process_id": self.process_id,
+                "evidence": [], "summary": "index added",
+            })
+            return
+        self.release(f"gave up waiting for the {LOCK} lock")
+
+
+_BEHAVIOURS: dict[str, type[DemoHand]] = {
+    "demo-healthy": HealthyHand,
+    "demo-quiet": QuietHand,
+    "demo-finisher": FinisherHand,
+    "demo-waiter": WaiterHand,
+}
+
+
+class DemoFleet:
+    """Start the four hands against `url`; `stop()` ends them at their next pause."""
+
+    def __init__(self, plan: DemoPlan, *, url: str, timings: Timings = Timings(),
+                 say: Callable[[str], None] = logger.info) -> None:
+        self.stopping = threading.Event()
+        self.hands = [
+            _BEHAVIOURS[name](
+                name, url=url, key=plan.keys[name], run_id=plan.runs[name], timings=timings,
+                stopping=self.stopping, say=say,
+            )
+            for name in HAND_NAMES
+        ]
+
+    def start(self) -> None:
+        for hand in self.hands:
+            hand.start()
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        self.stopping.set()
+        for hand in self.hands:
+            hand.join(timeout_s)
+
+
+def wait_for_server(url: str, *, timeout_s: float = 60.0) -> bool:
+    """Wait until the server answers at all (any status), e.g. right after `runserver` starts."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url.rstrip("/") + "/api/v1/me", timeout=2.0)
+            return True
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    return False

@@ -1,0 +1,138 @@
+"""Actions through the services, each leaving its event; destructive ones ask first."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet import services as fleet
+from fleet.models import Attempt, HandKey, Run
+from leases import engine
+from leases.errors import KeyRevoked
+from leases.models import Event
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def attempt(owner, make_run):  # noqa: ANN001, ANN201
+    return fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
+
+
+def test_it_issues_a_key_shown_once_with_a_copy_button(admin_client, owner, lane):
+    form = admin_client.get(f"/hands/{owner.pk}/keys/new/")
+    assert form.status_code == 200
+    response = admin_client.post(
+        f"/hands/{owner.pk}/keys/new/",
+        {"scopes": ["work", "leases"], "expires_in_s": "86400", "lane": lane.pk},
+    )
+    assert response.status_code == 200
+    key = HandKey.objects.get(hand=owner)
+    html = response.content.decode()
+    plaintext = html.split('id="key-plaintext">')[1].split("<")[0]
+    assert plaintext.startswith(f"gc_{key.prefix}_")
+    assert fleet.key_authenticate(plaintext).pk == key.pk
+    assert 'data-copy="#key-plaintext"' in html
+    assert "no-store" in response["Cache-Control"]
+    assert (key.scopes, key.lane_id, key.expires_at is not None) == (["work", "leases"], lane.pk, True)
+    assert Event.objects.get(kind="key_issued").actor == "ada"
+    # Shown once: the hand's page lists it by prefix only.
+    hand_page = admin_client.get(f"/hands/{owner.pk}/").content.decode()
+    assert key.prefix in hand_page and plaintext not in hand_page
+
+
+def test_it_refuses_a_key_without_scopes(admin_client, owner):
+    response = admin_client.post(f"/hands/{owner.pk}/keys/new/", {"scopes": []})
+    assert response.status_code == 200 and not HandKey.objects.exists()
+
+
+def test_it_revokes_a_key_after_a_confirmation_and_the_key_is_refused(admin_client, owner):
+    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="test")
+    confirm = admin_client.get(f"/keys/{issued.key.prefix}/revoke/")
+    assert confirm.status_code == 200 and "Revoke the key" in confirm.content.decode()
+    assert HandKey.objects.get().revoked_at is None  # asking changes nothing
+    response = admin_client.post(f"/keys/{issued.key.prefix}/revoke/", {"reason": "leaked"})
+    assert response.status_code == 302 and response["Location"] == f"/hands/{owner.pk}/"
+    key = HandKey.objects.get()
+    assert (key.revoked_by, key.revoke_reason) == ("ada", "leaked")
+    assert Event.objects.get(kind="key_revoked").data["prefix"] == key.prefix
+    with pytest.raises(KeyRevoked):
+        fleet.key_authenticate(issued.plaintext)
+
+
+def test_it_pauses_resumes_and_stops_an_attempt_with_events(supervisor_client, attempt):
+    url = f"/attempts/{attempt.attempt.pk}/directive/"
+    assert supervisor_client.post(url, {"directive": "pause"}).status_code == 302
+    assert Attempt.objects.get().directive == "pause"
+    assert supervisor_client.post(url, {"directive": "continue"}).status_code == 302
+    confirm = supervisor_client.get(url)
+    assert "Stop the attempt" in confirm.content.decode()
+    assert Attempt.objects.get().directive == "continue"
+    supervisor_client.post(url, {"directive": "stop", "next": "/"})
+    assert Attempt.objects.get().directive == "stop"
+    directives = list(Event.objects.filter(kind="directive_set").order_by("id")
+                      .values_list("data__directive", flat=True))
+    assert directives == ["pause", "continue", "stop"]
+
+
+def test_it_redirects_only_to_local_next_urls(supervisor_client, attempt):
+    url = f"/attempts/{attempt.attempt.pk}/directive/"
+    response = supervisor_client.post(url, {"directive": "pause", "next": "https://evil.example/"})
+    assert response["Location"] == f"/runs/{attempt.attempt.run_id}/"
+
+
+def test_it_breaks_a_slot_lease_with_a_reason_and_the_attempt_is_lost(
+    supervisor_client, attempt, workspace
+):
+    resource = attempt.lease.resource
+    confirm = supervisor_client.get(f"/leases/break/?resource={resource}")
+    assert confirm.status_code == 200 and "hand-a" in confirm.content.decode()
+    missing = supervisor_client.post("/leases/break/", {"resource": resource, "reason": ""})
+    assert missing.status_code == 200 and engine.read(
+        workspace_id=workspace.pk, resource=resource
+    ).held
+    response = supervisor_client.post("/leases/break/", {"resource": resource, "reason": "stuck"})
+    assert response.status_code == 302
+    event = Event.objects.get(kind="lease_broken")
+    assert (event.actor, event.data["reason"], event.fence) == ("sam", "stuck", 2)
+    assert Attempt.objects.get().end == "lost"
+
+
+def test_it_breaks_a_resource_lease(supervisor_client, owner, workspace):
+    from leases.services import lease_acquire
+
+    lease_acquire(workspace_id=workspace.pk, resource="src/auth/", holder=owner.name,
+                  process_id="p", ttl_s=60)
+    page = supervisor_client.get("/leases/").content.decode()
+    assert 'data-resource="src/auth/"' in page and "hand-a" in page
+    supervisor_client.post("/leases/break/", {"resource": "src/auth/", "reason": "abandoned"})
+    assert not engine.read(workspace_id=workspace.pk, resource="src/auth/").held
+    assert 'data-resource="src/auth/"' not in supervisor_client.get("/leases/").content.decode()
+
+
+def test_a_refused_action_says_why_and_is_recorded(supervisor_client, workspace):
+    response = supervisor_client.post(
+        "/leases/break/", {"resource": "nobody-holds-this", "reason": "x"}, follow=True
+    )
+    assert "Refused (not_found)" in response.content.decode()
+
+
+def test_it_closes_a_run_after_a_confirmation(supervisor_client, make_run):
+    run = make_run()
+    assert "Close the run" in supervisor_client.get(f"/runs/{run.pk}/close/").content.decode()
+    assert Run.objects.get(pk=run.pk).state == "open"
+    supervisor_client.post(f"/runs/{run.pk}/close/")
+    assert Run.objects.get(pk=run.pk).state == "closed"
+    assert Event.objects.get(kind="run_closed").actor == "sam"
+
+
+def test_an_admin_creates_hands_and_sets_members(admin_client, workspace):
+    from django.contrib.auth import get_user_model
+
+    response = admin_client.post("/hands/", {"new-name": "rewalk-9"})
+    assert response.status_code == 302
+    assert workspace.hands.filter(name="rewalk-9").exists()
+    get_user_model().objects.create_user(username="newbie", password="x")
+    admin_client.post("/members/", {"username": "newbie", "role": "supervisor"})
+    assert workspace.memberships.get(user__username="newbie").role == "supervisor"
+    unknown = admin_client.post("/members/", {"username": "ghost", "role": "viewer"})
+    assert "No user with that name" in unknown.content.decode()
