@@ -57,6 +57,8 @@ def evidence_json(item: Evidence) -> dict[str, Any]:
 
 
 class FinishApi(HandAPIView):
+    """Finish the attempt with evidence."""
+
     required_scope = WORK
 
     @extend_schema(
@@ -86,6 +88,8 @@ class FinishApi(HandAPIView):
 
 
 class EvidenceListApi(HandAPIView):
+    """The evidence a finished attempt left."""
+
     required_scope = READ_ATTEMPT
 
     @extend_schema(

@@ -52,11 +52,35 @@ from leases.state import seconds_until, thresholds
 from leases.waiting import MAX_WAIT_S, lease_acquire_waiting
 
 MAX_NAME = 200
+SLOT_STATES = ["open", "held"]
 MAX_REASON = fleet.MAX_REASON_LENGTH
 MAX_INTERVAL = fleet.MAX_INTERVAL_S
 PAGE_PARAMS = [
     OpenApiParameter("cursor", str, description="From the previous page's X-Next-Cursor."),
     OpenApiParameter("limit", int, description="Page size, 1 to 500 (default 100)."),
+    OpenApiParameter(
+        "X-Next-Cursor",
+        str,
+        OpenApiParameter.HEADER,
+        response=[200],
+        description="The next page's cursor; absent on the last page.",
+    ),
+    OpenApiParameter(
+        "Link",
+        str,
+        OpenApiParameter.HEADER,
+        response=[200],
+        description='The next page\'s URL: <url>; rel="next".',
+    ),
+]
+IDEMPOTENCY_PARAMS = [
+    OpenApiParameter(
+        "Idempotency-Key",
+        str,
+        OpenApiParameter.HEADER,
+        description="A repeat with the same key and body returns the first answer and creates "
+        "nothing; the same key with another body answers idempotency_conflict.",
+    )
 ]
 
 
@@ -294,7 +318,7 @@ class LeaseOut(serializers.Serializer):
 
 class SlotOut(serializers.Serializer):
     index = serializers.IntegerField()
-    state = serializers.ChoiceField(choices=["open", "held"])
+    state = serializers.ChoiceField(choices=SLOT_STATES)
     holder = serializers.CharField(allow_null=True)
     fence = serializers.IntegerField()
     expires_in_s = serializers.FloatField(allow_null=True)
@@ -638,6 +662,8 @@ READ_ATTEMPT = (WORK, SUPERVISE)
 
 
 class MeApi(HandAPIView):
+    """Who the key belongs to: hand, workspace, scopes, key prefix and lane."""
+
     @extend_schema(tags=["hand"], responses={200: MeOut, **error_responses()})
     def get(self, request: Request) -> Response:
         key = self.key
@@ -654,23 +680,27 @@ class MeApi(HandAPIView):
 
 
 class SlotsApi(HandAPIView):
+    """A run's slots: open (free, or its holder lost) or held, with holder and fence."""
+
     required_scope = READ_ATTEMPT
 
     @extend_schema(
         tags=["hand"],
-        parameters=[OpenApiParameter("state", str, enum=["open", "held"])],
+        parameters=[OpenApiParameter("state", str, enum=SLOT_STATES)],
         responses={
             200: SlotOut(many=True),
             **error_responses("scope_denied", "not_found", "validation_error"),
         },
     )
     def get(self, request: Request, run_id: int) -> Response:
-        state = _choice_param(request, "state", ["open", "held"])
+        state = _choice_param(request, "state", SLOT_STATES)
         run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
         return Response([slot_json(view) for view in selectors.run_slots(run=run, state=state)])
 
 
 class ClaimApi(HandAPIView):
+    """Claim the lowest open slot of the run (or `slot`): a new tenure, fence + 1."""
+
     required_scope = WORK
 
     @extend_schema(
@@ -696,6 +726,8 @@ class ClaimApi(HandAPIView):
 
 
 class AttemptApi(HandAPIView):
+    """One attempt with its computed state and the lease of its tenure."""
+
     required_scope = READ_ATTEMPT
 
     @extend_schema(
@@ -709,6 +741,8 @@ class AttemptApi(HandAPIView):
 
 
 class BriefApi(HandAPIView):
+    """What the attempt is for: the run's brief, its required evidence, package and lane."""
+
     required_scope = READ_ATTEMPT
 
     @extend_schema(
@@ -743,6 +777,10 @@ TENURE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", "stale
 
 
 class ReportApi(HandAPIView):
+    """Heartbeat, progress, blocker or note. With the claim's process_id it renews the lease
+    (renewed: true); without, it is recorded only; another process_id is refused.
+    """
+
     required_scope = WORK
 
     @extend_schema(
@@ -770,6 +808,8 @@ class ReportApi(HandAPIView):
 
 
 class ReleaseApi(HandAPIView):
+    """Give the slot back with a reason; it is open again at once."""
+
     required_scope = WORK
 
     @extend_schema(
@@ -797,6 +837,8 @@ class ReleaseApi(HandAPIView):
 
 
 class LeaseAcquireApi(HandAPIView):
+    """Take a resource lease (see the operation's description)."""
+
     required_scope = LEASES
 
     @extend_schema(
@@ -823,6 +865,8 @@ FENCED_LEASE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", 
 
 
 class LeaseRenewApi(HandAPIView):
+    """Push the lease's deadline to now + ttl_s, for the current fence and process."""
+
     required_scope = LEASES
 
     @extend_schema(
@@ -846,6 +890,8 @@ class LeaseRenewApi(HandAPIView):
 
 
 class LeaseReleaseApi(HandAPIView):
+    """End the tenure now; the resource is free at once and the fence stays."""
+
     required_scope = LEASES
 
     @extend_schema(
@@ -865,6 +911,8 @@ class LeaseReleaseApi(HandAPIView):
 
 
 class LeaseCheckApi(HandAPIView):
+    """Is this fence the current, unexpired tenure of the resource?"""
+
     required_scope = (LEASES, SUPERVISE)
 
     @extend_schema(
@@ -885,6 +933,8 @@ class LeaseCheckApi(HandAPIView):
 
 
 class LeaseListApi(HandAPIView):
+    """Resource leases of the workspace, newest first, by prefix, holder and state."""
+
     required_scope = (LEASES, SUPERVISE)
 
     @extend_schema(
@@ -911,6 +961,8 @@ class LeaseListApi(HandAPIView):
 
 
 class LeaseBreakApi(HandAPIView):
+    """Break a lease (see the operation's description)."""
+
     required_scope = SUPERVISE
 
     @extend_schema(
@@ -938,6 +990,8 @@ CREATED_OR_FOUND = "201 when created; 200 with the existing object when it alrea
 
 
 class LanesApi(HandAPIView):
+    """Lanes: standing streams of work, with default heartbeat interval and grace."""
+
     required_scope = {"GET": PLAN_READ, "POST": PLAN}
 
     @extend_schema(
@@ -954,6 +1008,7 @@ class LanesApi(HandAPIView):
     @extend_schema(
         tags=["plan"],
         request=LaneIn,
+        parameters=IDEMPOTENCY_PARAMS,
         description=CREATED_OR_FOUND,
         responses={
             201: LaneOut,
@@ -978,6 +1033,8 @@ class LanesApi(HandAPIView):
 
 
 class WorkPackagesApi(HandAPIView):
+    """A lane's work packages (idempotent on their key)."""
+
     required_scope = {"GET": PLAN_READ, "POST": PLAN}
 
     def _lane(self, slug: str) -> Lane:
@@ -998,6 +1055,7 @@ class WorkPackagesApi(HandAPIView):
     @extend_schema(
         tags=["plan"],
         request=WorkPackageIn,
+        parameters=IDEMPOTENCY_PARAMS,
         description="Idempotent on the package's key in the lane: " + CREATED_OR_FOUND,
         responses={
             201: WorkPackageOut,
@@ -1022,6 +1080,8 @@ class WorkPackagesApi(HandAPIView):
 
 
 class RunsApi(HandAPIView):
+    """A work package's runs, each with its brief, required evidence and slots."""
+
     required_scope = {"GET": PLAN_READ, "POST": PLAN}
 
     def _package(self, work_package_id: int) -> WorkPackage:
@@ -1046,6 +1106,7 @@ class RunsApi(HandAPIView):
     @extend_schema(
         tags=["plan"],
         request=RunIn,
+        parameters=IDEMPOTENCY_PARAMS,
         responses={
             201: RunOut,
             **error_responses(
@@ -1065,6 +1126,8 @@ class RunsApi(HandAPIView):
 
 
 class RunApi(HandAPIView):
+    """One run; PATCH its state to close or reopen it."""
+
     required_scope = {"GET": (PLAN, SUPERVISE, WORK), "PATCH": PLAN}
 
     @extend_schema(
@@ -1094,6 +1157,8 @@ class RunApi(HandAPIView):
 
 
 class HandsApi(HandAPIView):
+    """Hands: agent identities, each with its own keys."""
+
     required_scope = {"GET": (HANDS, SUPERVISE), "POST": HANDS}
 
     @extend_schema(
@@ -1108,6 +1173,7 @@ class HandsApi(HandAPIView):
     @extend_schema(
         tags=["hands"],
         request=HandIn,
+        parameters=IDEMPOTENCY_PARAMS,
         description=CREATED_OR_FOUND,
         responses={
             201: HandOut,
@@ -1133,6 +1199,8 @@ class HandsApi(HandAPIView):
 
 
 class HandKeysApi(HandAPIView):
+    """A hand's keys (never their secrets); POST mints one."""
+
     required_scope = HANDS
 
     @extend_schema(
@@ -1151,6 +1219,7 @@ class HandKeysApi(HandAPIView):
     @extend_schema(
         tags=["hands"],
         request=KeyIn,
+        parameters=IDEMPOTENCY_PARAMS,
         description="Mint a key for the hand. The key is in this answer only; the server keeps "
         "its prefix and a hash. A key can grant only scopes its issuer holds.",
         responses={
@@ -1182,6 +1251,8 @@ class HandKeysApi(HandAPIView):
 
 
 class KeyRevokeApi(HandAPIView):
+    """Revoke a key by its prefix."""
+
     required_scope = HANDS
 
     @extend_schema(
@@ -1205,6 +1276,8 @@ class KeyRevokeApi(HandAPIView):
 
 
 class AttemptsApi(HandAPIView):
+    """Every attempt of the workspace, newest first, by state, lane, hand and run."""
+
     required_scope = SUPERVISE
 
     @extend_schema(
@@ -1237,6 +1310,8 @@ class AttemptsApi(HandAPIView):
 
 
 class DirectiveApi(HandAPIView):
+    """Set an attempt's directive: continue, pause or stop."""
+
     required_scope = SUPERVISE
 
     @extend_schema(
@@ -1264,6 +1339,8 @@ class DirectiveApi(HandAPIView):
 
 
 class RefusalsApi(HandAPIView):
+    """Every refused call, newest first: time, hand, key prefix, method, path, code, request id."""
+
     required_scope = SUPERVISE
 
     @extend_schema(
@@ -1289,6 +1366,8 @@ class RefusalsApi(HandAPIView):
 
 
 class EventsApi(HandAPIView):
+    """The append-only record of transitions, newest first."""
+
     required_scope = SUPERVISE
 
     @extend_schema(

@@ -200,6 +200,7 @@ class NotFoundView(APIView):
 
     authentication_classes: list[Any] = []
     permission_classes: list[Any] = []
+    schema = None  # not an endpoint: left out of the OpenAPI schema
 
     def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         raise NotFound(f"no endpoint {request.path}")
@@ -365,6 +366,18 @@ class ErrorDetailSerializer(serializers.Serializer):
         child=serializers.CharField(), required=False, help_text="evidence_missing"
     )
     retry_after_s = serializers.FloatField(required=False, help_text="rate_limited")
+    limit_per_minute = serializers.IntegerField(required=False, help_text="rate_limited")
+    limit_bytes = serializers.IntegerField(required=False, help_text="payload_too_large")
+    resource = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    process_id = serializers.CharField(
+        required=False, help_text="process_mismatch: the identity that holds the attempt"
+    )
+    end = serializers.CharField(required=False, help_text="lease_lost: how the attempt ended")
+    revoked_at = serializers.DateTimeField(required=False, help_text="key_revoked")
+    expired_at = serializers.DateTimeField(required=False, help_text="key_expired")
+    slots = serializers.IntegerField(required=False, help_text="no_open_slot")
+    lane = serializers.CharField(required=False, allow_null=True, help_text="scope_denied")
+    idempotency_key = serializers.CharField(required=False, help_text="idempotency_conflict")
 
 
 class ErrorSerializer(serializers.Serializer):

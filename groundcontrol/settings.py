@@ -233,6 +233,13 @@ SPECTACULAR_SETTINGS.update(
     {
         "SCHEMA_PATH_PREFIX": "/api/v1",
         "COMPONENT_SPLIT_REQUEST": True,
+        # Four different "state" enums: name each after what it is the state of.
+        "ENUM_NAME_OVERRIDES": {
+            "AttemptStateEnum": "fleet.selectors.ATTEMPT_STATES",
+            "LeaseStateEnum": "fleet.selectors.LEASE_STATES",
+            "SlotStateEnum": "fleet.api.SLOT_STATES",
+            "PlanStateEnum": "fleet.models.PlanState",
+        },
         "TAGS": [
             {"name": "hand", "description": "A hand's calls on its slots and attempts (work)."},
             {"name": "leases", "description": "Leases on any named resource (leases)."},

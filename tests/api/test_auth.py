@@ -69,7 +69,7 @@ def test_a_revoked_key_is_refused_on_its_very_next_call(api_a: Api, boss: Api) -
 
 def test_an_expired_key_is_refused_on_the_first_call_past_its_expiry(
     owner, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     api = Api(mint(owner, ["work"], expires_in_s=60))
     clock.advance(59)
     assert api.get("/me").status_code == 200
@@ -78,9 +78,7 @@ def test_an_expired_key_is_refused_on_the_first_call_past_its_expiry(
     assert Refusal.objects.get().hand == "hand-a"
 
 
-def test_last_used_at_is_written_at_most_once_a_minute(
-    api_a: Api, frozen_clock: datetime
-) -> None:
+def test_last_used_at_is_written_at_most_once_a_minute(api_a: Api, frozen_clock: datetime) -> None:
     key = HandKey.objects.get(prefix=api_a.key.split("_")[1])
     assert key.last_used_at is None
     api_a.get("/me")
@@ -98,17 +96,20 @@ def test_last_used_at_is_written_at_most_once_a_minute(
 
 def test_authentication_is_one_query_once_last_used_at_is_fresh(
     api_a: Api, django_assert_num_queries
-) -> None:  # noqa: ANN001
+) -> None:
     api_a.get("/me")
     # The key joined with its hand, workspace and lane, and the database's time.
     with django_assert_num_queries(1):
         assert api_a.get("/me").status_code == 200
 
 
-def test_each_scope_guards_its_endpoints(owner, run) -> None:  # noqa: ANN001
+def test_each_scope_guards_its_endpoints(owner, run) -> None:
     work_only = Api(mint(owner, ["work"]))
     cases = [
-        (work_only.post("/leases/acquire", {"resource": "r", "ttl_s": 5, "process_id": "p"}), "leases"),
+        (
+            work_only.post("/leases/acquire", {"resource": "r", "ttl_s": 5, "process_id": "p"}),
+            "leases",
+        ),
         (work_only.get("/lanes"), "plan"),
         (work_only.post("/lanes", {"slug": "x"}), "plan"),
         (work_only.post("/hands", {"name": "x"}), "hands"),
@@ -122,11 +123,13 @@ def test_each_scope_guards_its_endpoints(owner, run) -> None:  # noqa: ANN001
         assert error_of(response, 403, "scope_denied")["required_scope"] == scope
     assert [r.details["required_scope"] for r in refusals("scope_denied")] == [s for _, s in cases]
     leases_only = Api(mint(owner, ["leases"]))
-    error = error_of(leases_only.post(f"/runs/{run.pk}/claim", {"process_id": "p"}), 403, "scope_denied")
+    error = error_of(
+        leases_only.post(f"/runs/{run.pk}/claim", {"process_id": "p"}), 403, "scope_denied"
+    )
     assert error["required_scope"] == "work"
 
 
-def test_a_key_can_grant_only_scopes_it_holds(workspace, owner) -> None:  # noqa: ANN001
+def test_a_key_can_grant_only_scopes_it_holds(workspace, owner) -> None:
     minter, _ = fleet.hand_create(workspace=workspace, name="minter")
     hands_only = Api(mint(minter, ["hands"]))
     error = error_of(
@@ -141,7 +144,7 @@ def test_a_key_can_grant_only_scopes_it_holds(workspace, owner) -> None:  # noqa
 
 def test_a_lane_limited_key_sees_and_claims_only_its_lane(
     workspace, owner, boss: Api, make_run, lane
-) -> None:  # noqa: ANN001
+) -> None:
     other_lane, _ = fleet.lane_create(workspace=workspace, slug="payments")
     package, _ = fleet.work_package_create(lane=other_lane, key="p-1", title="P")
     elsewhere = fleet.run_create(work_package=package, title="Elsewhere", slots=1)
@@ -171,7 +174,7 @@ def test_a_lane_limited_key_sees_and_claims_only_its_lane(
 
 def test_objects_of_another_workspace_answer_not_found(
     api_outsider: Api, boss: Api, run, api_a: Api
-) -> None:  # noqa: ANN001
+) -> None:
     prefix = api_a.key.split("_")[1]
     for response in (
         api_outsider.get(f"/runs/{run.pk}"),

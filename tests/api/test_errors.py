@@ -48,7 +48,7 @@ def test_a_wrong_method_answers_405_in_the_uniform_body(api_a: Api) -> None:
     assert Refusal.objects.get().code == "method_not_allowed"
 
 
-def test_a_body_that_is_not_json_answers_415_or_validation_error(api_a: Api, run) -> None:  # noqa: ANN001
+def test_a_body_that_is_not_json_answers_415_or_validation_error(api_a: Api, run) -> None:
     headers = {"Authorization": f"Bearer {api_a.key}"}
     form = api_a.client.post(f"{API}/runs/{run.pk}/claim", {"process_id": "x"}, headers=headers)
     error_of(form, 415, "unsupported_media_type")
@@ -80,7 +80,7 @@ def test_validation_errors_say_which_field_and_why(api_a: Api) -> None:
     assert len(refusals("validation_error")) == 2
 
 
-def test_each_refusal_is_recorded_exactly_once(api_a: Api, run) -> None:  # noqa: ANN001
+def test_each_refusal_is_recorded_exactly_once(api_a: Api, run) -> None:
     # Refused inside a service (recorded there) and outside (recorded by the handler).
     api_a.post("/leases/renew", {"resource": "nothing", "fence": 1, "process_id": "p"})
     api_a.get("/attempts/12345")

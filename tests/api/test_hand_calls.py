@@ -18,27 +18,27 @@ pytestmark = pytest.mark.django_db
 PR = [{"kind": "pull_request", "url": PR_URL, "note": "the fix"}]
 
 
-def claim(api: Api, run, process: str = "host-a:1", **body) -> dict:  # noqa: ANN001
+def claim(api: Api, run, process: str = "host-a:1", **body) -> dict:
     response = api.post(f"/runs/{run.pk}/claim", {"process_id": process, **body})
     assert response.status_code == 201, response.content
     return response.json()
 
 
-def report(api: Api, attempt: dict, process: str | None = "host-a:1", **body):  # noqa: ANN201
+def report(api: Api, attempt: dict, process: str | None = "host-a:1", **body):
     payload = {"fence": attempt["fence"], "kind": "heartbeat", **body}
     if process is not None:
         payload["process_id"] = process
     return api.post(f"/attempts/{attempt['id']}/reports", payload)
 
 
-def finish(api: Api, attempt: dict, process: str = "host-a:1", evidence=PR):  # noqa: ANN001, ANN201
+def finish(api: Api, attempt: dict, process: str = "host-a:1", evidence=PR):
     return api.post(
         f"/attempts/{attempt['id']}/finish",
         {"fence": attempt["fence"], "process_id": process, "evidence": evidence, "summary": "ok"},
     )
 
 
-def release(api: Api, attempt: dict, process: str = "host-a:1"):  # noqa: ANN201
+def release(api: Api, attempt: dict, process: str = "host-a:1"):
     return api.post(
         f"/attempts/{attempt['id']}/release",
         {"fence": attempt["fence"], "process_id": process, "reason": "out of budget"},
@@ -58,7 +58,7 @@ def test_it_tells_a_hand_who_it_is(api_a: Api) -> None:
 
 def test_it_lists_slots_and_filters_open_ones(
     api_a: Api, api_b: Api, run, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     claim(api_a, run)
     clock.advance(10)
     assert api_b.get(f"/runs/{run.pk}/slots").json() == [
@@ -72,7 +72,7 @@ def test_it_lists_slots_and_filters_open_ones(
 
 def test_it_claims_a_slot_with_the_contract_attempt_shape(
     api_a: Api, run, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = claim(api_a, run)
     assert attempt["run"] == run.pk
     assert (attempt["slot"], attempt["hand"], attempt["process_id"]) == (0, "hand-a", "host-a:1")
@@ -97,7 +97,7 @@ def test_it_claims_a_slot_with_the_contract_attempt_shape(
 
 def test_a_claim_of_a_named_slot_that_is_taken_answers_slot_taken(
     api_a: Api, api_b: Api, run
-) -> None:  # noqa: ANN001
+) -> None:
     claim(api_a, run, slot=1)
     error = error_of(
         api_b.post(f"/runs/{run.pk}/claim", {"process_id": "b:1", "slot": 1}), 409, "slot_taken"
@@ -107,7 +107,7 @@ def test_a_claim_of_a_named_slot_that_is_taken_answers_slot_taken(
     assert [r.hand for r in refusals("slot_taken")] == ["hand-b"]
 
 
-def test_a_full_run_answers_no_open_slot(api_a: Api, api_b: Api, run) -> None:  # noqa: ANN001
+def test_a_full_run_answers_no_open_slot(api_a: Api, api_b: Api, run) -> None:
     claim(api_a, run)
     claim(api_a, run, "host-a:2")
     error_of(api_b.post(f"/runs/{run.pk}/claim", {"process_id": "b:1"}), 409, "no_open_slot")
@@ -122,20 +122,20 @@ def test_a_full_run_answers_no_open_slot(api_a: Api, api_b: Api, run) -> None:  
     assert Attempt.objects.count() == 2
 
 
-def test_a_closed_run_answers_run_closed(api_a: Api, boss: Api, run) -> None:  # noqa: ANN001
+def test_a_closed_run_answers_run_closed(api_a: Api, boss: Api, run) -> None:
     assert boss.patch(f"/runs/{run.pk}", {"state": "closed"}).status_code == 200
     error_of(api_a.post(f"/runs/{run.pk}/claim", {"process_id": "a:1"}), 409, "run_closed")
     assert Attempt.objects.count() == 0
 
 
-def test_a_claim_without_a_process_id_is_a_validation_error(api_a: Api, run) -> None:  # noqa: ANN001
+def test_a_claim_without_a_process_id_is_a_validation_error(api_a: Api, run) -> None:
     error = error_of(api_a.post(f"/runs/{run.pk}/claim", {"slot": -1}), 400, "validation_error")
     assert set(error["fields"]) == {"process_id", "slot"}
     assert Attempt.objects.count() == 0
     assert len(refusals("validation_error")) == 1
 
 
-def test_it_reads_an_attempt_and_its_brief(api_a: Api, run) -> None:  # noqa: ANN001
+def test_it_reads_an_attempt_and_its_brief(api_a: Api, run) -> None:
     attempt = claim(api_a, run)
     again = api_a.get(f"/attempts/{attempt['id']}")
     assert again.status_code == 200
@@ -154,7 +154,7 @@ def test_it_reads_an_attempt_and_its_brief(api_a: Api, run) -> None:  # noqa: AN
 
 def test_a_report_with_the_claims_process_renews_the_lease(
     api_a: Api, run, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = claim(api_a, run)
     clock.advance(130)  # late
     assert api_a.get(f"/attempts/{attempt['id']}").json()["state"] == "late"
@@ -177,7 +177,7 @@ def test_a_report_with_the_claims_process_renews_the_lease(
 
 def test_a_report_without_a_process_id_is_recorded_but_does_not_renew(
     api_a: Api, run, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = claim(api_a, run)
     clock.advance(30)
     body = report(api_a, attempt, process=None, kind="note", message="from a helper").json()
@@ -186,7 +186,7 @@ def test_a_report_without_a_process_id_is_recorded_but_does_not_renew(
     assert Report.objects.get().renewed is False
 
 
-def test_a_report_from_another_process_is_refused(api_a: Api, run) -> None:  # noqa: ANN001
+def test_a_report_from_another_process_is_refused(api_a: Api, run) -> None:
     attempt = claim(api_a, run)
     error = error_of(report(api_a, attempt, process="host-z:9"), 409, "process_mismatch")
     assert "host-a:1" in error["message"]
@@ -196,7 +196,7 @@ def test_a_report_from_another_process_is_refused(api_a: Api, run) -> None:  # n
 
 def test_a_hand_cannot_report_finish_or_release_another_hands_attempt(
     api_a: Api, api_b: Api, run
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = claim(api_a, run)
     error_of(report(api_b, attempt), 403, "not_holder")
     error_of(finish(api_b, attempt), 403, "not_holder")
@@ -208,7 +208,7 @@ def test_a_hand_cannot_report_finish_or_release_another_hands_attempt(
 
 def test_a_stale_fence_answers_stale_fence_with_the_current_fence(
     api_a: Api, boss: Api, run
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = claim(api_a, run)
     stale = {**attempt, "fence": attempt["fence"] + 5}
     error = error_of(report(api_a, stale), 409, "stale_fence")
@@ -220,7 +220,7 @@ def test_a_stale_fence_answers_stale_fence_with_the_current_fence(
 
 def test_a_lost_attempt_is_refused_on_every_call(
     api_a: Api, api_b: Api, run, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = claim(api_a, run)
     clock.advance(100 + 60 + 1)  # past deadline + grace: lost, with no sweep having run
     assert api_a.get(f"/attempts/{attempt['id']}").json()["state"] == "lost"
@@ -236,7 +236,7 @@ def test_a_lost_attempt_is_refused_on_every_call(
     assert Evidence.objects.count() == 0
 
 
-def test_it_finishes_with_evidence(api_a: Api, run) -> None:  # noqa: ANN001
+def test_it_finishes_with_evidence(api_a: Api, run) -> None:
     attempt = claim(api_a, run)
     response = finish(api_a, attempt)
     assert response.status_code == 200, response.content
@@ -260,9 +260,7 @@ def test_it_finishes_with_evidence(api_a: Api, run) -> None:  # noqa: ANN001
     assert Event.objects.filter(kind="finished").count() == 1
 
 
-def test_finish_without_the_required_evidence_answers_evidence_missing(
-    api_a: Api, run
-) -> None:  # noqa: ANN001
+def test_finish_without_the_required_evidence_answers_evidence_missing(api_a: Api, run) -> None:
     attempt = claim(api_a, run)
     error = error_of(finish(api_a, attempt, evidence=[]), 422, "evidence_missing")
     assert error["missing"] == ["pull_request"]
@@ -276,7 +274,7 @@ def test_finish_without_the_required_evidence_answers_evidence_missing(
     "url",
     ["javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "/relative", "ftp://x/y"],
 )
-def test_an_evidence_url_that_is_not_http_is_refused(api_a: Api, run, url: str) -> None:  # noqa: ANN001
+def test_an_evidence_url_that_is_not_http_is_refused(api_a: Api, run, url: str) -> None:
     attempt = claim(api_a, run)
     error = error_of(
         finish(api_a, attempt, evidence=[{"kind": "pull_request", "url": url}]),
@@ -288,7 +286,7 @@ def test_an_evidence_url_that_is_not_http_is_refused(api_a: Api, run, url: str) 
     assert Attempt.objects.get(pk=attempt["id"]).end is None
 
 
-def test_it_releases_with_a_reason_and_the_slot_opens(api_a: Api, api_b: Api, run) -> None:  # noqa: ANN001
+def test_it_releases_with_a_reason_and_the_slot_opens(api_a: Api, api_b: Api, run) -> None:
     attempt = claim(api_a, run, slot=0)
     response = release(api_a, attempt)
     assert response.status_code == 200
@@ -305,9 +303,7 @@ def test_it_releases_with_a_reason_and_the_slot_opens(api_a: Api, api_b: Api, ru
     assert "reason" in error["fields"]
 
 
-def test_a_paused_hand_reads_the_directive_in_its_heartbeat(
-    api_a: Api, boss: Api, run
-) -> None:  # noqa: ANN001
+def test_a_paused_hand_reads_the_directive_in_its_heartbeat(api_a: Api, boss: Api, run) -> None:
     attempt = claim(api_a, run)
     response = boss.post(f"/attempts/{attempt['id']}/directive", {"directive": "pause"})
     assert response.status_code == 200
@@ -320,7 +316,7 @@ def test_a_paused_hand_reads_the_directive_in_its_heartbeat(
 
 def test_an_attempt_of_another_workspace_is_not_found_and_not_revealed(
     api_a: Api, api_outsider: Api, run
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = claim(api_a, run)
     for response in (
         api_outsider.get(f"/attempts/{attempt['id']}"),
@@ -337,7 +333,7 @@ def test_an_attempt_of_another_workspace_is_not_found_and_not_revealed(
 
 def test_a_report_costs_a_bounded_number_of_queries(
     api_a: Api, run, django_assert_max_num_queries
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = claim(api_a, run)
     report(api_a, attempt)  # last_used_at was written on the first call of the minute
     # key (1); attempt with its lease, run, lane, slot, hand (1); savepoint/transaction and
@@ -346,8 +342,10 @@ def test_a_report_costs_a_bounded_number_of_queries(
         assert report(api_a, attempt).status_code == 200
 
 
-def test_it_refuses_a_claim_on_a_key_without_the_work_scope(boss: Api, owner, run) -> None:  # noqa: ANN001
+def test_it_refuses_a_claim_on_a_key_without_the_work_scope(boss: Api, owner, run) -> None:
     leases_only = Api(fleet.key_issue(hand=owner, scopes=["leases"], actor="t").plaintext)
-    error = error_of(leases_only.post(f"/runs/{run.pk}/claim", {"process_id": "a"}), 403, "scope_denied")
+    error = error_of(
+        leases_only.post(f"/runs/{run.pk}/claim", {"process_id": "a"}), 403, "scope_denied"
+    )
     assert error["required_scope"] == "work"
     assert refusals("scope_denied")[0].details == {"required_scope": "work"}

@@ -13,7 +13,7 @@ from tests.api.conftest import Api, error_of, refusals
 pytestmark = pytest.mark.django_db
 
 
-def acquire(api: Api, resource: str = "src/auth/", ttl: float = 60, process: str = "p1", **extra):  # noqa: ANN201
+def acquire(api: Api, resource: str = "src/auth/", ttl: float = 60, process: str = "p1", **extra):
     return api.post(
         "/leases/acquire", {"resource": resource, "ttl_s": ttl, "process_id": process, **extra}
     )
@@ -88,7 +88,9 @@ def test_renew_release_and_check_carry_the_fence(
         409,
         "process_mismatch",
     )
-    error_of(api_b.post("/leases/release", {"resource": "src/auth/", "fence": 1}), 403, "not_holder")
+    error_of(
+        api_b.post("/leases/release", {"resource": "src/auth/", "fence": 1}), 403, "not_holder"
+    )
     released = api_a.post("/leases/release", {"resource": "src/auth/", "fence": 1})
     assert released.status_code == 200
     body = released.json()
@@ -120,7 +122,7 @@ def test_an_expired_lease_is_refused_and_taken_over_at_once(
     assert error["current_fence"] == 2
 
 
-def test_slot_resources_cannot_be_acquired_as_resources(api_a: Api, run) -> None:  # noqa: ANN001
+def test_slot_resources_cannot_be_acquired_as_resources(api_a: Api, run) -> None:
     error = error_of(acquire(api_a, resource=f"run/{run.pk}/slot/0"), 400, "validation_error")
     assert "resource" in error["fields"]
 
@@ -179,11 +181,13 @@ def test_a_supervisor_breaks_a_lease_and_the_old_fence_goes_stale(
     assert stale["current_fence"] == 2
     assert acquire(api_b, "migrations").json()["fence"] == 3
     error_of(boss.post("/leases/break", {"resource": "nothing", "reason": "x"}), 404, "not_found")
-    error = error_of(boss.post("/leases/break", {"resource": "migrations"}), 400, "validation_error")
+    error = error_of(
+        boss.post("/leases/break", {"resource": "migrations"}), 400, "validation_error"
+    )
     assert "reason" in error["fields"]
 
 
-def test_breaking_a_slot_lease_ends_its_attempt_as_lost(api_a: Api, boss: Api, run) -> None:  # noqa: ANN001
+def test_breaking_a_slot_lease_ends_its_attempt_as_lost(api_a: Api, boss: Api, run) -> None:
     attempt = api_a.post(f"/runs/{run.pk}/claim", {"process_id": "a"}).json()
     resource = attempt["lease"]["resource"]
     assert boss.post("/leases/break", {"resource": resource, "reason": "wedged"}).status_code == 200

@@ -14,9 +14,10 @@ from tests.api.conftest import Api, error_of, refusals
 pytestmark = pytest.mark.django_db
 
 
-def test_it_creates_and_lists_lanes(boss: Api, workspace) -> None:  # noqa: ANN001
+def test_it_creates_and_lists_lanes(boss: Api, workspace) -> None:
     response = boss.post(
-        "/lanes", {"slug": "payments", "name": "Payments", "heartbeat_interval_s": 30, "grace_s": 10}
+        "/lanes",
+        {"slug": "payments", "name": "Payments", "heartbeat_interval_s": 30, "grace_s": 10},
     )
     assert response.status_code == 201
     body = response.json()
@@ -34,12 +35,13 @@ def test_it_creates_and_lists_lanes(boss: Api, workspace) -> None:  # noqa: ANN0
     error = error_of(boss.post("/lanes", {"slug": "Not A Slug!"}), 400, "validation_error")
     assert "slug" in error["fields"]
     bad = boss.post("/lanes", {"slug": "x", "heartbeat_interval_s": 0, "grace_s": 86_401})
-    assert set(error_of(bad, 400, "validation_error")["fields"]) == {"heartbeat_interval_s", "grace_s"}
+    assert set(error_of(bad, 400, "validation_error")["fields"]) == {
+        "heartbeat_interval_s",
+        "grace_s",
+    }
 
 
-def test_creating_a_work_package_whose_key_exists_returns_the_existing_one(
-    boss: Api, lane
-) -> None:  # noqa: ANN001
+def test_creating_a_work_package_whose_key_exists_returns_the_existing_one(boss: Api, lane) -> None:
     body = {"title": "Daily rewalk 2030-01-01", "key": "daily-2030-01-01", "external_ref": "GC-7"}
     first = boss.post("/lanes/rewalk/work-packages", body)
     assert first.status_code == 201
@@ -57,11 +59,15 @@ def test_creating_a_work_package_whose_key_exists_returns_the_existing_one(
     assert WorkPackage.objects.filter(lane=lane).count() == 1
     assert [p["id"] for p in boss.get("/lanes/rewalk/work-packages").json()] == [package["id"]]
     error_of(boss.post("/lanes/nowhere/work-packages", body), 404, "not_found")
-    error = error_of(boss.post("/lanes/rewalk/work-packages", {"key": "k"}), 400, "validation_error")
+    error = error_of(
+        boss.post("/lanes/rewalk/work-packages", {"key": "k"}), 400, "validation_error"
+    )
     assert "title" in error["fields"]
 
 
-def test_it_creates_a_run_with_its_slots_and_closes_it(boss: Api, lane, frozen_clock: datetime) -> None:  # noqa: ANN001
+def test_it_creates_a_run_with_its_slots_and_closes_it(
+    boss: Api, lane, frozen_clock: datetime
+) -> None:
     package = boss.post("/lanes/rewalk/work-packages", {"title": "T", "key": "k"}).json()
     response = boss.post(
         f"/work-packages/{package['id']}/runs",
@@ -76,7 +82,12 @@ def test_it_creates_a_run_with_its_slots_and_closes_it(boss: Api, lane, frozen_c
     )
     assert response.status_code == 201, response.content
     run = response.json()
-    assert (run["slots"], run["heartbeat_interval_s"], run["grace_s"], run["state"]) == (2, 5, 4, "open")
+    assert (run["slots"], run["heartbeat_interval_s"], run["grace_s"], run["state"]) == (
+        2,
+        5,
+        4,
+        "open",
+    )
     assert run["evidence_required"] == ["pull_request"]
     assert Slot.objects.filter(run_id=run["id"]).count() == 2
     assert Lease.objects.filter(resource__startswith=f"run/{run['id']}/slot/").count() == 2
@@ -96,7 +107,7 @@ def test_it_creates_a_run_with_its_slots_and_closes_it(boss: Api, lane, frozen_c
 
 def test_it_creates_hands_mints_keys_lists_and_revokes_them(
     boss: Api, workspace, lane, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     response = boss.post("/hands", {"name": "rewalk-3", "lane": "rewalk"})
     assert response.status_code == 201
     assert (response.json()["name"], response.json()["lane"]) == ("rewalk-3", "rewalk")
@@ -131,14 +142,15 @@ def test_it_creates_hands_mints_keys_lists_and_revokes_them(
 
 def test_it_lists_attempts_by_state_lane_and_hand(
     boss: Api, api_a: Api, api_b: Api, make_run, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     fast = make_run(heartbeat_interval_s=10, grace_s=10)
     slow = make_run(heartbeat_interval_s=1000, grace_s=10)
     a = api_a.post(f"/runs/{fast.pk}/claim", {"process_id": "a"}).json()
     b = api_b.post(f"/runs/{slow.pk}/claim", {"process_id": "b"}).json()
     done = api_b.post(f"/runs/{slow.pk}/claim", {"process_id": "b"}).json()
     api_b.post(
-        f"/attempts/{done['id']}/release", {"fence": done["fence"], "process_id": "b", "reason": "x"}
+        f"/attempts/{done['id']}/release",
+        {"fence": done["fence"], "process_id": "b", "reason": "x"},
     )
 
     def ids(**params: str) -> list[int]:
@@ -161,21 +173,29 @@ def test_it_lists_attempts_by_state_lane_and_hand(
     error_of(boss.get("/attempts", {"state": "asleep"}), 400, "validation_error")
 
 
-def test_a_directive_reaches_only_an_open_attempt(boss: Api, api_a: Api, run) -> None:  # noqa: ANN001
+def test_a_directive_reaches_only_an_open_attempt(boss: Api, api_a: Api, run) -> None:
     attempt = api_a.post(f"/runs/{run.pk}/claim", {"process_id": "a"}).json()
     response = boss.post(f"/attempts/{attempt['id']}/directive", {"directive": "stop"})
     assert response.json()["directive"] == "stop"
     assert Attempt.objects.get(pk=attempt["id"]).directive == "stop"
-    error_of(boss.post(f"/attempts/{attempt['id']}/directive", {"directive": "x"}), 400, "validation_error")
+    error_of(
+        boss.post(f"/attempts/{attempt['id']}/directive", {"directive": "x"}),
+        400,
+        "validation_error",
+    )
     api_a.post(
         f"/attempts/{attempt['id']}/release", {"fence": 1, "process_id": "a", "reason": "told to"}
     )
     error_of(
-        boss.post(f"/attempts/{attempt['id']}/directive", {"directive": "continue"}), 409, "lease_lost"
+        boss.post(f"/attempts/{attempt['id']}/directive", {"directive": "continue"}),
+        409,
+        "lease_lost",
     )
 
 
-def test_it_lists_refusals_filtered_by_code_and_hand(boss: Api, api_a: Api, api_b: Api, run) -> None:  # noqa: ANN001
+def test_it_lists_refusals_filtered_by_code_and_hand(
+    boss: Api, api_a: Api, api_b: Api, run
+) -> None:
     api_a.get("/attempts/424242")
     api_b.get("/attempts/434343", **{"X-Request-ID": "b-1"})
     api_b.get("/refusals")
@@ -198,12 +218,15 @@ def test_it_lists_refusals_filtered_by_code_and_hand(boss: Api, api_a: Api, api_
         "hand-a",
     ]
     assert [r["code"] for r in boss.get("/refusals", {"hand": "hand-a"}).json()] == ["not_found"]
-    assert boss.get("/refusals", {"code": "not_found", "hand": "hand-b"}).json()[0]["request_id"] == "b-1"
+    assert (
+        boss.get("/refusals", {"code": "not_found", "hand": "hand-b"}).json()[0]["request_id"]
+        == "b-1"
+    )
 
 
 def test_it_lists_events_by_kind_and_since(
     boss: Api, api_a: Api, run, frozen_clock: datetime
-) -> None:  # noqa: ANN001
+) -> None:
     attempt = api_a.post(f"/runs/{run.pk}/claim", {"process_id": "a"}).json()
     clock.advance(60)
     api_a.post("/leases/acquire", {"resource": "migrations", "ttl_s": 30, "process_id": "a"})
@@ -231,7 +254,7 @@ def test_it_lists_events_by_kind_and_since(
     assert len(refusals("validation_error")) == 2
 
 
-def test_lists_paginate_with_cursors_newest_first(boss: Api, workspace) -> None:  # noqa: ANN001
+def test_lists_paginate_with_cursors_newest_first(boss: Api, workspace) -> None:
     for i in range(5):
         boss.post("/hands", {"name": f"h-{i}"})
     first = boss.get("/hands", {"limit": 2})
@@ -252,7 +275,7 @@ def test_lists_paginate_with_cursors_newest_first(boss: Api, workspace) -> None:
 
 def test_listing_attempts_costs_the_same_queries_for_one_or_many(
     boss: Api, workspace, make_run, django_assert_num_queries
-) -> None:  # noqa: ANN001
+) -> None:
     from fleet import services as fleet
 
     run = make_run(slots=6)

@@ -1,0 +1,61 @@
+"""Body-size and rate limits."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.test import override_settings
+
+from groundcontrol import api as infrastructure
+from leases.errors import PayloadTooLarge
+from leases.models import Lease, Refusal
+from tests.api.conftest import Api, error_of, refusals
+
+pytestmark = pytest.mark.django_db
+
+
+@override_settings(GC_MAX_BODY_BYTES=1024)
+def test_a_body_over_the_limit_answers_413_and_writes_nothing(api_a: Api) -> None:
+    body = {"resource": "big", "ttl_s": 5, "process_id": "p", "pad": "x" * 2000}
+    error = error_of(api_a.post("/leases/acquire", body), 413, "payload_too_large")
+    assert error["limit_bytes"] == 1024
+    assert not Lease.objects.exists()
+    refusal = Refusal.objects.get()
+    assert (refusal.code, refusal.hand) == ("payload_too_large", "hand-a")
+    small = {"resource": "small", "ttl_s": 5, "process_id": "p"}
+    assert api_a.post("/leases/acquire", small).status_code == 201
+
+
+@override_settings(GC_MAX_BODY_BYTES=1024)
+def test_the_parser_stops_reading_a_body_without_a_length_at_the_limit() -> None:
+    stream = io.BytesIO(json.dumps({"pad": "x" * 5000}).encode())
+    with pytest.raises(PayloadTooLarge):
+        infrastructure.LimitedJSONParser().parse(stream)
+    assert stream.tell() == 1025
+
+
+@override_settings(GC_RATE_LIMIT_PER_MINUTE=3)
+def test_a_key_over_its_rate_answers_429_with_retry_after(api_a: Api, api_b: Api) -> None:
+    for _ in range(3):
+        assert api_a.get("/me").status_code == 200
+    response = api_a.get("/me")
+    error = error_of(response, 429, "rate_limited")
+    assert 0 < error["retry_after_s"] <= 60
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert error["limit_per_minute"] == 3
+    # Per key: another hand's key is not affected.
+    assert api_b.get("/me").status_code == 200
+    assert [r.hand for r in refusals("rate_limited")] == ["hand-a"]
+
+
+@override_settings(GC_RATE_LIMIT_PER_MINUTE=1)
+def test_the_rate_limit_fails_open_when_the_cache_is_down(api_a: Api, monkeypatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(infrastructure.cache, "add", broken)
+    for _ in range(3):
+        assert api_a.get("/me").status_code == 200
+    assert not Refusal.objects.exists()
