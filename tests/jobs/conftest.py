@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.test import override_settings
@@ -24,3 +27,38 @@ def claim():  # noqa: ANN201
         return fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=process, **kwargs)
 
     return claim
+
+
+@dataclass
+class Receiver:
+    url: str
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)  # answers to give, in order; then 200
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A real HTTP server on 127.0.0.1 that records every request."""
+    state = Receiver(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            state.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+            status = state.statuses.pop(0) if state.statuses else 200
+            answer = b"thanks" if status < 300 else b"try later"
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_port}/hooks/gc"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()

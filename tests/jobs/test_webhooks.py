@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
 
 import pytest
@@ -26,41 +22,6 @@ from leases.models import Event, Refusal
 pytestmark = pytest.mark.django_db
 
 SECRET = "whsec_test_0123456789abcdef"
-
-
-@dataclass
-class Receiver:
-    url: str
-    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
-    statuses: list[int] = field(default_factory=list)  # answers to give, in order; then 200
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    """A real HTTP server on 127.0.0.1 that records every request."""
-    state = Receiver(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            state.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            status = state.statuses.pop(0) if state.statuses else 200
-            answer = b"thanks" if status < 300 else b"try later"
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_port}/hooks/gc"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture

@@ -1,0 +1,215 @@
+"""The embedded default: the same jobs on a timer inside the web process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from django.test import override_settings
+
+from fleet.models import Attempt
+from fleet.webhooks import webhook_verify
+from groundcontrol import scheduler as embedded
+from leases import clock
+from leases.models import Event
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.django_db  # the scheduler tidies database connections between jobs
+def test_it_runs_each_job_on_its_interval_and_a_failing_job_stops_no_other() -> None:
+    now = [0.0]
+    ran: list[str] = []
+
+    def job(name: str, fail: bool = False) -> Callable[[], None]:
+        def run() -> None:
+            ran.append(name)
+            if fail:
+                raise RuntimeError("boom")
+
+        return run
+
+    scheduler = embedded.Scheduler(
+        [
+            embedded.Job("sweep", 1.0, job("sweep")),
+            embedded.Job("broken", 1.0, job("broken", fail=True)),
+            embedded.Job("prune", 5.0, job("prune")),
+        ],
+        monotonic=lambda: now[0],
+    )
+    assert scheduler.run_pending() == ["sweep", "broken", "prune"]
+    now[0] = 0.999
+    assert scheduler.run_pending() == []
+    now[0] = 1.0
+    assert scheduler.run_pending() == ["sweep", "broken"]
+    now[0] = 5.0
+    assert scheduler.run_pending() == ["sweep", "broken", "prune"]
+    assert ran.count("broken") == 3
+
+
+def test_its_jobs_are_the_beat_schedule(settings) -> None:
+    jobs = {job.name: job.interval_s for job in embedded.jobs_from_settings()}
+    assert jobs == {
+        name: float(entry["schedule"]) for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
+    }
+    assert set(jobs) == {"sweep-leases", "revoke-keys", "deliver-webhooks", "prune-records"}
+
+
+@pytest.mark.django_db
+def test_a_tick_of_the_embedded_jobs_sweeps_a_quiet_hand(
+    owner, make_run, claim, frozen_clock: datetime
+) -> None:
+    run = make_run(heartbeat_interval_s=10, grace_s=10, slots=1)
+    view = claim(owner, run)
+    scheduler = embedded.Scheduler(embedded.jobs_from_settings())
+    clock.advance(21)
+    assert "sweep-leases" in scheduler.run_pending()
+    kinds = Event.objects.filter(attempt_id=view.attempt.pk).values_list("kind", flat=True)
+    assert list(kinds.order_by("id")) == ["claimed", "late", "stalled", "lost"]
+    assert Attempt.objects.get(pk=view.attempt.pk).end == "lost"
+
+
+def test_it_starts_only_on_the_embedded_default_and_once_per_process(monkeypatch) -> None:
+    started: list[embedded.Scheduler] = []
+    monkeypatch.setattr(embedded.Scheduler, "start", lambda self: started.append(self))
+    monkeypatch.setattr(embedded, "_embedded", None)
+    with override_settings(GC_EMBEDDED_SCHEDULER=False):
+        assert embedded.start_embedded() is None
+    with override_settings(GC_EMBEDDED_SCHEDULER=True):
+        first = embedded.start_embedded()
+        assert embedded.start_embedded() is first
+    assert started == [first]
+
+
+# --- The whole embedded default, as `scripts/run` starts it ----------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def laptop(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
+    """The environment of a laptop install: SQLite under a fresh var dir, no Redis."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("DATABASE_URL", "REDIS_URL", "GC_EMBEDDED_SCHEDULER")
+    }
+    database = tmp_path / "groundcontrol.sqlite3"
+    env.update(
+        DJANGO_SETTINGS_MODULE="groundcontrol.settings",
+        DATABASE_URL=f"sqlite:///{database}",
+        GC_VAR_DIR=str(tmp_path),
+        GC_SWEEP_INTERVAL_S="0.2",
+        GC_WEBHOOK_INTERVAL_S="0.2",
+        PYTHONUNBUFFERED="1",
+    )
+    yield env, database
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _claim(env: dict[str, str], hand: str, process: str) -> dict[str, int]:
+    """Claim the laptop's quiet run in a separate process, as a hand would through the API."""
+    output = _manage(env, "shell", "-v", "0", "-c", _claim_script(hand, process))
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _claim_script(hand: str, process: str) -> str:
+    return (
+        "import json\n"
+        "from fleet import services as f\n"
+        "from fleet.models import Run\n"
+        "ws = f.workspace_get_or_create(name='laptop')\n"
+        "lane, _ = f.lane_create(workspace=ws, slug='demo')\n"
+        "wp, _ = f.work_package_create(lane=lane, key='quiet', title='Quiet')\n"
+        "run = (Run.objects.filter(work_package=wp).first() or f.run_create(work_package=wp, "
+        "title='Quiet', slots=1, heartbeat_interval_s=1, grace_s=2))\n"
+        f"hand, _ = f.hand_create(workspace=ws, name={hand!r})\n"
+        f"view = f.attempt_claim(hand=hand, run_id=run.pk, process_id={process!r})\n"
+        "print(json.dumps({'attempt': view.attempt.pk, 'fence': view.lease.fence, "
+        "'workspace': ws.pk}))\n"
+    )
+
+
+def test_a_quiet_hand_is_swept_by_the_embedded_default(laptop, receiver) -> None:
+    env, database = laptop
+    _manage(env, "migrate", "--noinput", "-v", "0")
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(150):
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the embedded server did not start")
+        ready = httpx.get(f"{base}/readyz", timeout=5).json()
+        assert ready["checks"] == {"database": "ok", "redis": "not configured"}
+
+        claimed = _claim(env, "quiet-hand", "laptop:1")
+        _manage(env, "webhook_add", "--workspace", "laptop", "--url", receiver.url,
+                "--kind", "lost", "--secret", "laptop-secret-0123456789")
+
+        def kinds() -> list[str]:
+            with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=20) as db:
+                rows = db.execute(
+                    "SELECT kind FROM leases_event WHERE attempt_id = ? ORDER BY id",
+                    (claimed["attempt"],),
+                ).fetchall()
+            return [kind for (kind,) in rows]
+
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline and (kinds()[-1:] != ["lost"] or not receiver.received):
+            time.sleep(0.2)
+        time.sleep(0.6)  # a few more sweeps: nothing may be recorded twice
+        assert kinds() == ["claimed", "late", "stalled", "lost"]
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+            (end,) = db.execute(
+                'SELECT "end" FROM fleet_attempt WHERE id = ?', (claimed["attempt"],)
+            ).fetchone()
+        assert end == "lost"
+        [(headers, body)] = receiver.received
+        assert json.loads(body)["attempt"] == claimed["attempt"]
+        assert webhook_verify(secret="laptop-secret-0123456789",
+                              header=headers["x-groundcontrol-signature"], body=body)
+        # The slot is open again: another hand takes it at the next fence.
+        again = _claim(env, "next-hand", "laptop:2")
+        assert again["fence"] == claimed["fence"] + 1
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        assert server.stdout is not None
+        output = server.stdout.read()
+        server.stdout.close()
+    assert "embedded scheduler: sweep-leases every 0.2s" in output
