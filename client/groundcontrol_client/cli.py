@@ -266,12 +266,9 @@ def _logger(args: argparse.Namespace) -> Callable[[str, dict[str, Any]], None]:
 
 
 def _wrapped_command(args: argparse.Namespace) -> list[str]:
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
+    if not args.cmd:
         raise UsageError("give the command to run after --")
-    return cmd
+    return list(args.cmd)
 
 
 def cmd_run(client: Client, args: argparse.Namespace) -> int:
@@ -405,17 +402,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--holder")
     p.add_argument("--state")
 
-    p = add("run", cmd_run, "claim a slot and run a command under it; finish on exit 0")
+    p = add("run", cmd_run, "claim a slot and run CMD under it (gctl run --run ID -- CMD...)")
     p.add_argument("--run", type=int, required=True)
     p.add_argument("--slot", type=int)
     p.add_argument("--kill-after", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL")
-    p.add_argument("cmd", nargs=argparse.REMAINDER)
-    p = add("hold", cmd_hold, "hold a resource lease while a command runs")
+    p = add("hold", cmd_hold, "hold a resource lease while CMD runs (gctl hold RES -- CMD...)")
     p.add_argument("resource")
     p.add_argument("--ttl", type=float, default=60.0, help="seconds (default 60)")
     p.add_argument("--wait", type=float)
     p.add_argument("--kill-after", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL")
-    p.add_argument("cmd", nargs=argparse.REMAINDER)
     add("mcp", cmd_mcp, "serve the Model Context Protocol on stdio")
     return parser
 
@@ -432,9 +427,27 @@ def _print_error(args: argparse.Namespace, error: GroundControlError) -> None:
         print(f"gctl: {_label(error)}: {error.message} ({error.code})", file=sys.stderr, flush=True)
 
 
+WRAPPERS = ("run", "hold")
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """Everything after the first `--` is the wrapped command of `run` and `hold` (argparse's
+    REMAINDER would swallow the options that follow a positional)."""
+    argv = list(argv)
+    head, tail = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
+    args = parser.parse_args(head)
+    if args.command in WRAPPERS:
+        args.cmd = tail
+    elif tail:
+        args = parser.parse_args(argv)  # a `--` that only ends the options
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, sys.argv[1:] if argv is None else argv)
     args.json = getattr(args, "json", False)
     try:
         env = dict(os.environ)

@@ -84,6 +84,18 @@ def _retry_hint(response: httpx.Response, error: GroundControlError) -> float | 
         return None
 
 
+def _env_number(
+    env: Mapping[str, str], name: str, kind: type[int] | type[float], minimum: float = 0
+) -> float:
+    try:
+        value = kind(env[name])
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ConfigError(f"{name} must be a number of at least {minimum:g}, not {env[name]!r}")
+    return value
+
+
 def _evidence_items(evidence: Iterable[Evidence | Mapping[str, str]]) -> list[dict[str, str]]:
     return [e.to_wire() if isinstance(e, Evidence) else dict(e) for e in evidence]
 
@@ -127,18 +139,16 @@ class Client:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> Client:
-        """Configured from `GC_URL` and `GC_KEY` (and `GC_TIMEOUT`, seconds, optional)."""
+        """Configured from `GC_URL` and `GC_KEY`; optional `GC_TIMEOUT` (seconds per request)
+        and `GC_RETRIES` (tries after the first on a transient failure)."""
         env = os.environ if env is None else env
         url = env.get("GC_URL", "")
         if not url:
             raise ConfigError("GC_URL is not set: the Ground Control server's URL")
         if "timeout" not in kwargs and env.get("GC_TIMEOUT"):
-            try:
-                kwargs["timeout"] = float(env["GC_TIMEOUT"])
-            except ValueError:
-                raise ConfigError(
-                    f"GC_TIMEOUT must be seconds, not {env['GC_TIMEOUT']!r}"
-                ) from None
+            kwargs["timeout"] = _env_number(env, "GC_TIMEOUT", float, minimum=0.1)
+        if "retry" not in kwargs and env.get("GC_RETRIES"):
+            kwargs["retry"] = RetryPolicy(retries=int(_env_number(env, "GC_RETRIES", int)))
         return cls(url, env.get("GC_KEY", ""), **kwargs)
 
     def close(self) -> None:

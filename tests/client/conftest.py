@@ -40,7 +40,8 @@ class Fleet:
     def env(self, key: str | None = None, **extra: str) -> dict[str, str]:
         """A subprocess's environment: GC_URL and GC_KEY and nothing of ours (no GC_* leaks)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("GC_")}
-        env.update(GC_URL=self.url, GC_KEY=key or self.key_a, **extra)
+        env.update(GC_URL=self.url, GC_KEY=key or self.key_a)
+        env.update(extra)
         return env
 
     def run(self, **kwargs: Any) -> Run:

@@ -80,9 +80,11 @@ ME = {
 
 
 def test_it_is_configured_from_gc_url_and_gc_key() -> None:
-    client = Client.from_env({"GC_URL": "http://gc.test:8000/", "GC_KEY": KEY, "GC_TIMEOUT": "3"})
+    env = {"GC_URL": "http://gc.test:8000/", "GC_KEY": KEY, "GC_TIMEOUT": "3", "GC_RETRIES": "1"}
+    client = Client.from_env(env)
     assert client.url == "http://gc.test:8000/api/v1/"
     assert client.timeout == 3.0
+    assert client.retry.retries == 1
     assert client._http.headers["authorization"] == f"Bearer {KEY}"
     # A URL that already names the API is accepted as is.
     assert Client.from_env({"GC_URL": "https://gc.test/api/v1", "GC_KEY": KEY}).url == (
@@ -97,6 +99,8 @@ def test_it_is_configured_from_gc_url_and_gc_key() -> None:
         {"GC_URL": "http://gc.test"},
         {"GC_URL": "gc.test", "GC_KEY": KEY},
         {"GC_URL": "http://gc.test", "GC_KEY": KEY, "GC_TIMEOUT": "soon"},
+        {"GC_URL": "http://gc.test", "GC_KEY": KEY, "GC_RETRIES": "-1"},
+        {"GC_URL": "http://gc.test", "GC_KEY": KEY, "GC_RETRIES": "1.5"},
     ],
 )
 def test_it_refuses_a_missing_or_malformed_configuration(env: dict[str, str]) -> None:

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
-from groundcontrol_client import Client, Hand
+from groundcontrol_client import (
+    ClaimedAttempt,
+    Client,
+    Hand,
+    LeaseHeld,
+    NoOpenSlot,
+    StaleFence,
+    TenureLost,
+)
+from groundcontrol_client import Evidence as GcEvidence
+from groundcontrol_client.errors import describe_denial
 
 from evidence.models import Evidence
+from fleet import services as fleet
 from fleet.models import AttemptEnd, Report
-from tests.client.conftest import INTERVAL_S, PR_URL, Fleet, attempts_of
+from tests.client.conftest import GRACE_S, INTERVAL_S, PR_URL, Fleet, attempts_of, wait_for
+
+AGENT = str(Path(__file__).with_name("agent.py"))
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,3 +55,95 @@ def test_it_claims_heartbeats_through_long_work_and_finishes_with_evidence(gc: F
     heartbeats = Report.objects.filter(attempt=record, kind="heartbeat", renewed=True)
     assert heartbeats.count() >= 6
     assert set(heartbeats.values_list("process_id", flat=True)) == {"host-a:1:1"}
+
+
+def test_it_detects_and_reports_a_lease_the_server_took_away(gc: Fleet) -> None:
+    run = gc.run()
+    hand = hand_for(gc, gc.key_a)
+    with pytest.raises(TenureLost), hand.claim(run.pk) as attempt:
+        fleet.lease_break(
+            workspace_id=run.workspace_id,
+            resource=f"run/{run.pk}/slot/0",
+            actor="boss",
+            reason="reassigning",
+        )
+        # The next heartbeat is refused, and the runtime stops renewing at once.
+        wait_for(lambda: attempt.lost, timeout=3 * INTERVAL_S)
+        assert attempt.lost_error is not None and attempt.lost_error.status == 409
+        attempt.attach("pull_request", PR_URL)
+    (record,) = attempts_of(run)
+    assert record.end == AttemptEnd.LOST
+    assert not Evidence.objects.filter(attempt=record).exists()
+
+
+def test_it_completes_a_slot_from_a_subprocess_that_knows_only_url_key_and_run(gc: Fleet) -> None:
+    run = gc.run()
+    done = subprocess.run(
+        [sys.executable, AGENT, str(run.pk), str(2.5 * INTERVAL_S)],
+        env=gc.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    (record,) = attempts_of(run)
+    assert done.stdout.splitlines() == [f"claimed attempt {record.pk}", "finished"]
+    assert record.end == AttemptEnd.FINISHED and record.hand.name == "hand-a"
+    assert Evidence.objects.filter(attempt=record, kind="pull_request").count() == 1
+
+
+def test_it_reclaims_a_killed_agents_slot_for_another_hand(gc: Fleet) -> None:
+    run = gc.run()
+    agent = subprocess.Popen(
+        [sys.executable, AGENT, str(run.pk), "60"],
+        env=gc.env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert agent.stdout is not None
+        assert agent.stdout.readline().startswith("claimed attempt ")
+        agent.kill()
+        agent.wait(10)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    killed_at = time.monotonic()
+    other = hand_for(gc, gc.key_b, process_id="host-b:2:2")
+    with pytest.raises(NoOpenSlot):
+        other.claim(run.pk).open()
+
+    def claim() -> ClaimedAttempt | None:
+        try:
+            return other.claim(run.pk).open()
+        except NoOpenSlot:
+            return None
+
+    attempt = wait_for(claim, timeout=10 * INTERVAL_S, step=0.2)
+    # Not before the dead agent's interval and grace had run out.
+    assert time.monotonic() - killed_at >= (INTERVAL_S + GRACE_S) * 0.5
+    attempt.finish([GcEvidence("pull_request", PR_URL)])
+    first, second = attempts_of(run)
+    assert (first.hand.name, first.end) == ("hand-a", AttemptEnd.LOST)
+    assert (second.hand.name, second.end) == ("hand-b", AttemptEnd.FINISHED)
+    assert second.fence == first.fence + 1
+
+
+def test_it_holds_a_resource_lease_and_another_hand_hears_who_holds_it(gc: Fleet) -> None:
+    hand = hand_for(gc, gc.key_a)
+    other = hand_for(gc, gc.key_b, process_id="host-b:2:2")
+    with hand.lease("src/auth/", ttl=INTERVAL_S) as lease:
+        time.sleep(2.5 * INTERVAL_S)  # past the ttl: the renewals keep it
+        assert lease.check().fence == lease.fence
+        with pytest.raises(LeaseHeld) as raised:
+            other.lease("src/auth/", ttl=60).open()
+        denial = raised.value
+        assert (denial.get("holder"), denial.get("fence")) == ("hand-a", lease.fence)
+        assert 0 < denial.get("expires_in_s") <= INTERVAL_S
+        assert describe_denial(denial).startswith(
+            f"src/auth/ is held by hand hand-a (fence {lease.fence}) for "
+        )
+    with other.lease("src/auth/", ttl=60) as taken:
+        assert taken.fence == lease.fence + 1
+        with pytest.raises(StaleFence):
+            hand.client.lease_check("src/auth/", fence=lease.fence)

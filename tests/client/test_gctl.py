@@ -1,0 +1,286 @@
+"""gctl as a real subprocess against the live server: the one-shot commands, their exit codes,
+and the `run` and `hold` wrappers around real commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from evidence.models import Evidence
+from fleet import services as fleet
+from fleet.models import Attempt, AttemptEnd, Hand, Report
+from tests.client.conftest import GCTL, PR_URL, Fleet, attempts_of, mint, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EXIT_DENIED, EXIT_LOST, EXIT_AUTH, EXIT_STOPPED = 3, 4, 5, 6
+
+
+def test_it_claims_reports_reads_and_finishes_one_command_at_a_time(gc: Fleet) -> None:
+    run = gc.run()
+    identity = {"GC_PROCESS_ID": "shell-1"}
+    claimed = gc.gctl("--json", "claim", str(run.pk), **identity)
+    assert claimed.returncode == 0, claimed.stderr
+    attempt = json.loads(claimed.stdout)
+    assert attempt["process_id"] == "shell-1" and attempt["state"] == "live"
+    session = {
+        **identity,
+        "GC_ATTEMPT": str(attempt["id"]),
+        "GC_ATTEMPT_FENCE": str(attempt["fence"]),
+    }
+
+    reported = gc.gctl("report", "-m", "halfway", "--percent", "50", **session)
+    assert reported.returncode == 0, reported.stderr
+    assert reported.stdout.startswith("renewed; attempt ")
+    brief = gc.gctl("brief", **session)
+    assert brief.returncode == 0
+    assert "Fix the login redirect." in brief.stdout
+    assert "evidence required: pull_request" in brief.stdout
+
+    finished = gc.gctl(
+        "finish", "--evidence", f"pull_request={PR_URL}", "--summary", "ok", **session
+    )
+    assert finished.returncode == 0, finished.stderr
+    record = Attempt.objects.get(pk=attempt["id"])
+    assert record.end == AttemptEnd.FINISHED
+    assert Report.objects.get(attempt=record, kind="progress").renewed is True
+    assert list(Evidence.objects.filter(attempt=record).values_list("url", flat=True)) == [PR_URL]
+
+
+def test_it_prints_the_exports_that_keep_a_claim_renewable(gc: Fleet) -> None:
+    run = gc.run()
+    claimed = gc.gctl("claim", str(run.pk), "--process-id", "agent-7")
+    assert claimed.returncode == 0, claimed.stderr
+    (record,) = attempts_of(run)
+    assert claimed.stdout.splitlines()[-1] == (
+        f"export GC_ATTEMPT={record.pk} GC_ATTEMPT_FENCE={record.fence} GC_PROCESS_ID=agent-7"
+    )
+    # Without the claim's identity, a report is recorded and renews nothing (rule 6).
+    noted = gc.gctl("report", str(record.pk), "--kind", "note", "-m", "fyi", "--no-renew")
+    assert noted.returncode == 0 and noted.stdout.startswith("recorded (not renewed)")
+    # With another identity it is refused: a second process must not keep the claim alive.
+    other = gc.gctl("report", str(record.pk), "--process-id", "someone-else")
+    assert other.returncode == EXIT_LOST
+    assert "(process_mismatch)" in other.stderr
+
+
+def test_it_exits_3_on_a_denial_and_says_so(gc: Fleet) -> None:
+    run = gc.run()
+    assert gc.gctl("claim", str(run.pk)).returncode == 0
+    denied = gc.gctl("claim", str(run.pk), key=gc.key_b)
+    assert denied.returncode == EXIT_DENIED
+    assert denied.stderr.startswith("gctl: denied: ") and "(no_open_slot)" in denied.stderr
+    as_json = gc.gctl("--json", "claim", str(run.pk), key=gc.key_b)
+    assert as_json.returncode == EXIT_DENIED
+    assert json.loads(as_json.stdout)["error"]["code"] == "no_open_slot"
+
+
+def test_it_exits_5_on_a_key_that_may_not(gc: Fleet, owner: Hand) -> None:
+    run = gc.run()
+    leases_only = mint(owner, ["leases"])
+    refused = gc.gctl("claim", str(run.pk), key=leases_only)
+    assert refused.returncode == EXIT_AUTH and "(scope_denied)" in refused.stderr
+    fleet.key_revoke(workspace_id=owner.workspace_id, prefix=gc.key_a.split("_")[1], actor="boss")
+    revoked = gc.gctl("me")
+    assert revoked.returncode == EXIT_AUTH and "(key_revoked)" in revoked.stderr
+
+
+def test_it_exits_4_when_a_fence_is_stale_and_2_on_usage(gc: Fleet) -> None:
+    acquired = gc.gctl("--json", "lease", "acquire", "migrations", "--ttl", "60")
+    assert acquired.returncode == 0, acquired.stderr
+    fence = json.loads(acquired.stdout)["fence"]
+    resource = {"GC_RESOURCE": "migrations", "GC_FENCE": str(fence)}
+    assert gc.gctl("lease", "check", "migrations", **resource).returncode == 0
+    fleet.lease_break(
+        workspace_id=Hand.objects.get(name="hand-a").workspace_id,
+        resource="migrations",
+        actor="boss",
+        reason="test",
+    )
+    stale = gc.gctl("lease", "check", "migrations", **resource)
+    assert stale.returncode == EXIT_LOST and "(stale_fence)" in stale.stderr
+
+    assert gc.gctl("lease", "check", "migrations").returncode == 2  # which fence?
+    assert gc.gctl("claim").returncode == 2
+    no_url = subprocess.run([GCTL, "me"], env={"PATH": os.environ["PATH"]}, capture_output=True)
+    assert no_url.returncode == 2 and b"GC_URL is not set" in no_url.stderr
+
+
+def test_it_exits_1_when_the_server_cannot_be_reached(gc: Fleet) -> None:
+    unreachable = gc.gctl("me", GC_URL="http://127.0.0.1:9", GC_RETRIES="0")
+    assert unreachable.returncode == 1
+    assert "(connection_failed)" in unreachable.stderr
+
+
+def test_it_lists_slots_and_leases(gc: Fleet) -> None:
+    run = gc.run(slots=2)
+    assert gc.gctl("claim", str(run.pk)).returncode == 0
+    slots = gc.gctl("slots", str(run.pk))
+    assert slots.stdout.splitlines() == ["slot 1: open"]
+    every = json.loads(gc.gctl("--json", "slots", str(run.pk), "--all").stdout)
+    assert [(s["index"], s["holder"]) for s in every] == [(0, "hand-a"), (1, None)]
+    assert gc.gctl("lease", "acquire", "src/auth/", "--ttl", "60").returncode == 0
+    listed = json.loads(gc.gctl("--json", "lease", "list", "--prefix", "src/").stdout)
+    assert [(lease["resource"], lease["holder"]) for lease in listed] == [("src/auth/", "hand-a")]
+
+
+# --- gctl run ---------------------------------------------------------------------------------
+
+
+def test_it_runs_a_command_under_a_claim_and_finishes_with_the_evidence_it_wrote(
+    gc: Fleet, tmp_path: Path
+) -> None:
+    run = gc.run()
+    seen = tmp_path / "seen"
+    script = (
+        f'echo "$GC_ATTEMPT $GC_RUN $GC_SLOT" > {seen}; sleep 3; '
+        f'echo "pull_request={PR_URL}" >> "$GC_EVIDENCE_FILE"'
+    )
+    done = gc.gctl("run", "--run", str(run.pk), "--", "sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    (record,) = attempts_of(run)
+    assert seen.read_text().split() == [str(record.pk), str(run.pk), "0"]
+    # It ran three times the interval: the wrapper's heartbeats kept the claim.
+    assert record.end == AttemptEnd.FINISHED
+    assert Report.objects.filter(attempt=record, kind="heartbeat", renewed=True).count() >= 6
+    assert [(e.kind, e.url) for e in Evidence.objects.filter(attempt=record)] == [
+        ("pull_request", PR_URL)
+    ]
+    assert f"attempt {record.pk} finished" in done.stderr
+
+
+def test_it_releases_with_the_exit_status_when_the_command_fails(gc: Fleet) -> None:
+    run = gc.run()
+    failed = gc.gctl("run", "--run", str(run.pk), "--", "sh", "-c", "exit 7")
+    assert failed.returncode == 7
+    (record,) = attempts_of(run)
+    assert record.end == AttemptEnd.RELEASED
+    assert record.end_reason == "the command failed: exit status 7"
+
+
+def test_it_releases_when_the_command_left_no_evidence(gc: Fleet) -> None:
+    run = gc.run()
+    empty = gc.gctl("run", "--run", str(run.pk), "--", "true")
+    assert empty.returncode == 1 and "(evidence_missing)" in empty.stderr
+    (record,) = attempts_of(run)
+    assert record.end == AttemptEnd.RELEASED and record.end_reason.startswith("finish refused")
+
+
+def _start(gc: Fleet, *args: str, key: str | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [GCTL, *args], env=gc.env(key), stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def test_it_stops_the_command_when_the_directive_is_stop(gc: Fleet, tmp_path: Path) -> None:
+    run = gc.run()
+    wrapper = _start(gc, "run", "--run", str(run.pk), "--", "sleep", "60")
+    record = wait_for(lambda: Attempt.objects.filter(run=run).first())
+    fleet.attempt_set_directive(
+        workspace_id=run.workspace_id, attempt_id=record.pk, directive="stop", actor="boss"
+    )
+    started = time.monotonic()
+    assert wrapper.wait(15) == EXIT_STOPPED
+    assert time.monotonic() - started < 5
+    record.refresh_from_db()
+    assert record.end == AttemptEnd.RELEASED
+    assert record.end_reason == "stopped by the supervisor's directive"
+
+
+def test_it_stops_the_command_when_the_lease_is_lost(gc: Fleet, tmp_path: Path) -> None:
+    run = gc.run()
+    pid_file = tmp_path / "pid"
+    wrapper = _start(
+        gc, "run", "--run", str(run.pk), "--", "sh", "-c", f"echo $$ > {pid_file}; exec sleep 60"
+    )
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+    fleet.lease_break(
+        workspace_id=run.workspace_id, resource=f"run/{run.pk}/slot/0", actor="boss", reason="x"
+    )
+    assert wrapper.wait(15) == EXIT_LOST
+    _, stderr = wrapper.communicate()
+    assert "lease lost" in stderr
+    # The command is gone too, not left running without a lease.
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    (record,) = attempts_of(run)
+    assert record.end == AttemptEnd.LOST
+
+
+def test_it_lets_another_hand_reclaim_the_slot_of_a_killed_wrapper(
+    gc: Fleet, tmp_path: Path
+) -> None:
+    run = gc.run()
+    pid_file = tmp_path / "pid"
+    wrapper = _start(
+        gc, "run", "--run", str(run.pk), "--", "sh", "-c", f"echo $$ > {pid_file}; exec sleep 60"
+    )
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+    # The whole agent dies at once: no release, no goodbye.
+    wrapper.kill()
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    wrapper.wait(10)
+    finish = [
+        "run",
+        "--run",
+        str(run.pk),
+        "--",
+        "sh",
+        "-c",
+        f'echo "pull_request={PR_URL}" > "$GC_EVIDENCE_FILE"',
+    ]
+    first_try = gc.gctl(*finish, key=gc.key_b)
+    assert first_try.returncode == EXIT_DENIED, first_try.stderr
+    wait_for(lambda: gc.gctl(*finish, key=gc.key_b).returncode == 0, timeout=20, step=0.3)
+    dead, *_, alive = attempts_of(run)
+    assert (dead.hand.name, dead.end) == ("hand-a", AttemptEnd.LOST)
+    assert (alive.hand.name, alive.end) == ("hand-b", AttemptEnd.FINISHED)
+
+
+# --- gctl hold --------------------------------------------------------------------------------
+
+
+def test_it_holds_a_resource_while_the_command_runs(gc: Fleet, tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+    script = f'echo "$GC_RESOURCE $GC_FENCE" > {seen}.tmp; mv {seen}.tmp {seen}; sleep 2.5'
+    wrapper = _start(gc, "hold", "src/auth/", "--ttl", "1", "--", "sh", "-c", script)
+    wait_for(seen.exists)
+    resource, fence = seen.read_text().split()
+    assert resource == "src/auth/"
+    denied = gc.gctl("lease", "acquire", "src/auth/", "--ttl", "5", key=gc.key_b)
+    assert denied.returncode == EXIT_DENIED
+    assert f"held by hand 'hand-a' (fence {fence})" in denied.stderr
+    # Held past its 1 s ttl by the wrapper's renewals, then released when the command ended.
+    assert wrapper.wait(15) == 0
+    acquired = gc.gctl("--json", "lease", "acquire", "src/auth/", "--ttl", "5", key=gc.key_b)
+    assert acquired.returncode == 0, acquired.stderr
+    assert json.loads(acquired.stdout)["fence"] == int(fence) + 1
+
+
+def test_it_stops_the_held_command_when_the_lease_is_lost(gc: Fleet, tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+    wrapper = _start(
+        gc, "hold", "dev-server", "--ttl", "5", "--", "sh", "-c", f"touch {seen}; exec sleep 60"
+    )
+    wait_for(seen.exists)
+    fleet.lease_break(
+        workspace_id=Hand.objects.get(name="hand-a").workspace_id,
+        resource="dev-server",
+        actor="boss",
+        reason="x",
+    )
+    assert wrapper.wait(15) == EXIT_LOST
+    assert "lease lost" in wrapper.communicate()[1]
+
+
+def test_it_passes_the_commands_exit_status_through_hold(gc: Fleet) -> None:
+    held = gc.gctl("hold", "lock", "--", "sh", "-c", "exit 9")
+    assert held.returncode == 9
+    free = gc.gctl("--json", "lease", "acquire", "lock", "--ttl", "5", key=gc.key_b)
+    assert free.returncode == 0, free.stderr
