@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec
@@ -130,7 +132,8 @@ class Session:
 
 
 def build_server(session: Session) -> MCPServer:
-    server = MCPServer(name="groundcontrol", instructions=INSTRUCTIONS)
+    # WARNING: stderr is the host's log; a line per HTTP request would drown what matters.
+    server = MCPServer(name="groundcontrol", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def tool(fn: Callable[P, str]) -> Callable[P, CallToolResult]:
         """Answer with the notices first; a refusal becomes a plain sentence, not a crash."""
@@ -164,7 +167,6 @@ def build_server(session: Session) -> MCPServer:
         attempt.open()
         with session.lock:
             session.attempts[attempt.id] = attempt
-            session._directives[attempt.id] = attempt.directive
         return (
             f"Claimed run {run_id} slot {attempt.slot} as attempt {attempt.id} (fence "
             f"{attempt.fence}). It is kept alive for you while this session runs. Read the brief "
@@ -264,6 +266,8 @@ def build_server(session: Session) -> MCPServer:
 def serve(client: Client, *, process_id: str, **_: Any) -> None:
     """Serve on stdin/stdout until the client closes the session; then release what is held."""
     session = Session(client, process_id=process_id)
+    # A host that ends the session with SIGTERM still gets what was held released.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         build_server(session).run("stdio")
     finally:

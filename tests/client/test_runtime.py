@@ -82,7 +82,7 @@ def test_it_heartbeats_at_a_safe_fraction_of_the_interval(server: FakeServer, ha
 def test_it_releases_with_the_exception_as_the_reason(server: FakeServer, hand: Hand) -> None:
     with pytest.raises(ValueError, match="tests failed"), hand.claim(12) as attempt:
         raise ValueError("tests failed")
-    assert server.calls("/release") == [
+    assert server.calls("attempts/41/release") == [
         {"fence": 1, "process_id": "host-a:4242:1700000000", "reason": "ValueError: tests failed"}
     ]
     assert server.calls("/finish") == []
@@ -96,7 +96,7 @@ def test_it_releases_when_the_finish_is_refused_for_missing_evidence(
     with pytest.raises(EvidenceMissing) as raised, hand.claim(12):
         pass
     assert raised.value.get("missing") == ["pull_request"]
-    (release,) = server.calls("/release")
+    (release,) = server.calls("attempts/41/release")
     assert release["reason"].startswith("finish refused: ")
 
 
@@ -125,7 +125,7 @@ def test_it_reports_a_lost_lease_on_exit_and_never_finishes_it(
         attempt.attach("pull_request", "https://git.test/pr/7")
     assert isinstance(attempt.lost_error, StaleFence)
     assert server.calls("/finish") == []
-    (release,) = server.calls("/release")
+    (release,) = server.calls("attempts/41/release")
     assert release["reason"] == "lease lost: stale"
 
 
@@ -182,7 +182,7 @@ def test_it_exposes_the_directive_and_stops_on_stop(server: FakeServer, hand: Ha
         server.directive = "stop"
         assert wait_until(lambda: attempt.directive == "stop", timeout=1.0)
         attempt.checkpoint()
-    (release,) = server.calls("/release")
+    (release,) = server.calls("attempts/41/release")
     assert release["reason"].startswith("StopRequested: ")
 
 
