@@ -108,3 +108,37 @@ class ReportAdmin(admin.ModelAdmin):
 @admin.register(IdempotencyRecord)
 class IdempotencyRecordAdmin(admin.ModelAdmin):
     list_display = ("idempotency_key", "key_prefix", "method", "path", "status_code", "created_at")
+
+
+# --- Webhooks and periodic jobs (fleet/webhooks.py, fleet/jobs.py) ----------------------------
+from fleet.models import JobRun, Webhook, WebhookDelivery  # noqa: E402
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    list_display = ("url", "workspace", "kinds", "active", "created_at", "created_by")
+    list_filter = ("active",)
+    # Registered with `manage.py webhook_add` (the secret is shown once there); never shown here.
+    exclude = ("secret",)
+    readonly_fields = ("workspace", "created_at", "created_by")
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ("id", "webhook", "kind", "event_id", "status", "attempts", "last_status_code",
+                    "next_attempt_at", "delivered_at")
+    list_filter = ("status", "kind")
+    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False
+
+
+@admin.register(JobRun)
+class JobRunAdmin(admin.ModelAdmin):
+    list_display = ("name", "runs", "last_finished_at", "last_duration_s", "last_processed",
+                    "last_failed", "last_lag_s")
+    readonly_fields = [f.name for f in JobRun._meta.fields]
