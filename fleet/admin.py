@@ -6,11 +6,14 @@ from fleet.models import (
     Hand,
     HandKey,
     IdempotencyRecord,
+    JobRun,
     Lane,
     Membership,
     Report,
     Run,
     Slot,
+    Webhook,
+    WebhookDelivery,
     WorkPackage,
     Workspace,
 )
@@ -111,7 +114,6 @@ class IdempotencyRecordAdmin(admin.ModelAdmin):
 
 
 # --- Webhooks and periodic jobs (fleet/webhooks.py, fleet/jobs.py) ----------------------------
-from fleet.models import JobRun, Webhook, WebhookDelivery  # noqa: E402
 
 
 @admin.register(Webhook)
