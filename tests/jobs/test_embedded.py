@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 
 import httpx
 import pytest
@@ -22,8 +19,7 @@ from fleet.webhooks import webhook_verify
 from groundcontrol import scheduler as embedded
 from leases import clock
 from leases.models import Event
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.jobs.support import ROOT, free_port, laptop_env, manage, stop, wait_until_serving
 
 
 @pytest.mark.django_db  # the scheduler tidies database connections between jobs
@@ -94,44 +90,9 @@ def test_it_starts_only_on_the_embedded_default_and_once_per_process(monkeypatch
 # --- The whole embedded default, as `scripts/run` starts it ----------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def laptop(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
-    """The environment of a laptop install: SQLite under a fresh var dir, no Redis."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("DATABASE_URL", "REDIS_URL", "GC_EMBEDDED_SCHEDULER")
-    }
-    database = tmp_path / "groundcontrol.sqlite3"
-    env.update(
-        DJANGO_SETTINGS_MODULE="groundcontrol.settings",
-        DATABASE_URL=f"sqlite:///{database}",
-        GC_VAR_DIR=str(tmp_path),
-        GC_SWEEP_INTERVAL_S="0.2",
-        GC_WEBHOOK_INTERVAL_S="0.2",
-        PYTHONUNBUFFERED="1",
-    )
-    yield env, database
-
-
-def _manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def _claim(env: dict[str, str], hand: str, process: str) -> dict[str, int]:
     """Claim the laptop's quiet run in a separate process, as a hand would through the API."""
-    output = _manage(env, "shell", "-v", "0", "-c", _claim_script(hand, process))
+    output = manage(env, "shell", "-v", "0", "-c", _claim_script(hand, process))
     return json.loads(output.strip().splitlines()[-1])
 
 
@@ -152,29 +113,22 @@ def _claim_script(hand: str, process: str) -> str:
     )
 
 
-def test_a_quiet_hand_is_swept_by_the_embedded_default(laptop, receiver) -> None:
-    env, database = laptop
-    _manage(env, "migrate", "--noinput", "-v", "0")
-    port = _free_port()
+def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> None:
+    env, database = laptop_env(tmp_path, GC_SWEEP_INTERVAL_S="0.2", GC_WEBHOOK_INTERVAL_S="0.2")
+    manage(env, "migrate", "--noinput", "-v", "0")
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        for _ in range(150):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("the embedded server did not start")
+        wait_until_serving(f"{base}/healthz", server)
         ready = httpx.get(f"{base}/readyz", timeout=5).json()
         assert ready["checks"] == {"database": "ok", "redis": "not configured"}
 
         claimed = _claim(env, "quiet-hand", "laptop:1")
-        _manage(env, "webhook_add", "--workspace", "laptop", "--url", receiver.url,
+        manage(env, "webhook_add", "--workspace", "laptop", "--url", receiver.url,
                 "--kind", "lost", "--secret", "laptop-secret-0123456789")
 
         def kinds() -> list[str]:
@@ -203,12 +157,7 @@ def test_a_quiet_hand_is_swept_by_the_embedded_default(laptop, receiver) -> None
         again = _claim(env, "next-hand", "laptop:2")
         assert again["fence"] == claimed["fence"] + 1
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server)
         assert server.stdout is not None
         output = server.stdout.read()
         server.stdout.close()

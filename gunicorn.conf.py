@@ -1,0 +1,39 @@
+"""gunicorn settings for the web tier:
+
+    gunicorn -c gunicorn.conf.py groundcontrol.wsgi:application
+
+The web tier is stateless (leases live in PostgreSQL), so run as many of these as you like behind
+a load balancer that checks /readyz. Every value can be overridden from the environment.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{os.environ.get('PORT', '8000')}"
+workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2 + 1))
+# Threads, because a resource acquire may hold its request for up to 60 s (`wait_s`) without
+# using a CPU; a sync worker would be blocked for the whole wait.
+worker_class = "gthread"
+threads = int(os.environ.get("GUNICORN_THREADS", "8"))
+# Longer than the longest legitimate request (a 60 s wait) plus margin.
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "90"))
+graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
+keepalive = 5
+# Recycle workers now and then, staggered so they never restart together.
+max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "5000"))
+max_requests_jitter = max_requests // 10
+accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-")
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+# Trust X-Forwarded-* only from the proxy in front (set to its address, or * inside a private net).
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+
+def post_worker_init(worker: object) -> None:
+    """On the embedded default (no Redis, so no beat) each worker runs the periodic jobs on a
+    timer; with REDIS_URL set this does nothing and Celery beat and workers run them."""
+    from groundcontrol.scheduler import start_embedded
+
+    start_embedded()
