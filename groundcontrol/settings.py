@@ -249,3 +249,9 @@ SPECTACULAR_SETTINGS.update(
         ],
     }
 )
+if REDIS_URL:
+    # Redis is advisory for the request path (rate-limit counts): a Redis that hangs must cost a
+    # request at most a second, never stall it.
+    CACHES["default"].setdefault(
+        "OPTIONS", {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
+    )
