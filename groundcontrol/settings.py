@@ -211,6 +211,12 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("GC_CELERY_QUEUE", "groundcontrol")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+if REDIS_URL:
+    # Redis is advisory for the request path (rate-limit counts): a Redis that hangs must cost a
+    # request at most a second, never stall it.
+    CACHES["default"].setdefault(
+        "OPTIONS", {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
+    )
 
 
 def _every(task: str, interval_s: float) -> dict[str, object]:
@@ -249,9 +255,3 @@ SPECTACULAR_SETTINGS.update(
         ],
     }
 )
-if REDIS_URL:
-    # Redis is advisory for the request path (rate-limit counts): a Redis that hangs must cost a
-    # request at most a second, never stall it.
-    CACHES["default"].setdefault(
-        "OPTIONS", {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
-    )
