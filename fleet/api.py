@@ -36,12 +36,12 @@ from fleet.models import (
     WorkPackage,
 )
 from fleet.selectors import AttemptView, SlotView
+from fleet.webhooks import event_payload
 from groundcontrol.api import (
     LimitedJSONParser,
     check_body_size,
     error_responses,
-    paginate,
-    paginated_response,
+    paginated,
     rate_limit,
 )
 from leases import services as lease_services
@@ -249,17 +249,8 @@ def refusal_json(refusal: Refusal) -> dict[str, Any]:
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    return {
-        "id": event.pk,
-        "kind": event.kind,
-        "at": event.at,
-        "actor": event.actor or None,
-        "hand": event.hand or None,
-        "attempt": event.attempt_id,
-        "resource": event.resource or None,
-        "fence": event.fence,
-        "data": event.data,
-    }
+    # The payload webhooks send, with the API's time format.
+    return {**event_payload(event), "at": event.at}
 
 
 # --- Output serializers: the OpenAPI schema of the presenters' JSON -----------------------------
@@ -452,6 +443,7 @@ class RefusalOut(serializers.Serializer):
 
 class EventOut(serializers.Serializer):
     id = serializers.IntegerField()
+    workspace = serializers.IntegerField()
     kind = serializers.ChoiceField(choices=EventKind.choices)
     at = serializers.DateTimeField()
     actor = serializers.CharField(allow_null=True)
@@ -594,6 +586,11 @@ class RevokeIn(serializers.Serializer):
 
 class DirectiveIn(serializers.Serializer):
     directive = serializers.ChoiceField(choices=Directive.choices)
+
+
+def created_or_found(created: bool) -> int:
+    """201 for a new object; 200 when the create found the one that existed (a retry)."""
+    return 201 if created else 200
 
 
 def valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -955,9 +952,9 @@ class LeaseListApi(HandAPIView):
             holder=params.get("holder", ""),
             state=_choice_param(request, "state", selectors.LEASE_STATES),
         )
-        page, next_cursor = paginate(request, leases)
-        snapshots = selectors.lease_snapshots(page)
-        return paginated_response(request, [lease_json(s) for s in snapshots], next_cursor)
+        return paginated(
+            request, leases, lambda rows: [lease_json(s) for s in selectors.lease_snapshots(rows)]
+        )
 
 
 class LeaseBreakApi(HandAPIView):
@@ -1000,10 +997,11 @@ class LanesApi(HandAPIView):
         responses={200: LaneOut(many=True), **error_responses("scope_denied", "validation_error")},
     )
     def get(self, request: Request) -> Response:
-        page, next_cursor = paginate(
-            request, selectors.lanes_list(workspace_id=self.workspace_id, lane_id=self.lane_id)
+        return paginated(
+            request,
+            selectors.lanes_list(workspace_id=self.workspace_id, lane_id=self.lane_id),
+            lambda rows: [lane_json(x) for x in rows],
         )
-        return paginated_response(request, [lane_json(lane) for lane in page], next_cursor)
 
     @extend_schema(
         tags=["plan"],
@@ -1027,7 +1025,7 @@ class LanesApi(HandAPIView):
                 heartbeat_interval_s=data.get("heartbeat_interval_s"),
                 grace_s=data.get("grace_s"),
             )
-            return Response(lane_json(lane), status=201 if created else 200)
+            return Response(lane_json(lane), status=created_or_found(created))
 
         return idempotent(request, create)
 
@@ -1049,8 +1047,11 @@ class WorkPackagesApi(HandAPIView):
         },
     )
     def get(self, request: Request, slug: str) -> Response:
-        page, next_cursor = paginate(request, selectors.work_packages_list(lane=self._lane(slug)))
-        return paginated_response(request, [work_package_json(p) for p in page], next_cursor)
+        return paginated(
+            request,
+            selectors.work_packages_list(lane=self._lane(slug)),
+            lambda rows: [work_package_json(x) for x in rows],
+        )
 
     @extend_schema(
         tags=["plan"],
@@ -1074,7 +1075,7 @@ class WorkPackagesApi(HandAPIView):
                 title=data["title"],
                 external_ref=data.get("external_ref") or "",
             )
-            return Response(work_package_json(package), status=201 if created else 200)
+            return Response(work_package_json(package), status=created_or_found(created))
 
         return idempotent(request, create)
 
@@ -1098,10 +1099,11 @@ class RunsApi(HandAPIView):
         },
     )
     def get(self, request: Request, work_package_id: int) -> Response:
-        page, next_cursor = paginate(
-            request, selectors.runs_list(work_package=self._package(work_package_id))
+        return paginated(
+            request,
+            selectors.runs_list(work_package=self._package(work_package_id)),
+            lambda rows: [run_json(x) for x in rows],
         )
-        return paginated_response(request, [run_json(run) for run in page], next_cursor)
 
     @extend_schema(
         tags=["plan"],
@@ -1167,8 +1169,11 @@ class HandsApi(HandAPIView):
         responses={200: HandOut(many=True), **error_responses("scope_denied", "validation_error")},
     )
     def get(self, request: Request) -> Response:
-        page, next_cursor = paginate(request, selectors.hands_list(workspace_id=self.workspace_id))
-        return paginated_response(request, [hand_json(hand) for hand in page], next_cursor)
+        return paginated(
+            request,
+            selectors.hands_list(workspace_id=self.workspace_id),
+            lambda rows: [hand_json(x) for x in rows],
+        )
 
     @extend_schema(
         tags=["hands"],
@@ -1193,7 +1198,7 @@ class HandsApi(HandAPIView):
             hand, created = fleet.hand_create(
                 workspace=self.hand.workspace, name=data["name"], lane=lane
             )
-            return Response(hand_json(hand), status=201 if created else 200)
+            return Response(hand_json(hand), status=created_or_found(created))
 
         return idempotent(request, create)
 
@@ -1213,8 +1218,9 @@ class HandKeysApi(HandAPIView):
     )
     def get(self, request: Request, name: str) -> Response:
         hand = selectors.hand_get(workspace_id=self.workspace_id, name=name)
-        page, next_cursor = paginate(request, selectors.keys_list(hand=hand))
-        return paginated_response(request, [key_json(key) for key in page], next_cursor)
+        return paginated(
+            request, selectors.keys_list(hand=hand), lambda rows: [key_json(x) for x in rows]
+        )
 
     @extend_schema(
         tags=["hands"],
@@ -1304,9 +1310,9 @@ class AttemptsApi(HandAPIView):
             run_id=_int_param(request, "run"),
             lane_id=self.lane_id,
         )
-        page, next_cursor = paginate(request, attempts)
-        views = selectors.attempt_views(page)
-        return paginated_response(request, [attempt_json(view) for view in views], next_cursor)
+        return paginated(
+            request, attempts, lambda rows: [attempt_json(v) for v in selectors.attempt_views(rows)]
+        )
 
 
 class DirectiveApi(HandAPIView):
@@ -1361,8 +1367,7 @@ class RefusalsApi(HandAPIView):
             code=request.query_params.get("code", ""),
             hand_name=request.query_params.get("hand", ""),
         )
-        page, next_cursor = paginate(request, refusals)
-        return paginated_response(request, [refusal_json(r) for r in page], next_cursor)
+        return paginated(request, refusals, lambda rows: [refusal_json(x) for x in rows])
 
 
 class EventsApi(HandAPIView):
@@ -1399,8 +1404,7 @@ class EventsApi(HandAPIView):
             hand_name=request.query_params.get("hand", ""),
             attempt_id=_int_param(request, "attempt"),
         )
-        page, next_cursor = paginate(request, events)
-        return paginated_response(request, [event_json(e) for e in page], next_cursor)
+        return paginated(request, events, lambda rows: [event_json(x) for x in rows])
 
 
 def _int_param(request: Request, name: str) -> int | None:

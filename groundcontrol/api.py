@@ -332,9 +332,13 @@ def paginate(request: Request, queryset: QuerySet[Any]) -> tuple[list[Any], str 
     return rows, None
 
 
-def paginated_response(request: Request, items: list[Any], next_cursor: str | None) -> Response:
-    """A JSON array, with the next page in `Link: <...>; rel="next"` and `X-Next-Cursor`."""
-    response = Response(items)
+def paginated(
+    request: Request, queryset: QuerySet[Any], render: Callable[[list[Any]], list[Any]]
+) -> Response:
+    """One page of `queryset`, rendered: a JSON array, with the next page in
+    `Link: <...>; rel="next"` and `X-Next-Cursor` (neither on the last page)."""
+    rows, next_cursor = paginate(request, queryset)
+    response = Response(render(rows))
     if next_cursor:
         params = request.query_params.copy()
         params["cursor"] = next_cursor

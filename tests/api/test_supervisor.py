@@ -235,6 +235,7 @@ def test_it_lists_events_by_kind_and_since(
     claimed = events[1]
     assert claimed == {
         "id": claimed["id"],
+        "workspace": run.workspace_id,
         "kind": "claimed",
         "at": "2030-01-01T12:00:00Z",
         "actor": "hand-a",
