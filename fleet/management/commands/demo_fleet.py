@@ -37,13 +37,17 @@ class Command(BaseCommand):
         plan = demo.setup(workspace_name=options["workspace"], timings=timings)
         fleet = demo.DemoFleet(plan, url=url, timings=timings, say=self._say)
         done = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: done.set())
+        previous = {sig: signal.signal(sig, lambda *_: done.set())
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
         self._say(f"demo fleet: {len(fleet.hands)} hands working in workspace "
                   f"{options['workspace']!r} against {url}")
-        fleet.start()
-        done.wait(options["duration"])
-        fleet.stop()
+        try:
+            fleet.start()
+            done.wait(options["duration"])
+        finally:
+            fleet.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         self._say("demo fleet: stopped")
 
     def _say(self, line: str) -> None:

@@ -1,0 +1,62 @@
+"""The demo fleet drives the real REST API of a live server and shows every state."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from django.core.management import call_command
+from django.db import OperationalError
+
+from evidence.models import Evidence
+from fleet import dashboard, demo
+from fleet.dashboard import BoardFilters
+from fleet.models import HandKey, Run
+from leases.models import Refusal
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def test_it_shows_every_state_within_seconds_on_fast_timings(live_server):
+    plan = demo.setup(workspace_name="demo", timings=demo.FAST)
+    lines: list[str] = []
+    fleet = demo.DemoFleet(plan, url=live_server.url, timings=demo.FAST, say=lines.append)
+    seen: set[str] = set()
+    fleet.start()
+    try:
+        deadline = time.monotonic() + 30
+        while seen != set(dashboard.STATES) and time.monotonic() < deadline:
+            try:
+                board = dashboard.board(workspace_id=plan.workspace_id, filters=BoardFilters())
+            except OperationalError:
+                # SQLite's in-memory test database is shared-cache: a read that meets the live
+                # server's write fails at once ("table is locked") instead of waiting. Look again.
+                time.sleep(0.1)
+                continue
+            seen |= {state for state, n in board.counts.items() if n}
+            time.sleep(0.1)
+    finally:
+        fleet.stop()
+    assert seen == set(dashboard.STATES), lines
+    assert Refusal.objects.filter(code="lease_held", hand="demo-waiter").exists()
+    assert Evidence.objects.filter(
+        kind="pull_request", url__startswith="https://example.com/", attempt__hand__name="demo-finisher"
+    ).exists()
+
+
+def test_setting_up_again_reuses_the_plan_and_replaces_the_keys(db):
+    first = demo.setup(workspace_name="demo")
+    second = demo.setup(workspace_name="demo")
+    assert first.runs == second.runs and Run.objects.count() == 3
+    assert set(first.keys.values()).isdisjoint(second.keys.values())
+    assert HandKey.objects.filter(revoked_at=None).count() == len(demo.HAND_NAMES)
+
+
+def test_the_command_runs_the_fleet_for_a_while_and_stops(live_server):
+    out = io.StringIO()
+    call_command("demo_fleet", "--url", live_server.url, "--duration", "2", "--fast", stdout=out)
+    text = out.getvalue()
+    assert "4 hands working" in text and "claimed slot" in text and text.rstrip().endswith(
+        "demo fleet: stopped"
+    )
