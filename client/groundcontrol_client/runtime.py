@@ -74,9 +74,10 @@ class _Keeper:
         self._interval = 0.0
         self._deadline = 0.0
         self._thread: threading.Thread | None = None
-        self._closed = (
-            False  # ended on purpose (finished, released): the deadline no longer matters
-        )
+        # One call on the tenure at a time: a renewal never races the finish or release.
+        self._turn = threading.Lock()
+        # Ended on purpose (finished, released): the deadline no longer matters.
+        self._closed = False
 
     # Subclasses renew the tenure once (raising the server's refusal, or `Unavailable`).
     def _renew(self, *, give_up_at: float, timeout: float) -> None:
@@ -91,22 +92,25 @@ class _Keeper:
     def _loop(self) -> None:
         period = max(self._interval * self._fraction, 0.01)
         while not self._stop.wait(period):
-            if self.lost:
-                return
-            sent_at = time.monotonic()
-            remaining = max(self._deadline - sent_at, 0.05)
-            try:
-                self._renew(give_up_at=self._deadline, timeout=min(self.client.timeout, remaining))
-            except (Unavailable, ServerError) as error:
-                # Try again at the next tick; the deadline decides when it is too late.
-                logger.warning("%s: renewal failed (%s); retrying", self._name, error)
-            except GroundControlError as error:
-                self._mark_lost(error)
-                return
-            except Exception:  # a bug must not kill the thread silently while the agent works
-                logger.exception("%s: renewal crashed; retrying", self._name)
-            else:
-                self._accepted(sent_at)
+            with self._turn:
+                if self._stop.is_set() or self.lost:
+                    return
+                self._renew_once()
+
+    def _renew_once(self) -> None:
+        sent_at = time.monotonic()
+        remaining = max(self._deadline - sent_at, 0.05)
+        try:
+            self._renew(give_up_at=self._deadline, timeout=min(self.client.timeout, remaining))
+        except (Unavailable, ServerError) as error:
+            # Try again at the next tick; the deadline decides when it is too late.
+            logger.warning("%s: renewal failed (%s); retrying", self._name, error)
+        except GroundControlError as error:
+            self._mark_lost(error)
+        except Exception:  # a bug must not kill the thread silently while the agent works
+            logger.exception("%s: renewal crashed; retrying", self._name)
+        else:
+            self._accepted(sent_at)
 
     def _accepted(self, sent_at: float) -> None:
         """A renewal sent at `sent_at` was accepted: the deadline moves to `sent_at` + interval."""
@@ -165,6 +169,16 @@ class _Keeper:
         except TenureLost as error:
             self._mark_lost(error)
             raise
+
+    def _end(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """End the tenure with `fn` (finish or release). Renewals stop only once the server has
+        accepted the end: a refused finish (evidence missing) leaves the tenure alive to retry."""
+        with self._turn:
+            result = self._call(fn, *args, **kwargs)
+            self._closed = True
+            self._stop.set()
+        self._stop_renewing()
+        return result
 
 
 class ClaimedAttempt(_Keeper):
@@ -299,11 +313,10 @@ class ClaimedAttempt(_Keeper):
     def finish(
         self, evidence: Iterable[Evidence] | None = None, summary: str | None = None
     ) -> Attempt:
-        """Finish with `evidence` (default: what was attached). Heartbeats stop first."""
-        self._stop_renewing()
+        """Finish with `evidence` (default: what was attached); heartbeats stop once it is."""
         self._raise_if_lost()
         items = list(evidence) if evidence is not None else list(self.evidence)
-        attempt: Attempt = self._call(
+        attempt: Attempt = self._end(
             self.client.finish,
             self.id,
             fence=self.fence,
@@ -313,13 +326,11 @@ class ClaimedAttempt(_Keeper):
         )
         self._update(attempt)
         self.ended = "finished"
-        self._closed = True
         return attempt
 
     def release(self, reason: str) -> Attempt:
         """Give the slot back now; it is open to other hands at once."""
-        self._stop_renewing()
-        attempt: Attempt = self._call(
+        attempt: Attempt = self._end(
             self.client.release,
             self.id,
             fence=self.fence,
@@ -328,7 +339,6 @@ class ClaimedAttempt(_Keeper):
         )
         self._update(attempt)
         self.ended = "released"
-        self._closed = True
         return attempt
 
     def release_quietly(self, reason: str) -> bool:
@@ -349,8 +359,14 @@ class ClaimedAttempt(_Keeper):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.ended:
+        try:
+            self._exit(exc)
+        finally:
+            # Whatever happened, nothing renews a tenure once its `with` block is left.
             self._stop_renewing()
+
+    def _exit(self, exc: BaseException | None) -> None:
+        if self.ended:
             return
         if exc is not None:
             self.release_quietly(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
@@ -424,10 +440,8 @@ class HeldLease(_Keeper):
         return self._call(self.client.lease_check, self.resource, fence=self.fence)
 
     def release(self) -> None:
-        self._stop_renewing()
-        self._call(self.client.lease_release, self.resource, fence=self.fence)
+        self._end(self.client.lease_release, self.resource, fence=self.fence)
         self.released = True
-        self._closed = True
 
     def __enter__(self) -> HeldLease:
         return self.open()
@@ -438,6 +452,12 @@ class HeldLease(_Keeper):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        try:
+            self._exit(exc)
+        finally:
+            self._stop_renewing()
+
+    def _exit(self, exc: BaseException | None) -> None:
         if self.released:
             return
         lost = self.lost

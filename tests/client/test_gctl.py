@@ -15,7 +15,7 @@ import pytest
 from evidence.models import Evidence
 from fleet import services as fleet
 from fleet.models import Attempt, AttemptEnd, Hand, Report
-from tests.client.conftest import GCTL, PR_URL, Fleet, attempts_of, mint, wait_for
+from tests.client.conftest import GCTL, INTERVAL_S, PR_URL, Fleet, attempts_of, mint, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -191,6 +191,36 @@ def test_it_stops_the_command_when_the_directive_is_stop(gc: Fleet, tmp_path: Pa
     record.refresh_from_db()
     assert record.end == AttemptEnd.RELEASED
     assert record.end_reason == "stopped by the supervisor's directive"
+
+
+def test_it_suspends_the_command_while_the_directive_is_pause(gc: Fleet, tmp_path: Path) -> None:
+    run = gc.run()
+    counter = tmp_path / "counter"
+    loop = f"i=0; while true; do i=$((i+1)); echo $i > {counter}; sleep 0.05; done"
+    wrapper = _start(gc, "run", "--run", str(run.pk), "--", "sh", "-c", loop)
+
+    def count() -> int:
+        return int(counter.read_text().strip() or 0) if counter.exists() else 0
+
+    def direct(directive: str) -> None:
+        fleet.attempt_set_directive(
+            workspace_id=run.workspace_id, attempt_id=record.pk, directive=directive, actor="boss"
+        )
+
+    record = wait_for(lambda: Attempt.objects.filter(run=run).first())
+    wait_for(count)
+    direct("pause")
+    time.sleep(1.5 * INTERVAL_S)  # a heartbeat's answer brings the directive
+    paused_at = count()
+    time.sleep(0.5)
+    assert count() == paused_at
+    direct("continue")
+    wait_for(lambda: count() > paused_at, timeout=5)
+    direct("stop")
+    assert wrapper.wait(15) == EXIT_STOPPED
+    record.refresh_from_db()
+    # Paused is not stopped: the claim was kept alive throughout.
+    assert record.end == AttemptEnd.RELEASED
 
 
 def test_it_stops_the_command_when_the_lease_is_lost(gc: Fleet, tmp_path: Path) -> None:

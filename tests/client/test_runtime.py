@@ -100,6 +100,33 @@ def test_it_releases_when_the_finish_is_refused_for_missing_evidence(
     assert release["reason"].startswith("finish refused: ")
 
 
+def test_it_keeps_heartbeating_after_a_refused_finish_so_it_can_try_again(
+    server: FakeServer, hand: Hand
+) -> None:
+    server.evidence_required = ["pull_request"]
+    attempt = hand.claim(12).open()
+    with pytest.raises(EvidenceMissing):
+        attempt.finish([])
+    count = len(server.calls("/reports", kind="heartbeat"))
+    time.sleep(0.5)
+    assert len(server.calls("/reports", kind="heartbeat")) > count
+    assert not attempt.lost
+    attempt.finish([Evidence("pull_request", "https://git.test/pr/7")])
+    assert attempt.ended == "finished" and server.state == "finished"
+
+
+def test_it_stops_the_heartbeats_when_the_block_is_left_whatever_happened(
+    server: FakeServer, hand: Hand
+) -> None:
+    with pytest.raises(KeyboardInterrupt), hand.claim(12):
+        server.down = True  # the release on the way out cannot get through
+        raise KeyboardInterrupt
+    server.down = False
+    count = len(server.requests)
+    time.sleep(0.4)
+    assert len(server.requests) == count
+
+
 def test_it_stops_renewing_the_moment_the_server_says_lease_lost(
     server: FakeServer, hand: Hand
 ) -> None:
