@@ -25,7 +25,7 @@ from django.db.models import F
 
 from fleet.models import Attempt, Hand, HandKey, JobRun, Report, WebhookDelivery
 from fleet.services import attempt_mark_lost
-from fleet.webhooks import webhooks_kick
+from fleet.webhooks import webhooks_kick, webhooks_run
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.models import Event, EventKind, Lease, LeaseKind, LeaseState, Refusal
 
@@ -454,6 +454,29 @@ def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
     if result.processed:
         webhooks_kick()
     return result
+
+
+# --- Webhooks ----------------------------------------------------------------------------------
+
+
+@dataclass
+class WebhooksResult(JobResult):
+    dispatched: int = 0  # deliveries written for new events
+    delivered: int = 0
+    retrying: int = 0
+
+
+@recorded("deliver_webhooks")
+def webhooks_deliver() -> WebhooksResult:
+    """The periodic webhook job (fleet/webhooks.py): dispatch new events, send what is due."""
+    run = webhooks_run()
+    return WebhooksResult(
+        processed=run["delivered"] + run["retrying"] + run["failed"],
+        failed=run["failed"],
+        dispatched=run["dispatched"],
+        delivered=run["delivered"],
+        retrying=run["retrying"],
+    )
 
 
 # --- Retention ----------------------------------------------------------------------------------

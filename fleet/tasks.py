@@ -8,7 +8,7 @@ from typing import Any
 
 from celery import shared_task
 
-from fleet import jobs, webhooks
+from fleet import jobs
 
 
 @shared_task(name="fleet.sweep_leases", ignore_result=True)
@@ -22,13 +22,8 @@ def revoke_keys() -> dict[str, Any]:
 
 
 @shared_task(name="fleet.deliver_webhooks", ignore_result=True)
-def deliver_webhooks() -> dict[str, int]:
-    return webhooks.webhooks_run()
-
-
-@shared_task(name="fleet.deliver_webhook", ignore_result=True)
-def deliver_webhook(delivery_id: int) -> dict[str, int]:
-    return webhooks.deliveries_send(delivery_id=delivery_id).__dict__
+def deliver_webhooks() -> dict[str, Any]:
+    return jobs.webhooks_deliver().as_dict()
 
 
 @shared_task(name="fleet.prune_records", ignore_result=True)

@@ -238,22 +238,21 @@ class SendResult:
     failed: int = 0
 
 
-def _claim_deliveries(batch: int, delivery_id: int | None = None) -> list[tuple[int, int, Any]]:
+def _claim_deliveries(batch: int) -> list[tuple[int, int, Any]]:
     """Claim due deliveries: attempts + 1, and `next_attempt_at` pushed past the request's
     timeout, so a worker that dies mid-request only delays the next attempt."""
     table = WebhookDelivery._meta.db_table
     now = now_sql()
     hold_s = settings.GC_WEBHOOK_TIMEOUT_S + 30
-    only = "AND id = %(id)s " if delivery_id is not None else ""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET attempts = attempts + 1, "
             f"next_attempt_at = {plus_seconds_sql(now, _seconds('hold_s'))} "
             f"WHERE id IN (SELECT id FROM {table} WHERE status = 'pending' "
-            f"AND next_attempt_at <= {now} {only}ORDER BY next_attempt_at "
+            f"AND next_attempt_at <= {now} ORDER BY next_attempt_at "
             f"LIMIT %(batch)s{_skip_locked()}) AND status = 'pending' "
             f"RETURNING id, attempts, {now}",
-            {"batch": batch, "hold_s": hold_s, "id": delivery_id},
+            {"batch": batch, "hold_s": hold_s},
         )
         return [(int(pk), int(attempts), at) for pk, attempts, at in cursor.fetchall()]
 
@@ -325,10 +324,8 @@ def _record(delivery: WebhookDelivery, attempts: int, at: Any, outcome: dict[str
     return status
 
 
-def deliveries_send(
-    *, batch: int = SEND_BATCH, delivery_id: int | None = None, client: httpx.Client | None = None
-) -> SendResult:
-    """Send the due deliveries (or just `delivery_id`, if it is due), batch by batch."""
+def deliveries_send(*, batch: int = SEND_BATCH, client: httpx.Client | None = None) -> SendResult:
+    """Send the due deliveries, batch by batch, until none is due or the run's budget is spent."""
     result = SendResult()
     own_client = client is None
     client = client or httpx.Client(
@@ -337,7 +334,7 @@ def deliveries_send(
     deadline = time.monotonic() + SEND_BUDGET_S
     try:
         while time.monotonic() < deadline:
-            claimed = _claim_deliveries(batch, delivery_id)
+            claimed = _claim_deliveries(batch)
             if not claimed:
                 break
             by_id = WebhookDelivery.objects.select_related("webhook").in_bulk(
@@ -353,7 +350,7 @@ def deliveries_send(
                     logger.warning("webhook delivery %s failed after %s attempts", pk, attempts)
                 else:
                     result.retrying += 1
-            if delivery_id is not None or len(claimed) < batch:
+            if len(claimed) < batch:
                 break
     finally:
         if own_client:

@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from evidence.services import attempt_finish
 from fleet import jobs, webhooks
-from fleet.models import Webhook, WebhookDelivery
+from fleet.models import JobRun, Webhook, WebhookDelivery
 from leases import clock
 from leases.errors import ValidationFailed
 from leases.models import Event, Refusal
@@ -250,3 +250,17 @@ def test_a_receiver_refuses_an_old_signature() -> None:
     assert not webhooks.webhook_verify(secret=SECRET, header=header, body=body, now=1_000_400)
     assert not webhooks.webhook_verify(secret=SECRET, header="garbage", body=body)
     assert time.time() > 1_000_400
+
+
+def test_the_periodic_task_delivers_and_records_its_run(
+    workspace, owner, run, claim, receiver
+) -> None:
+    from fleet.tasks import deliver_webhooks
+
+    register(workspace, receiver.url, ["claimed"])
+    claim(owner, run)
+    result = deliver_webhooks()  # a task called directly runs here, as the embedded timer does
+    assert (result["dispatched"], result["delivered"], result["failed"]) == (1, 1, 0)
+    assert len(receiver.received) == 1
+    job = JobRun.objects.get(name="deliver_webhooks")
+    assert (job.runs, job.last_processed) == (1, 1)
