@@ -25,6 +25,7 @@ from django.db.models import F
 
 from fleet.models import Attempt, Hand, HandKey, JobRun, Report, WebhookDelivery
 from fleet.services import attempt_mark_lost
+from fleet.sql import seconds_param, skip_locked
 from fleet.webhooks import webhooks_kick, webhooks_run
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.models import Event, EventKind, Lease, LeaseKind, LeaseState, Refusal
@@ -41,16 +42,6 @@ ATTEMPTS = Attempt._meta.db_table
 # A sweep stops after this many batches and leaves the rest to the next run, so one run cannot
 # hold a worker forever after an outage.
 MAX_BATCHES = 1000
-
-
-def _skip_locked() -> str:
-    return " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
-
-
-def _seconds_param(name: str) -> str:
-    """A float parameter as SQL, typed so `timestamp + seconds` resolves on both databases."""
-    kind = "double precision" if connection.vendor == "postgresql" else "REAL"
-    return f"CAST(%({name})s AS {kind})"
 
 
 def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -231,7 +222,7 @@ def _claim_due(batch: int) -> list[_Due]:
         rows = _rows(
             f"WITH due AS MATERIALIZED (SELECT id AS due_id, fence AS due_fence, "
             f"noticed_state AS old_state, next_check_at AS old_check FROM {LEASES} "
-            f"WHERE {due} ORDER BY next_check_at LIMIT %(batch)s{_skip_locked()}) "
+            f"WHERE {due} ORDER BY next_check_at LIMIT %(batch)s{skip_locked()}) "
             f"UPDATE {LEASES} SET {sets} FROM due "
             f"WHERE id = due_id AND fence = due_fence AND {due} "
             f"RETURNING {_RETURNING}, old_state, old_check, noticed_state, {now}",
@@ -322,7 +313,7 @@ def _push_back(row: _Due, retry_s: float) -> None:
     """Undo the claim of a row whose events could not be written, and look again later."""
     _rows(
         f"UPDATE {LEASES} SET status = 'held', noticed_state = %(old_state)s, "
-        f"next_check_at = {plus_seconds_sql(now_sql(), _seconds_param('retry_s'))} "
+        f"next_check_at = {plus_seconds_sql(now_sql(), seconds_param('retry_s'))} "
         f"WHERE id = %(id)s AND fence = %(fence)s",
         {"old_state": row.old_state, "retry_s": retry_s, "id": row.id, "fence": row.fence},
     )
@@ -388,7 +379,7 @@ def _revoke(condition: str, reason_sql: str, batch: int) -> int:
             f"UPDATE {KEYS} SET revoked_at = {now}, revoked_by = '{SYSTEM_ACTOR}', "
             f"revoke_reason = {reason_sql} "
             f"WHERE id IN (SELECT k.id FROM {KEYS} k WHERE k.revoked_at IS NULL AND {condition} "
-            f"ORDER BY k.id LIMIT %(batch)s{_skip_locked()}) AND revoked_at IS NULL "
+            f"ORDER BY k.id LIMIT %(batch)s{skip_locked()}) AND revoked_at IS NULL "
             f"RETURNING prefix, hand_id, revoke_reason, {now}",
             {"batch": batch},
         )
@@ -490,7 +481,7 @@ class PruneResult(JobResult):
 def _prune(table: str, column: str, age_s: float, batch: int, extra: str = "") -> int:
     """Delete rows older than `age_s` in batches (each its own short transaction, on the
     table's index on `column`)."""
-    cutoff = plus_seconds_sql(now_sql(), _seconds_param("age"))
+    cutoff = plus_seconds_sql(now_sql(), seconds_param("age"))
     total = 0
     for _ in range(MAX_BATCHES):
         with connection.cursor() as cursor:

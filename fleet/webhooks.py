@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from fleet.models import DeliveryStatus, Webhook, WebhookDelivery, Workspace
+from fleet.sql import seconds_param, skip_locked
 from leases.audit import refusals_recorded
 from leases.clock import now_sql, parse_timestamp, plus_seconds_sql
 from leases.errors import NotFound, ValidationFailed
@@ -185,10 +186,6 @@ def event_payload(event: Event) -> dict[str, Any]:
     }
 
 
-def _skip_locked() -> str:
-    return " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
-
-
 def events_dispatch(*, batch: int = DISPATCH_BATCH) -> int:
     """Claim up to `batch` undispatched events and write their deliveries; returns how many
     deliveries were written."""
@@ -198,7 +195,7 @@ def events_dispatch(*, batch: int = DISPATCH_BATCH) -> int:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {table} SET dispatched_at = {now} WHERE id IN (SELECT id FROM {table} "
-                f"WHERE dispatched_at IS NULL ORDER BY id LIMIT %(batch)s{_skip_locked()}) "
+                f"WHERE dispatched_at IS NULL ORDER BY id LIMIT %(batch)s{skip_locked()}) "
                 f"AND dispatched_at IS NULL RETURNING id, {now}",
                 {"batch": batch},
             )
@@ -247,19 +244,14 @@ def _claim_deliveries(batch: int) -> list[tuple[int, int, Any]]:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET attempts = attempts + 1, "
-            f"next_attempt_at = {plus_seconds_sql(now, _seconds('hold_s'))} "
+            f"next_attempt_at = {plus_seconds_sql(now, seconds_param('hold_s'))} "
             f"WHERE id IN (SELECT id FROM {table} WHERE status = 'pending' "
             f"AND next_attempt_at <= {now} ORDER BY next_attempt_at "
-            f"LIMIT %(batch)s{_skip_locked()}) AND status = 'pending' "
+            f"LIMIT %(batch)s{skip_locked()}) AND status = 'pending' "
             f"RETURNING id, attempts, {now}",
             {"batch": batch, "hold_s": hold_s},
         )
         return [(int(pk), int(attempts), at) for pk, attempts, at in cursor.fetchall()]
-
-
-def _seconds(name: str) -> str:
-    kind = "double precision" if connection.vendor == "postgresql" else "REAL"
-    return f"CAST(%({name})s AS {kind})"
 
 
 def backoff_s(attempts: int) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -79,19 +79,26 @@ def readyz(request: HttpRequest) -> JsonResponse:
     )
 
 
+def _by(
+    name: str, documentation: str, label: str, counts: dict[str, int], keys: Iterable[str]
+) -> GaugeMetricFamily:
+    """One gauge per key, zero for keys with no rows (so a state that empties shows 0)."""
+    family = GaugeMetricFamily(name, documentation, labels=[label])
+    for key in keys:
+        family.add_metric([key], counts.get(key, 0))
+    return family
+
+
 class FleetCollector(Collector):
     """Reads the fleet's numbers from the database at scrape time (every web node answers the
     same, so scrape any one of them)."""
 
     def collect(self) -> Iterator[Metric]:
         snap = metrics_snapshot()
-        attempts = GaugeMetricFamily(
+        yield _by(
             "gc_attempts", "Attempts by state (live, late, stalled, lost, finished, released)",
-            labels=["state"],
+            "state", snap.attempts, ("live", "late", "stalled", "lost", "finished", "released"),
         )
-        for state in ("live", "late", "stalled", "lost", "finished", "released"):
-            attempts.add_metric([state], snap.attempts.get(state, 0))
-        yield attempts
         leases = GaugeMetricFamily(
             "gc_leases", "Leases by kind (slot, resource) and state", labels=["kind", "state"]
         )
@@ -103,22 +110,18 @@ class FleetCollector(Collector):
             "gc_reports", "Reports received (heartbeats, progress, blockers, notes)",
             value=snap.reports_total,
         )
-        refusals = GaugeMetricFamily(
-            "gc_refusals", "Refused calls on record (within retention), by code", labels=["code"]
+        yield _by(
+            "gc_refusals", "Refused calls on record (within retention), by code", "code",
+            snap.refusals, sorted(snap.refusals),
         )
-        for code, count in sorted(snap.refusals.items()):
-            refusals.add_metric([code], count)
-        yield refusals
         yield GaugeMetricFamily(
             "gc_events_undispatched", "Events not yet handed to the webhook dispatcher",
             value=snap.undispatched_events,
         )
-        deliveries = GaugeMetricFamily(
-            "gc_webhook_deliveries", "Webhook deliveries on record, by status", labels=["status"]
+        yield _by(
+            "gc_webhook_deliveries", "Webhook deliveries on record, by status", "status",
+            snap.deliveries, ("pending", "delivered", "failed"),
         )
-        for status in ("pending", "delivered", "failed"):
-            deliveries.add_metric([status], snap.deliveries.get(status, 0))
-        yield deliveries
         yield GaugeMetricFamily(
             "gc_sweep_lag_seconds",
             "How long the oldest unrecorded lease transition has been waiting for a sweep",
