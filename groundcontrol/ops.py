@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fleet.jobs import metrics_snapshot
+from fleet.models import JobRun
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,19 @@ def _by(
     return family
 
 
+_JOB_GAUGES: list[tuple[str, str, Callable[[JobRun], float]]] = [
+    ("gc_job_last_duration_seconds", "Duration of the job's last run",
+     lambda job: job.last_duration_s),
+    ("gc_job_last_finished_timestamp_seconds", "When the job's last run finished (database clock)",
+     lambda job: job.last_finished_at.timestamp() if job.last_finished_at else 0.0),
+    ("gc_job_last_processed", "Rows the job's last run handled", lambda job: job.last_processed),
+    ("gc_job_last_failed", "Rows the job's last run pushed back", lambda job: job.last_failed),
+    ("gc_job_last_lag_seconds",
+     "In the last sweep, the longest a threshold had passed before it was recorded",
+     lambda job: job.last_lag_s),
+]
+
+
 class FleetCollector(Collector):
     """Reads the fleet's numbers from the database at scrape time (every web node answers the
     same, so scrape any one of them)."""
@@ -132,37 +146,15 @@ class FleetCollector(Collector):
             "gc_sweep_duration_seconds", "Duration of the last lease sweep",
             value=sweep.last_duration_s if sweep else 0.0,
         )
-        families = {
-            "runs": CounterMetricFamily("gc_job_runs", "Runs of each periodic job", labels=["job"]),
-            "duration": GaugeMetricFamily(
-                "gc_job_last_duration_seconds", "Duration of the job's last run", labels=["job"]
-            ),
-            "finished": GaugeMetricFamily(
-                "gc_job_last_finished_timestamp_seconds",
-                "When the job's last run finished (database clock)",
-                labels=["job"],
-            ),
-            "processed": GaugeMetricFamily(
-                "gc_job_last_processed", "Rows the job's last run handled", labels=["job"]
-            ),
-            "failed": GaugeMetricFamily(
-                "gc_job_last_failed", "Rows the job's last run pushed back", labels=["job"]
-            ),
-            "lag": GaugeMetricFamily(
-                "gc_job_last_lag_seconds",
-                "In the last sweep, the longest a threshold had passed before it was recorded",
-                labels=["job"],
-            ),
-        }
+        runs = CounterMetricFamily("gc_job_runs", "Runs of each periodic job", labels=["job"])
         for job in snap.jobs:
-            families["runs"].add_metric([job.name], job.runs)
-            families["duration"].add_metric([job.name], job.last_duration_s)
-            finished = job.last_finished_at.timestamp() if job.last_finished_at else 0.0
-            families["finished"].add_metric([job.name], finished)
-            families["processed"].add_metric([job.name], job.last_processed)
-            families["failed"].add_metric([job.name], job.last_failed)
-            families["lag"].add_metric([job.name], job.last_lag_s)
-        yield from families.values()
+            runs.add_metric([job.name], job.runs)
+        yield runs
+        for name, documentation, value in _JOB_GAUGES:
+            family = GaugeMetricFamily(name, documentation, labels=["job"])
+            for job in snap.jobs:
+                family.add_metric([job.name], value(job))
+            yield family
 
 
 def _authorized(request: HttpRequest) -> bool:
