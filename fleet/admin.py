@@ -120,9 +120,10 @@ class IdempotencyRecordAdmin(admin.ModelAdmin):
 class WebhookAdmin(admin.ModelAdmin):
     list_display = ("url", "workspace", "kinds", "active", "created_at", "created_by")
     list_filter = ("active",)
-    # Registered with `manage.py webhook_add` (the secret is shown once there); never shown here.
+    # Registered with `manage.py webhook_add`, which validates the URL and kinds and shows the
+    # secret once; here a webhook can only be paused, resumed or described.
     exclude = ("secret",)
-    readonly_fields = ("workspace", "created_at", "created_by")
+    readonly_fields = ("workspace", "url", "kinds", "created_at", "created_by")
 
     def has_add_permission(self, request):  # noqa: ANN001, ANN201
         return False
