@@ -162,32 +162,9 @@ class Client:
 
     # --- transport ------------------------------------------------------------------------------
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, Any] | None = None,
-        idempotent: bool = True,
-        give_up_at: float | None = None,
-        timeout: float | None = None,
-    ) -> Any:
-        """Send one call, retrying transient failures; the decoded JSON answer.
-
-        `give_up_at` (a `time.monotonic()` instant) stops retrying once the next try would start
-        after it: a heartbeat that can no longer arrive in time is not worth waiting for.
-        """
-        response = self._send(
-            method,
-            path,
-            json=json,
-            params=params,
-            idempotent=idempotent,
-            give_up_at=give_up_at,
-            timeout=timeout,
-        )
-        return self._decode(response)
+    def request(self, method: str, path: str, **options: Any) -> Any:
+        """Send one call (see `_send` for the options); the decoded JSON answer."""
+        return self._decode(self._send(method, path, **options))
 
     def _send(
         self,
@@ -200,6 +177,11 @@ class Client:
         give_up_at: float | None = None,
         timeout: float | None = None,
     ) -> httpx.Response:
+        """Send one call, retrying transient failures; the successful response.
+
+        `give_up_at` (a `time.monotonic()` instant) stops retrying once the next try would start
+        after it: a heartbeat that can no longer arrive in time is not worth waiting for.
+        """
         tries = 0
         while True:
             try:

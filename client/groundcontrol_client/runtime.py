@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from groundcontrol_client.client import Client
 from groundcontrol_client.errors import (
@@ -79,9 +79,31 @@ class _Keeper:
         # Ended on purpose (finished, released): the deadline no longer matters.
         self._closed = False
 
-    # Subclasses renew the tenure once (raising the server's refusal, or `Unavailable`).
+    # Subclasses take the tenure (`open`), renew it once (raising the server's refusal, or
+    # `Unavailable`), and end it when their `with` block is left (`_exit`).
+    def open(self) -> Self:
+        raise NotImplementedError
+
     def _renew(self, *, give_up_at: float, timeout: float) -> None:
         raise NotImplementedError
+
+    def _exit(self, exc: BaseException | None) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self._exit(exc)
+        finally:
+            # Whatever happened, nothing renews a tenure once its `with` block is left.
+            self._stop_renewing()
 
     def _start(self, *, sent_at: float, interval: float) -> None:
         self._interval = interval
@@ -238,7 +260,7 @@ class ClaimedAttempt(_Keeper):
 
     # --- life -------------------------------------------------------------------------------
 
-    def open(self) -> ClaimedAttempt:
+    def open(self) -> Self:
         sent_at = time.monotonic()
         attempt = self.client.claim(
             self.run_id, process_id=self.process_id, slot=self.requested_slot
@@ -350,21 +372,6 @@ class ClaimedAttempt(_Keeper):
             return False
         return True
 
-    def __enter__(self) -> ClaimedAttempt:
-        return self.open()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            self._exit(exc)
-        finally:
-            # Whatever happened, nothing renews a tenure once its `with` block is left.
-            self._stop_renewing()
-
     def _exit(self, exc: BaseException | None) -> None:
         if self.ended:
             return
@@ -416,7 +423,7 @@ class HeldLease(_Keeper):
     def fence(self) -> int:
         return self.lease.fence
 
-    def open(self) -> HeldLease:
+    def open(self) -> Self:
         sent_at = time.monotonic()
         self._lease = self.client.lease_acquire(
             self.resource, ttl_s=self.ttl_s, process_id=self.process_id, wait_s=self.wait_s
@@ -442,20 +449,6 @@ class HeldLease(_Keeper):
     def release(self) -> None:
         self._end(self.client.lease_release, self.resource, fence=self.fence)
         self.released = True
-
-    def __enter__(self) -> HeldLease:
-        return self.open()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            self._exit(exc)
-        finally:
-            self._stop_renewing()
 
     def _exit(self, exc: BaseException | None) -> None:
         if self.released:
