@@ -58,8 +58,10 @@ def _clock(instant: datetime, span_s: float) -> str:
 
 def _axis(scale: _Scale, y: float, ticks: int = 5) -> list[str]:
     span_s = (scale.end - scale.start).total_seconds()
-    parts = [f'<line x1="{scale.x0}" y1="{y}" x2="{scale.x0 + scale.width}" y2="{y}" '
-             'stroke="#57606a" stroke-width="1"/>']
+    parts = [
+        f'<line x1="{scale.x0}" y1="{y}" x2="{scale.x0 + scale.width}" y2="{y}" '
+        'stroke="#57606a" stroke-width="1"/>'
+    ]
     for i in range(ticks + 1):
         instant = scale.start + timedelta(seconds=span_s * i / ticks)
         x = scale.x(instant)
@@ -101,8 +103,14 @@ def timeline_svg(
     report and a diamond for each piece of evidence."""
     label_w, row_h, top = 230, 24, 28
     if not bars:
-        return _svg(width, 40, title, "No attempts yet.", ident,
-                    ['<text x="8" y="24" class="legend">No attempts yet.</text>'])
+        return _svg(
+            width,
+            40,
+            title,
+            "No attempts yet.",
+            ident,
+            ['<text x="8" y="24" class="legend">No attempts yet.</text>'],
+        )
     start = min(bar.start for bar in bars)
     end = max([now, *(bar.end for bar in bars if bar.end)])
     if end <= start:
@@ -125,8 +133,10 @@ def timeline_svg(
         ]
         for tick in bar.ticks:
             tx = scale.x(tick)
-            row.append(f'<line x1="{tx}" y1="{y + 5}" x2="{tx}" y2="{y + 17}" '
-                       'stroke="#ffffff" stroke-width="1" opacity="0.8" class="tick"/>')
+            row.append(
+                f'<line x1="{tx}" y1="{y + 5}" x2="{tx}" y2="{y + 17}" '
+                'stroke="#ffffff" stroke-width="1" opacity="0.8" class="tick"/>'
+            )
         for at, kind in bar.markers:
             mx = scale.x(at)
             row.append(
@@ -177,14 +187,21 @@ def state_chart_svg(
         if index not in picked or picked[index].at <= at:
             picked[index] = _Column(at, counts)
     if not picked:
-        return _svg(width, 40, title, "No samples yet: the board records one every few seconds "
-                    "while someone watches it.", ident,
-                    ['<text x="8" y="24" class="legend">No samples yet.</text>'])
+        return _svg(
+            width,
+            40,
+            title,
+            "No samples yet: the board records one every few seconds while someone watches it.",
+            ident,
+            ['<text x="8" y="24" class="legend">No samples yet.</text>'],
+        )
     top, bottom, left = 22, height - 24, 34
     tallest = max(sum(c.counts.get(s, 0) for s in STATES) for c in picked.values()) or 1
     column_w = (width - left - 8) / columns
     body = _legend(left, 12, STATES)
-    body.append(f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" class="axis">{tallest}</text>')
+    body.append(
+        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" class="axis">{tallest}</text>'
+    )
     body.append(f'<text x="{left - 4}" y="{bottom}" text-anchor="end" class="axis">0</text>')
     for index, column in sorted(picked.items()):
         x = round(left + index * column_w, 1)
@@ -197,10 +214,15 @@ def state_chart_svg(
                 continue
             h = (bottom - top) * n / tallest
             y -= h
-            parts.append(f'<rect x="{x}" y="{round(y, 1)}" width="{round(column_w - 1, 1)}" '
-                         f'height="{round(h, 1)}" fill="{STATE_COLOURS[state]}"/>')
-        body.append(f'<g><title>{escape(column.at.strftime("%H:%M:%S"))}: {escape(tip)}</title>'
-                    + "".join(parts) + "</g>")
+            parts.append(
+                f'<rect x="{x}" y="{round(y, 1)}" width="{round(column_w - 1, 1)}" '
+                f'height="{round(h, 1)}" fill="{STATE_COLOURS[state]}"/>'
+            )
+        body.append(
+            f"<g><title>{escape(column.at.strftime('%H:%M:%S'))}: {escape(tip)}</title>"
+            + "".join(parts)
+            + "</g>"
+        )
     body.extend(_axis(_Scale(start, now, left, width - left - 8), bottom, ticks=3))
     latest = picked[max(picked)]
     desc = "Latest: " + ", ".join(f"{latest.counts.get(s, 0)} {s}" for s in STATES)

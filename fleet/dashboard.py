@@ -23,7 +23,6 @@ from django.db.models import (
     Count,
     DateTimeField,
     F,
-    Func,
     Prefetch,
     Q,
     QuerySet,
@@ -44,15 +43,16 @@ from fleet.models import (
     Slot,
     WorkPackage,
 )
-from fleet.selectors import attempt_state
-from leases.clock import db_now, plus_seconds_sql
+from fleet.selectors import ATTEMPT_STATES, attempt_state, lane_get, work_package_get
+from fleet.selectors import _PlusSeconds as PlusSeconds  # the one clock-aware `ts + s`
+from leases.clock import db_now
 from leases.engine import LeaseSnapshot
 from leases.errors import NotFound
 from leases.models import Event, Lease, LeaseKind, LeaseStatus, Refusal
 from leases.state import next_threshold
 
 # The order the board counts and legends use.
-STATES = ["live", "late", "stalled", "lost", "finished", "released"]
+STATES = ATTEMPT_STATES
 ROLE_RANK = {Role.VIEWER: 0, Role.SUPERVISOR: 1, Role.ADMIN: 2}
 BOARD_PAGE_SIZE = 100
 LIST_PAGE_SIZE = 50
@@ -90,18 +90,6 @@ def role_allows(role: str, minimum: str) -> bool:
 # --- The attempt state in SQL --------------------------------------------------------------------
 
 
-class _PlusSeconds(Func):
-    """`timestamp + seconds`, rendered for PostgreSQL or SQLite by `leases.clock`."""
-
-    output_field = DateTimeField()
-    arity = 2
-
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
-        ts_sql, ts_params = compiler.compile(self.source_expressions[0])
-        s_sql, s_params = compiler.compile(self.source_expressions[1])
-        return plus_seconds_sql(ts_sql, s_sql), [*ts_params, *s_params]
-
-
 def _at(now: datetime) -> Value:
     """The page's database time as a parameter. SQLite keeps the engine's timestamps as text in
     one format, so `now` is passed in that format and text comparison is time comparison."""
@@ -124,12 +112,14 @@ def attempt_state_expression(now: datetime) -> Case:
         When(end__isnull=False, then=F("end")),
         # A tenure whose lease moved on (broken, or reclaimed after it was lost) is lost.
         When(~Q(lease__fence=F("fence")), then=Value("lost")),
-        When(~Q(lease__status=LeaseStatus.HELD) | Q(lease__deadline__isnull=True), then=Value("lost")),
-        When(LessThanOrEqual(at, _PlusSeconds(deadline, Value(0))), then=Value("live")),
+        When(
+            ~Q(lease__status=LeaseStatus.HELD) | Q(lease__deadline__isnull=True), then=Value("lost")
+        ),
+        When(LessThanOrEqual(at, PlusSeconds(deadline, Value(0))), then=Value("live")),
         # Grace 0 goes straight from live to lost.
         When(lease__grace_s__lte=0, then=Value("lost")),
-        When(LessThanOrEqual(at, _PlusSeconds(deadline, grace / 2)), then=Value("late")),
-        When(LessThanOrEqual(at, _PlusSeconds(deadline, grace)), then=Value("stalled")),
+        When(LessThanOrEqual(at, PlusSeconds(deadline, grace / 2)), then=Value("late")),
+        When(LessThanOrEqual(at, PlusSeconds(deadline, grace)), then=Value("stalled")),
         default=Value("lost"),
         output_field=CharField(),
     )
@@ -175,7 +165,9 @@ class AttemptRow:
         """The instant the state changes next (late, stalled, lost), while the tenure is open."""
         if self.state not in NEXT_LABELS or self.lease.deadline is None:
             return None
-        return next_threshold(deadline=self.lease.deadline, grace_s=self.lease.grace_s, now=self.now)
+        return next_threshold(
+            deadline=self.lease.deadline, grace_s=self.lease.grace_s, now=self.now
+        )
 
     @property
     def next_label(self) -> str:
@@ -207,8 +199,16 @@ class AttemptRow:
 
     def fingerprint_part(self) -> tuple[Any, ...]:
         a = self.attempt
-        return (a.pk, self.state, a.directive, a.end, a.last_report_at, a.progress_percent,
-                self.lease.fence, self.lease.deadline)
+        return (
+            a.pk,
+            self.state,
+            a.directive,
+            a.end,
+            a.last_report_at,
+            a.progress_percent,
+            self.lease.fence,
+            self.lease.deadline,
+        )
 
 
 def attempt_rows(attempts: Iterable[Attempt], now: datetime) -> list[AttemptRow]:
@@ -268,8 +268,12 @@ class Board:
     def fingerprint(self) -> str:
         """What the board shows, minus the clocks the browser ticks itself: equal fingerprints
         mean a poll has nothing new to send."""
-        parts = (self.filters, sorted(self.counts.items()), self.pages,
-                 [row.fingerprint_part() for row in self.rows])
+        parts = (
+            self.filters,
+            sorted(self.counts.items()),
+            self.pages,
+            [row.fingerprint_part() for row in self.rows],
+        )
         return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
 
 
@@ -315,10 +319,9 @@ def board(*, workspace_id: int, filters: BoardFilters, page_size: int = BOARD_PA
     if filters.state:
         queryset = queryset.filter(board_state=filters.state)
     offset = (page - 1) * page_size
-    attempts = (
-        queryset.select_related("lease", "hand", "run", "run__work_package", "lane", "slot")
-        .order_by("lane__slug", "lane_id", "run_id", "slot__index", "-id")[offset : offset + page_size]
-    )
+    attempts = queryset.select_related(
+        "lease", "hand", "run", "run__work_package", "lane", "slot"
+    ).order_by("lane__slug", "lane_id", "run_id", "slot__index", "-id")[offset : offset + page_size]
     rows = attempt_rows(attempts, now)
     filters = BoardFilters(filters.lane, filters.state, filters.hand, page)
     if not (filters.lane or filters.hand):
@@ -388,19 +391,12 @@ def _grouped_counts(
     return out
 
 
-def lane_get(*, workspace_id: int, slug: str) -> Lane:
-    try:
-        return Lane.objects.get(workspace_id=workspace_id, slug=slug)
-    except Lane.DoesNotExist:
-        raise NotFound(f"no lane {slug!r}") from None
-
-
 def lane_page(*, workspace_id: int, slug: str) -> tuple[Lane, list[WorkPackage]]:
     lane = lane_get(workspace_id=workspace_id, slug=slug)
     packages = list(
         WorkPackage.objects.filter(lane=lane)
         .annotate(run_count=Count("runs"))
-        .order_by("-id")[:LIST_PAGE_SIZE * 4]
+        .order_by("-id")[: LIST_PAGE_SIZE * 4]
     )
     return lane, packages
 
@@ -408,16 +404,9 @@ def lane_page(*, workspace_id: int, slug: str) -> tuple[Lane, list[WorkPackage]]
 def work_package_page(
     *, workspace_id: int, package_id: int
 ) -> tuple[WorkPackage, list[Run], dict[int, dict[str, int]]]:
-    try:
-        package = WorkPackage.objects.select_related("lane").get(
-            pk=package_id, workspace_id=workspace_id
-        )
-    except WorkPackage.DoesNotExist:
-        raise NotFound(f"no work package {package_id}") from None
+    package = work_package_get(workspace_id=workspace_id, work_package_id=package_id)
     runs = list(Run.objects.filter(work_package=package).order_by("-id")[: LIST_PAGE_SIZE * 4])
-    counts = _grouped_counts(
-        workspace_id, db_now(), "run_id", run__work_package=package
-    )
+    counts = _grouped_counts(workspace_id, db_now(), "run_id", run__work_package=package)
     return package, runs, counts
 
 
@@ -563,22 +552,19 @@ def resource_leases(
     return Paged(snapshots, paged.page, paged.has_next, now)
 
 
-def refusals_list(*, workspace_id: int, code: str = "", hand: str = "", page: int = 1) -> Paged:
-    queryset = Refusal.objects.filter(workspace_id=workspace_id)
-    if code:
-        queryset = queryset.filter(code=code)
-    if hand:
-        queryset = queryset.filter(hand=hand)
+def _records(model: type[Any], *, workspace_id: int, page: int, **filters: str) -> Paged:
+    """The append-only record (refusals, events), newest first, with the filters given."""
+    queryset = model.objects.filter(workspace_id=workspace_id)
+    queryset = queryset.filter(**{name: value for name, value in filters.items() if value})
     return _paged(queryset.order_by("-id"), page)
+
+
+def refusals_list(*, workspace_id: int, code: str = "", hand: str = "", page: int = 1) -> Paged:
+    return _records(Refusal, workspace_id=workspace_id, page=page, code=code, hand=hand)
 
 
 def events_list(*, workspace_id: int, kind: str = "", hand: str = "", page: int = 1) -> Paged:
-    queryset = Event.objects.filter(workspace_id=workspace_id)
-    if kind:
-        queryset = queryset.filter(kind=kind)
-    if hand:
-        queryset = queryset.filter(hand=hand)
-    return _paged(queryset.order_by("-id"), page)
+    return _records(Event, workspace_id=workspace_id, page=page, kind=kind, hand=hand)
 
 
 def members_list(*, workspace_id: int) -> list[Membership]:

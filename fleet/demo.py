@@ -57,8 +57,15 @@ class Timings:
 
 
 FAST = Timings(
-    heartbeat_interval_s=1, grace_s=2, beat_every_s=0.3, quiet_beats_for_s=0.6,
-    finish_after_s=1.5, waiter_gives_up_after_s=2.5, rest_s=1.0, lock_ttl_s=5, wait_s=0.2,
+    heartbeat_interval_s=1,
+    grace_s=2,
+    beat_every_s=0.3,
+    quiet_beats_for_s=0.6,
+    finish_after_s=1.5,
+    waiter_gives_up_after_s=2.5,
+    rest_s=1.0,
+    lock_ttl_s=5,
+    wait_s=0.2,
 )
 
 
@@ -73,12 +80,15 @@ _RUNS = {
     # title: (slots, evidence required, brief)
     "Rewalk the API docs": (2, [], "Walk every page of `docs/api.md` and fix what is stale."),
     "Fix the flaky login test": (
-        1, ["pull_request"],
+        1,
+        ["pull_request"],
         "Find why `test_login` fails one run in twenty and fix it.\n\n"
         "Leave a **pull request** as evidence.",
     ),
     "Add the audit index": (
-        1, [], "Add the index on `audit(at)`. Take the `migrations` lock before you migrate.",
+        1,
+        [],
+        "Add the index on `audit(at)`. Take the `migrations` lock before you migrate.",
     ),
 }
 _WORK = {
@@ -97,8 +107,11 @@ def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> Demo
     """
     workspace = fleet.workspace_get_or_create(name=workspace_name)
     lane, _ = fleet.lane_create(
-        workspace=workspace, slug=LANE_SLUG, name="Demo fleet",
-        heartbeat_interval_s=timings.heartbeat_interval_s, grace_s=timings.grace_s,
+        workspace=workspace,
+        slug=LANE_SLUG,
+        name="Demo fleet",
+        heartbeat_interval_s=timings.heartbeat_interval_s,
+        grace_s=timings.grace_s,
     )
     package, _ = fleet.work_package_create(
         lane=lane, key="demo-week", title="Demo week", external_ref="https://example.com/issues/1"
@@ -107,16 +120,22 @@ def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> Demo
     for title, (slots, evidence, brief) in _RUNS.items():
         run = Run.objects.filter(work_package=package, title=title, state="open").first()
         if run is None or (run.heartbeat_interval_s, run.grace_s) != (
-            timings.heartbeat_interval_s, timings.grace_s
+            timings.heartbeat_interval_s,
+            timings.grace_s,
         ):
             run = fleet.run_create(
-                work_package=package, title=title, brief=brief, slots=slots,
-                evidence_required=evidence, heartbeat_interval_s=timings.heartbeat_interval_s,
+                work_package=package,
+                title=title,
+                brief=brief,
+                slots=slots,
+                evidence_required=evidence,
+                heartbeat_interval_s=timings.heartbeat_interval_s,
                 grace_s=timings.grace_s,
             )
         runs[title] = run
-    hands = {name: fleet.hand_create(workspace=workspace, name=name, lane=lane)[0]
-             for name in HAND_NAMES}
+    hands = {
+        name: fleet.hand_create(workspace=workspace, name=name, lane=lane)[0] for name in HAND_NAMES
+    }
     _tidy(workspace.pk, list(hands.values()))
     keys = {
         name: fleet.key_issue(hand=hand, scopes=[Scope.WORK, Scope.LEASES], actor=ACTOR).plaintext
@@ -131,22 +150,29 @@ def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> Demo
 
 def _tidy(workspace_id: int, hands: list[Hand]) -> None:
     names = [hand.name for hand in hands]
-    held = Lease.objects.filter(workspace_id=workspace_id, holder__in=names, status=LeaseStatus.HELD)
+    held = Lease.objects.filter(
+        workspace_id=workspace_id, holder__in=names, status=LeaseStatus.HELD
+    )
     resources = set(held.filter(kind=LeaseKind.RESOURCE).values_list("resource", flat=True))
     resources |= set(
         Attempt.objects.filter(hand__in=hands, end=None).values_list("lease__resource", flat=True)
     )
     for resource in sorted(resources):
         try:
-            fleet.lease_break(workspace_id=workspace_id, resource=resource, actor=ACTOR,
-                              reason="demo fleet restarted")
+            fleet.lease_break(
+                workspace_id=workspace_id,
+                resource=resource,
+                actor=ACTOR,
+                reason="demo fleet restarted",
+            )
         except GroundControlError:
             pass  # already free: nothing to tidy
     for prefix in HandKey.objects.filter(hand__in=hands, revoked_at=None).values_list(
         "prefix", flat=True
     ):
-        fleet.key_revoke(workspace_id=workspace_id, prefix=prefix, actor=ACTOR,
-                         reason="demo fleet restarted")
+        fleet.key_revoke(
+            workspace_id=workspace_id, prefix=prefix, actor=ACTOR, reason="demo fleet restarted"
+        )
 
 
 # --- The hands -----------------------------------------------------------------------------------
@@ -186,14 +212,24 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
     """One simulated hand: a loop of tenures, each a `tenure()` call, with rests between."""
 
     def __init__(
-        self, name: str, *, url: str, key: str, run_id: int, timings: Timings,
-        stopping: threading.Event, say: Callable[[str], None],
+        self,
+        name: str,
+        *,
+        url: str,
+        key: str,
+        run_id: int,
+        timings: Timings,
+        stopping: threading.Event,
+        lock_taken: threading.Event,
+        say: Callable[[str], None],
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.api = Api(url, key)
         self.run_id = run_id
         self.t = timings
         self.stopping = stopping
+        # Set once the healthy hand holds the lock, so the waiter is denied it, as the demo means.
+        self.lock_taken = lock_taken
         self.say = say
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{name}"
         self.attempt: dict[str, Any] | None = None
@@ -213,27 +249,52 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
             self.say(f"{self.name}: claim refused ({refused.code}); trying again soon")
             return False
         assert self.attempt is not None
-        self.say(f"{self.name}: claimed slot {self.attempt['slot']} of run {self.run_id} "
-                 f"(attempt {self.attempt['id']}, fence {self.attempt['lease']['fence']})")
+        self.say(
+            f"{self.name}: claimed slot {self.attempt['slot']} of run {self.run_id} "
+            f"(attempt {self.attempt['id']}, fence {self.attempt['lease']['fence']})"
+        )
         return True
 
     def report(self, kind: str = "heartbeat", **fields: Any) -> str:
         """Heartbeat (or progress) with our process identity; returns the directive."""
         assert self.attempt is not None
-        body = {"fence": self.attempt["lease"]["fence"], "process_id": self.process_id,
-                "kind": kind, **fields}
+        body = {
+            "fence": self.attempt["lease"]["fence"],
+            "process_id": self.process_id,
+            "kind": kind,
+            **fields,
+        }
         answer = self.api.call("POST", f"attempts/{self.attempt['id']}/reports", body)
         self.attempt = answer["attempt"]
         return str(self.attempt["directive"])
 
     def release(self, reason: str) -> None:
         assert self.attempt is not None
-        self.api.call("POST", f"attempts/{self.attempt['id']}/release", {
-            "fence": self.attempt["lease"]["fence"], "process_id": self.process_id,
-            "reason": reason,
-        })
+        self.api.call(
+            "POST",
+            f"attempts/{self.attempt['id']}/release",
+            {
+                "fence": self.attempt["lease"]["fence"],
+                "process_id": self.process_id,
+                "reason": reason,
+            },
+        )
         self.say(f"{self.name}: released attempt {self.attempt['id']}: {reason}")
         self.attempt = None
+
+    def finish(self, evidence: list[dict[str, str]], summary: str) -> None:
+        assert self.attempt is not None
+        self.api.call(
+            "POST",
+            f"attempts/{self.attempt['id']}/finish",
+            {
+                "fence": self.attempt["lease"]["fence"],
+                "process_id": self.process_id,
+                "evidence": evidence,
+                "summary": summary,
+            },
+        )
+        self.say(f"{self.name}: finished attempt {self.attempt['id']}")
 
     def beat_until(self, seconds: float, *, progress: tuple[float, float] | None = None) -> str:
         """Heartbeat every beat for `seconds`; 'stop' as soon as a stop directive arrives.
@@ -262,12 +323,27 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
                     self.tenure()
             except Refused as refused:
                 self.say(f"{self.name}: refused ({refused.code}): {refused.error.get('message')}")
+                self.give_back(f"gave up after {refused.code}")
             except httpx.HTTPError as error:
                 self.say(f"{self.name}: cannot reach the server ({error.__class__.__name__})")
             self.attempt = None
             if not self.pause(self.t.rest_s):
                 break
         self.api.close()
+
+    def acquire_lock(self, wait_s: float = 0) -> dict[str, Any]:
+        body = {"resource": LOCK, "ttl_s": self.t.lock_ttl_s, "process_id": self.process_id}
+        return self.api.call("POST", "leases/acquire", {**body, "wait_s": wait_s})
+
+    def give_back(self, reason: str) -> None:
+        """Release a tenure cut short by a refusal, so its slot is open at once rather than
+        after the tenure is lost; a release that is itself refused changes nothing."""
+        if self.attempt is None:
+            return
+        try:
+            self.release(reason)
+        except (Refused, httpx.HTTPError):
+            self.attempt = None
 
     @abc.abstractmethod
     def tenure(self) -> None:
@@ -281,10 +357,9 @@ class HealthyHand(DemoHand):
     """Heartbeats for ever and holds the `migrations` lock, renewing it as it goes."""
 
     def tenure(self) -> None:
-        lock = self.api.call("POST", "leases/acquire", {
-            "resource": LOCK, "ttl_s": self.t.lock_ttl_s, "process_id": self.process_id,
-        })
+        lock = self.acquire_lock()
         self.say(f"{self.name}: holds the {LOCK} lock (fence {lock['fence']})")
+        self.lock_taken.set()
         while not self.stopping.is_set():
             directive = self.beat_until(self.t.lock_ttl_s / 2, progress=(0, 99))
             if directive == "stop":
@@ -292,9 +367,7 @@ class HealthyHand(DemoHand):
                 return
             if directive == "exit":
                 return
-            self.api.call("POST", "leases/acquire", {
-                "resource": LOCK, "ttl_s": self.t.lock_ttl_s, "process_id": self.process_id,
-            })
+            self.acquire_lock()  # the holder acquiring again renews, same fence
 
 
 class QuietHand(DemoHand):
@@ -319,36 +392,34 @@ class FinisherHand(DemoHand):
             return
         if directive == "exit" or self.attempt is None:
             return
-        number = self.attempt["id"]
-        self.api.call("POST", f"attempts/{self.attempt['id']}/finish", {
-            "fence": self.attempt["lease"]["fence"], "process_id": self.process_id,
-            "evidence": [{"kind": "pull_request",
-                          "url": f"https://example.com/acme/app/pull/{number}",
-                          "note": "fixes the flaky login test"}],
-            "summary": "The test raced the session cleanup; it now waits for it.",
-        })
-        self.say(f"{self.name}: finished attempt {number} with a pull request")
+        pull_request = {
+            "kind": "pull_request",
+            "url": f"https://example.com/acme/app/pull/{self.attempt['id']}",
+            "note": "fixes the flaky login test",
+        }
+        self.finish([pull_request], "The test raced the session cleanup; it now waits for it.")
 
 
 class WaiterHand(DemoHand):
     """Needs the `migrations` lock, is denied it, waits (heartbeating), and gives up."""
 
     def tenure(self) -> None:
+        # Not longer than half an interval: the tenure is already running and must not go late.
+        self.lock_taken.wait(self.t.heartbeat_interval_s / 2)
         started = time.monotonic()
         while time.monotonic() - started < self.t.waiter_gives_up_after_s:
             if self.report() == "stop":
                 self.stopped()
                 return
             try:
-                lock = self.api.call("POST", "leases/acquire", {
-                    "resource": LOCK, "ttl_s": self.t.lock_ttl_s,
-                    "process_id": self.process_id, "wait_s": self.t.wait_s,
-                })
+                lock = self.acquire_lock(wait_s=self.t.wait_s)
             except Refused as refused:
                 if refused.code != "lease_held":
                     raise
-                self.say(f"{self.name}: {LOCK} is held by {refused.error.get('holder')} for "
-                         f"{refused.error.get('expires_in_s', 0):.0f}s more; waiting")
+                self.say(
+                    f"{self.name}: {LOCK} is held by {refused.error.get('holder')} for "
+                    f"{refused.error.get('expires_in_s', 0):.0f}s more; waiting"
+                )
                 if not self.pause(self.t.beat_every_s):
                     return
                 continue
@@ -356,11 +427,7 @@ class WaiterHand(DemoHand):
             self.say(f"{self.name}: got the {LOCK} lock (fence {lock['fence']})")
             self.report("progress", percent=100, message="migrated")
             self.api.call("POST", "leases/release", {"resource": LOCK, "fence": lock["fence"]})
-            assert self.attempt is not None
-            self.api.call("POST", f"attempts/{self.attempt['id']}/finish", {
-                "fence": self.attempt["lease"]["fence"], "process_id": self.process_id,
-                "evidence": [], "summary": "index added",
-            })
+            self.finish([], "index added")
             return
         self.release(f"gave up waiting for the {LOCK} lock")
 
@@ -376,13 +443,26 @@ _BEHAVIOURS: dict[str, type[DemoHand]] = {
 class DemoFleet:
     """Start the four hands against `url`; `stop()` ends them at their next pause."""
 
-    def __init__(self, plan: DemoPlan, *, url: str, timings: Timings = Timings(),
-                 say: Callable[[str], None] = logger.info) -> None:
+    def __init__(
+        self,
+        plan: DemoPlan,
+        *,
+        url: str,
+        timings: Timings = Timings(),
+        say: Callable[[str], None] = logger.info,
+    ) -> None:
         self.stopping = threading.Event()
+        lock_taken = threading.Event()
         self.hands = [
             _BEHAVIOURS[name](
-                name, url=url, key=plan.keys[name], run_id=plan.runs[name], timings=timings,
-                stopping=self.stopping, say=say,
+                name,
+                url=url,
+                key=plan.keys[name],
+                run_id=plan.runs[name],
+                timings=timings,
+                stopping=self.stopping,
+                lock_taken=lock_taken,
+                say=say,
             )
             for name in HAND_NAMES
         ]

@@ -11,9 +11,23 @@ from fleet.models import Directive, Lane, Role, Scope
 from leases.models import EventKind
 
 REFUSAL_CODES = [
-    "validation_error", "key_invalid", "key_revoked", "key_expired", "scope_denied", "not_holder",
-    "not_found", "lease_held", "no_open_slot", "slot_taken", "lease_lost", "stale_fence",
-    "process_mismatch", "run_closed", "payload_too_large", "evidence_missing", "rate_limited",
+    "validation_error",
+    "key_invalid",
+    "key_revoked",
+    "key_expired",
+    "scope_denied",
+    "not_holder",
+    "not_found",
+    "lease_held",
+    "no_open_slot",
+    "slot_taken",
+    "lease_lost",
+    "stale_fence",
+    "process_mismatch",
+    "run_closed",
+    "payload_too_large",
+    "evidence_missing",
+    "rate_limited",
     "idempotency_conflict",
 ]
 EXPIRY_CHOICES = [
@@ -43,7 +57,8 @@ class BoardFilterForm(forms.Form):
 
     def __init__(self, *args: Any, lanes: list[Lane], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["lane"].choices = [("", "every lane"), *((l.slug, l.name) for l in lanes)]
+        choices = [(lane.slug, lane.name) for lane in lanes]
+        self.fields["lane"].choices = [("", "every lane"), *choices]
 
 
 class RefusalFilterForm(forms.Form):
@@ -80,13 +95,17 @@ class KeyIssueForm(forms.Form):
         choices=EXPIRY_CHOICES, required=False, coerce=int, empty_value=None, label="Expires"
     )
     lane = forms.ModelChoiceField(
-        queryset=Lane.objects.none(), required=False, empty_label="every lane",
+        queryset=Lane.objects.none(),
+        required=False,
+        empty_label="every lane",
         label="Limit to lane",
     )
 
     def __init__(self, *args: Any, workspace_id: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["lane"].queryset = Lane.objects.filter(workspace_id=workspace_id).order_by("slug")
+        self.fields["lane"].queryset = Lane.objects.filter(workspace_id=workspace_id).order_by(
+            "slug"
+        )
 
 
 class ReasonForm(forms.Form):
@@ -97,8 +116,11 @@ class ReasonForm(forms.Form):
 
 class BreakLeaseForm(forms.Form):
     resource = forms.CharField(max_length=512, widget=forms.HiddenInput)
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
-                             help_text="Recorded in the lease_broken event.")
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Recorded in the lease_broken event.",
+    )
 
 
 class DirectiveForm(forms.Form):
@@ -107,12 +129,15 @@ class DirectiveForm(forms.Form):
 
 class HandCreateForm(forms.Form):
     name = forms.CharField(max_length=200)
-    lane = forms.ModelChoiceField(queryset=Lane.objects.none(), required=False,
-                                  empty_label="no lane")
+    lane = forms.ModelChoiceField(
+        queryset=Lane.objects.none(), required=False, empty_label="no lane"
+    )
 
     def __init__(self, *args: Any, workspace_id: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["lane"].queryset = Lane.objects.filter(workspace_id=workspace_id).order_by("slug")
+        self.fields["lane"].queryset = Lane.objects.filter(workspace_id=workspace_id).order_by(
+            "slug"
+        )
 
 
 class MembershipForm(forms.Form):

@@ -183,8 +183,9 @@ def board(request: HttpRequest, membership: Membership) -> HttpResponse:
             template = "fleet/board.html#board"
         else:
             template = "fleet/board.html"
-            svg = state_chart_svg(dashboard.samples(workspace_id=membership.workspace_id),
-                                  now=data.now)
+            svg = state_chart_svg(
+                dashboard.samples(workspace_id=membership.workspace_id), now=data.now
+            )
             context["chart_svg"] = mark_safe(svg)  # noqa: S308
         response = _render(request, template, context)
     patch_vary_headers(response, ["HX-Request"])
@@ -230,7 +231,9 @@ def work_package_detail(request: HttpRequest, membership: Membership, pk: int) -
     return _render(request, "fleet/work_package.html", {"package": package, "rows": rows})
 
 
-def _bars(rows: list[AttemptRow], label: Callable[[AttemptRow], str], href: Callable[[AttemptRow], str]) -> list[Bar]:
+def _bars(
+    rows: list[AttemptRow], label: Callable[[AttemptRow], str], href: Callable[[AttemptRow], str]
+) -> list[Bar]:
     bars = []
     for row in reversed(rows):  # oldest at the top
         attempt = row.attempt
@@ -262,13 +265,23 @@ def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRes
         label=lambda row: f"{row.attempt.hand.name} · slot {row.attempt.slot.index}",
         href=lambda row: reverse("hand", args=[row.attempt.hand_id]),
     )
-    svg = timeline_svg(bars, now=page.now, title=f"Timeline of run {page.run.title}",
-                       ident=f"run-{page.run.pk}-timeline")
-    return _render(request, "fleet/run.html", {
-        "page": page, "run": page.run, "timeline_svg": mark_safe(svg),  # noqa: S308
-        "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
-        "evidence": _evidence(page.rows),
-    })
+    svg = timeline_svg(
+        bars,
+        now=page.now,
+        title=f"Timeline of run {page.run.title}",
+        ident=f"run-{page.run.pk}-timeline",
+    )
+    return _render(
+        request,
+        "fleet/run.html",
+        {
+            "page": page,
+            "run": page.run,
+            "timeline_svg": mark_safe(svg),  # noqa: S308
+            "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
+            "evidence": _evidence(page.rows),
+        },
+    )
 
 
 @dashboard_view(Role.SUPERVISOR)
@@ -277,18 +290,28 @@ def run_close(request: HttpRequest, membership: Membership, pk: int) -> HttpResp
     page = dashboard.run_page(workspace_id=membership.workspace_id, run_id=pk)
     if request.method == "POST":
         try:
-            fleet_services.run_set_state(workspace_id=membership.workspace_id, run_id=pk,
-                                         state=PlanState.CLOSED, actor=_actor(request))
+            fleet_services.run_set_state(
+                workspace_id=membership.workspace_id,
+                run_id=pk,
+                state=PlanState.CLOSED,
+                actor=_actor(request),
+            )
             messages.success(request, f"Run {page.run.title} is closed: it takes no more claims.")
         except GroundControlError as error:
             _refused(request, error)
         return redirect("run", pk=pk)
-    return _render(request, "fleet/confirm.html", {
-        "title": f"Close run {page.run.title}?",
-        "explanation": "A closed run takes no more claims. Attempts already running go on.",
-        "action": reverse("run-close", args=[pk]), "button": "Close the run",
-        "cancel": reverse("run", args=[pk]), "form": None,
-    })
+    return _render(
+        request,
+        "fleet/confirm.html",
+        {
+            "title": f"Close run {page.run.title}?",
+            "explanation": "A closed run takes no more claims. Attempts already running go on.",
+            "action": reverse("run-close", args=[pk]),
+            "button": "Close the run",
+            "cancel": reverse("run", args=[pk]),
+            "form": None,
+        },
+    )
 
 
 # --- Attempts ------------------------------------------------------------------------------------
@@ -306,21 +329,29 @@ def attempt_directive(request: HttpRequest, membership: Membership, pk: int) -> 
             directive = form.cleaned_data["directive"]
             try:
                 fleet_services.attempt_set_directive(
-                    workspace_id=membership.workspace_id, attempt_id=pk,
-                    directive=directive, actor=_actor(request),
+                    workspace_id=membership.workspace_id,
+                    attempt_id=pk,
+                    directive=directive,
+                    actor=_actor(request),
                 )
                 messages.success(request, f"Attempt {pk} ({row.attempt.hand.name}): {directive}.")
             except GroundControlError as error:
                 _refused(request, error)
         return _back(request, default)
-    return _render(request, "fleet/confirm.html", {
-        "title": f"Stop attempt {pk} of {row.attempt.hand.name}?",
-        "explanation": "The hand reads the stop directive in its next heartbeat's answer and "
-                       "should release its slot. Its lease stays until it does or it is lost.",
-        "action": reverse("attempt-directive", args=[pk]), "button": "Stop the attempt",
-        "hidden": {"directive": Directive.STOP, "next": request.GET.get("next", default)},
-        "cancel": request.GET.get("next", default), "form": None,
-    })
+    return _render(
+        request,
+        "fleet/confirm.html",
+        {
+            "title": f"Stop attempt {pk} of {row.attempt.hand.name}?",
+            "explanation": "The hand reads the stop directive in its next heartbeat's answer and "
+            "should release its slot. Its lease stays until it does or it is lost.",
+            "action": reverse("attempt-directive", args=[pk]),
+            "button": "Stop the attempt",
+            "hidden": {"directive": Directive.STOP, "next": request.GET.get("next", default)},
+            "cancel": request.GET.get("next", default),
+            "form": None,
+        },
+    )
 
 
 # --- Hands and keys ------------------------------------------------------------------------------
@@ -338,7 +369,8 @@ def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
         if create_form.is_valid():
             try:
                 hand, created = fleet_services.hand_create(
-                    workspace=membership.workspace, name=create_form.cleaned_data["name"],
+                    workspace=membership.workspace,
+                    name=create_form.cleaned_data["name"],
                     lane=create_form.cleaned_data["lane"],
                 )
                 messages.success(request, f"Hand {hand.name} {'created' if created else 'exists'}.")
@@ -351,11 +383,19 @@ def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
     hand_list, has_next = dashboard.hands_list(
         workspace_id=membership.workspace_id, query=query, page=page
     )
-    return _render(request, "fleet/hands.html", {
-        "hands": hand_list, "filters": filters, "create_form": create_form, "page": page,
-        "has_next": has_next, "prev_query": _query({"q": query}, page=page - 1),
-        "next_query": _query({"q": query}, page=page + 1),
-    })
+    return _render(
+        request,
+        "fleet/hands.html",
+        {
+            "hands": hand_list,
+            "filters": filters,
+            "create_form": create_form,
+            "page": page,
+            "has_next": has_next,
+            "prev_query": _query({"q": query}, page=page - 1),
+            "next_query": _query({"q": query}, page=page + 1),
+        },
+    )
 
 
 @dashboard_view()
@@ -366,12 +406,22 @@ def hand_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRe
         label=lambda row: f"{row.attempt.run.title} · slot {row.attempt.slot.index}",
         href=lambda row: reverse("run", args=[row.attempt.run_id]),
     )
-    svg = timeline_svg(bars, now=page.now, title=f"Timeline of hand {page.hand.name}",
-                       ident=f"hand-{page.hand.pk}-timeline")
-    return _render(request, "fleet/hand.html", {
-        "page": page, "hand": page.hand, "timeline_svg": mark_safe(svg),  # noqa: S308
-        "evidence": _evidence(page.rows),
-    })
+    svg = timeline_svg(
+        bars,
+        now=page.now,
+        title=f"Timeline of hand {page.hand.name}",
+        ident=f"hand-{page.hand.pk}-timeline",
+    )
+    return _render(
+        request,
+        "fleet/hand.html",
+        {
+            "page": page,
+            "hand": page.hand,
+            "timeline_svg": mark_safe(svg),  # noqa: S308
+            "evidence": _evidence(page.rows),
+        },
+    )
 
 
 @dashboard_view(Role.ADMIN)
@@ -382,15 +432,19 @@ def key_issue(request: HttpRequest, membership: Membership, pk: int) -> HttpResp
     if request.method == "POST" and form.is_valid():
         try:
             issued = fleet_services.key_issue(
-                hand=page.hand, scopes=form.cleaned_data["scopes"], actor=_actor(request),
-                expires_in_s=form.cleaned_data["expires_in_s"], lane=form.cleaned_data["lane"],
+                hand=page.hand,
+                scopes=form.cleaned_data["scopes"],
+                actor=_actor(request),
+                expires_in_s=form.cleaned_data["expires_in_s"],
+                lane=form.cleaned_data["lane"],
             )
         except GroundControlError as error:
             _refused(request, error)
         else:
             # The plaintext is in this response only: never stored, never cached.
-            response = _render(request, "fleet/key_issued.html",
-                               {"hand": page.hand, "issued": issued})
+            response = _render(
+                request, "fleet/key_issued.html", {"hand": page.hand, "issued": issued}
+            )
             patch_cache_control(response, no_store=True)
             return response
     return _render(request, "fleet/key_issue.html", {"hand": page.hand, "form": form})
@@ -404,37 +458,64 @@ def key_revoke(request: HttpRequest, membership: Membership, prefix: str) -> Htt
     if request.method == "POST" and form.is_valid():
         try:
             fleet_services.key_revoke(
-                workspace_id=membership.workspace_id, prefix=prefix, actor=_actor(request),
+                workspace_id=membership.workspace_id,
+                prefix=prefix,
+                actor=_actor(request),
                 reason=form.cleaned_data["reason"],
             )
             messages.success(request, f"Key {prefix} of {key.hand.name} is revoked.")
         except GroundControlError as error:
             _refused(request, error)
         return redirect("hand", pk=key.hand_id)
-    return _render(request, "fleet/confirm.html", {
-        "title": f"Revoke key {prefix} of {key.hand.name}?",
-        "explanation": "The key's very next call is refused (key_revoked). This cannot be undone.",
-        "action": reverse("key-revoke", args=[prefix]), "button": "Revoke the key",
-        "cancel": reverse("hand", args=[key.hand_id]), "form": form,
-    })
+    return _render(
+        request,
+        "fleet/confirm.html",
+        {
+            "title": f"Revoke key {prefix} of {key.hand.name}?",
+            "explanation": (
+                "The key's very next call is refused (key_revoked). This cannot be undone."
+            ),
+            "action": reverse("key-revoke", args=[prefix]),
+            "button": "Revoke the key",
+            "cancel": reverse("hand", args=[key.hand_id]),
+            "form": form,
+        },
+    )
 
 
 # --- Leases, refusals, events, members -----------------------------------------------------------
 
 
+def _filtered_list(
+    request: HttpRequest,
+    membership: Membership,
+    form_class: type[Any],
+    select: Callable[..., dashboard.Paged],
+    template: str,
+) -> HttpResponse:
+    """A list page: its filter form from the query string, one page of the selector's rows,
+    and the query strings of the previous and next pages (filters kept)."""
+    form = form_class(request.GET)
+    values = form.cleaned_data if form.is_valid() else {}
+    query = {name: values.get(name) or "" for name in form.fields if name != "page"}
+    paged = select(workspace_id=membership.workspace_id, page=_page(request), **query)
+    return _render(
+        request,
+        template,
+        {
+            "form": form,
+            "paged": paged,
+            "prev_query": _query(query, page=paged.page - 1),
+            "next_query": _query(query, page=paged.page + 1),
+        },
+    )
+
+
 @dashboard_view()
 def leases(request: HttpRequest, membership: Membership) -> HttpResponse:
-    form = LeaseFilterForm(request.GET)
-    values = form.cleaned_data if form.is_valid() else {}
-    prefix, holder = values.get("prefix", ""), values.get("holder", "")
-    paged = dashboard.resource_leases(
-        workspace_id=membership.workspace_id, prefix=prefix, holder=holder, page=_page(request)
+    return _filtered_list(
+        request, membership, LeaseFilterForm, dashboard.resource_leases, "fleet/leases.html"
     )
-    query = {"prefix": prefix, "holder": holder}
-    return _render(request, "fleet/leases.html", {
-        "form": form, "paged": paged, "prev_query": _query(query, page=paged.page - 1),
-        "next_query": _query(query, page=paged.page + 1),
-    })
 
 
 @dashboard_view(Role.SUPERVISOR)
@@ -448,7 +529,9 @@ def lease_break(request: HttpRequest, membership: Membership) -> HttpResponse:
         resource = form.cleaned_data["resource"]
         try:
             lease = fleet_services.lease_break(
-                workspace_id=membership.workspace_id, resource=resource, actor=_actor(request),
+                workspace_id=membership.workspace_id,
+                resource=resource,
+                actor=_actor(request),
                 reason=form.cleaned_data["reason"],
             )
             messages.success(
@@ -459,40 +542,30 @@ def lease_break(request: HttpRequest, membership: Membership) -> HttpResponse:
             _refused(request, error)
     resource = request.POST.get("resource") or request.GET.get("resource", "")
     current = engine.read(workspace_id=membership.workspace_id, resource=resource[:512])
-    return _render(request, "fleet/lease_break.html", {
-        "form": form, "lease": current, "resource": resource,
-        "next": request.POST.get("next") or request.GET.get("next") or default,
-    })
+    return _render(
+        request,
+        "fleet/lease_break.html",
+        {
+            "form": form,
+            "lease": current,
+            "resource": resource,
+            "next": request.POST.get("next") or request.GET.get("next") or default,
+        },
+    )
 
 
 @dashboard_view()
 def refusals(request: HttpRequest, membership: Membership) -> HttpResponse:
-    form = RefusalFilterForm(request.GET)
-    values = form.cleaned_data if form.is_valid() else {}
-    code, hand = values.get("code", ""), values.get("hand", "")
-    paged = dashboard.refusals_list(
-        workspace_id=membership.workspace_id, code=code, hand=hand, page=_page(request)
+    return _filtered_list(
+        request, membership, RefusalFilterForm, dashboard.refusals_list, "fleet/refusals.html"
     )
-    query = {"code": code, "hand": hand}
-    return _render(request, "fleet/refusals.html", {
-        "form": form, "paged": paged, "prev_query": _query(query, page=paged.page - 1),
-        "next_query": _query(query, page=paged.page + 1),
-    })
 
 
 @dashboard_view()
 def events(request: HttpRequest, membership: Membership) -> HttpResponse:
-    form = EventFilterForm(request.GET)
-    values = form.cleaned_data if form.is_valid() else {}
-    kind, hand = values.get("kind", ""), values.get("hand", "")
-    paged = dashboard.events_list(
-        workspace_id=membership.workspace_id, kind=kind, hand=hand, page=_page(request)
+    return _filtered_list(
+        request, membership, EventFilterForm, dashboard.events_list, "fleet/events.html"
     )
-    query = {"kind": kind, "hand": hand}
-    return _render(request, "fleet/events.html", {
-        "form": form, "paged": paged, "prev_query": _query(query, page=paged.page - 1),
-        "next_query": _query(query, page=paged.page + 1),
-    })
 
 
 @dashboard_view(Role.ADMIN)
@@ -510,10 +583,17 @@ def members(request: HttpRequest, membership: Membership) -> HttpResponse:
                 fleet_services.membership_set(
                     workspace=membership.workspace, user=user, role=form.cleaned_data["role"]
                 )
-                messages.success(request, f"{user.get_username()} is a {form.cleaned_data['role']}.")
+                messages.success(
+                    request, f"{user.get_username()} is a {form.cleaned_data['role']}."
+                )
                 return redirect("members")
             except GroundControlError as error:
                 _refused(request, error)
-    return _render(request, "fleet/members.html", {
-        "members": dashboard.members_list(workspace_id=membership.workspace_id), "form": form,
-    })
+    return _render(
+        request,
+        "fleet/members.html",
+        {
+            "members": dashboard.members_list(workspace_id=membership.workspace_id),
+            "form": form,
+        },
+    )

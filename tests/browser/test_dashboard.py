@@ -50,8 +50,15 @@ def test_it_sends_nothing_new_when_nothing_changed_and_polls_slower_when_hidden(
     fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
     page.goto("/")
     statuses: list[int] = []
-    page.on("response", lambda r: statuses.append(r.status) if r.request.headers.get(
-        "hx-request") and r.url.rstrip("/").endswith(page.url.rstrip("/")) else None)
+    page.on(
+        "response",
+        lambda r: (
+            statuses.append(r.status)
+            if r.request.headers.get("hx-request")
+            and r.url.rstrip("/").endswith(page.url.rstrip("/"))
+            else None
+        ),
+    )
     page.wait_for_timeout(3500)
     assert len(statuses) >= 2 and set(statuses) == {204}
     page.evaluate("Object.defineProperty(document, 'hidden', {get: () => true})")
@@ -64,8 +71,9 @@ def test_it_sends_nothing_new_when_nothing_changed_and_polls_slower_when_hidden(
 def test_it_revokes_a_key_and_the_hands_next_api_call_is_refused(logged_in, live_server, owner):
     page = logged_in
     issued = fleet.key_issue(hand=owner, scopes=["work"], actor="test")
-    api = httpx.Client(base_url=live_server.url, headers={
-        "Authorization": f"Bearer {issued.plaintext}"})
+    api = httpx.Client(
+        base_url=live_server.url, headers={"Authorization": f"Bearer {issued.plaintext}"}
+    )
     assert api.get("/api/v1/me").status_code == 200
     page.goto(f"/hands/{owner.pk}/")
     page.get_by_role("link", name=f"Revoke key {issued.key.prefix}").click()
@@ -94,8 +102,13 @@ def test_it_issues_a_key_shown_once_with_a_copy_button(logged_in, owner):
 
 def test_it_breaks_a_lease_with_a_reason(logged_in, owner, workspace):
     page = logged_in
-    lease_acquire(workspace_id=workspace.pk, resource="migrations", holder=owner.name,
-                  process_id="p", ttl_s=600)
+    lease_acquire(
+        workspace_id=workspace.pk,
+        resource="migrations",
+        holder=owner.name,
+        process_id="p",
+        ttl_s=600,
+    )
     page.goto("/leases/")
     page.get_by_role("link", name="Break the lease on migrations").click()
     page.get_by_label("Reason").fill("the holder crashed")
@@ -110,10 +123,21 @@ def test_it_shows_a_runs_timeline(logged_in, owner, teammate, make_run, artifact
     page = logged_in
     run = make_run(slots=2, evidence_required=["pull_request"], brief="# Ship it\n\nWith a **PR**.")
     done = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
-    fleet.attempt_report(hand=owner, attempt_id=done.attempt.pk, fence=1, kind="progress",
-                         process_id="host:1", percent=50)
-    attempt_finish(hand=owner, attempt_id=done.attempt.pk, fence=1, process_id="host:1",
-                   evidence=[{"kind": "pull_request", "url": "https://example.com/pr/1"}])
+    fleet.attempt_report(
+        hand=owner,
+        attempt_id=done.attempt.pk,
+        fence=1,
+        kind="progress",
+        process_id="host:1",
+        percent=50,
+    )
+    attempt_finish(
+        hand=owner,
+        attempt_id=done.attempt.pk,
+        fence=1,
+        process_id="host:1",
+        evidence=[{"kind": "pull_request", "url": "https://example.com/pr/1"}],
+    )
     fleet.attempt_claim(hand=teammate, run_id=run.pk, process_id="host:2")
     page.goto(f"/runs/{run.pk}/")
     timeline = page.locator("#run-timeline")

@@ -64,8 +64,12 @@ def make_fleet(workspace: Workspace) -> Callable[..., Run]:
             workspace=workspace, lane=lane, key=f"bulk-{tag}", title=f"Bulk {tag}"
         )
         run = Run.objects.create(
-            workspace=workspace, work_package=package, title=f"Bulk run {tag}", slot_count=n,
-            heartbeat_interval_s=100, grace_s=60,
+            workspace=workspace,
+            work_package=package,
+            title=f"Bulk run {tag}",
+            slot_count=n,
+            heartbeat_interval_s=100,
+            grace_s=60,
         )
         hands = Hand.objects.bulk_create(
             Hand(workspace=workspace, name=f"bulk-{tag}-hand-{i}") for i in range(max(1, n // 10))
@@ -76,13 +80,22 @@ def make_fleet(workspace: Workspace) -> Callable[..., Run]:
             state = states[i % len(states)]
             held = state in _DEADLINE_OFFSETS
             deadline = now + timedelta(seconds=_DEADLINE_OFFSETS.get(state, -500))
-            leases.append(Lease(
-                workspace_id=workspace.pk, resource=slot_resource(run.pk, i), kind=LeaseKind.SLOT,
-                status=LeaseStatus.HELD if held else LeaseStatus.FREE,
-                holder=hands[i % len(hands)].name, process_id="bulk", fence=1, interval_s=100,
-                grace_s=60, acquired_at=deadline - timedelta(seconds=200),
-                renewed_at=deadline - timedelta(seconds=100), deadline=deadline,
-            ))
+            leases.append(
+                Lease(
+                    workspace_id=workspace.pk,
+                    resource=slot_resource(run.pk, i),
+                    kind=LeaseKind.SLOT,
+                    status=LeaseStatus.HELD if held else LeaseStatus.FREE,
+                    holder=hands[i % len(hands)].name,
+                    process_id="bulk",
+                    fence=1,
+                    interval_s=100,
+                    grace_s=60,
+                    acquired_at=deadline - timedelta(seconds=200),
+                    renewed_at=deadline - timedelta(seconds=100),
+                    deadline=deadline,
+                )
+            )
         leases = Lease.objects.bulk_create(leases)
         slots = Slot.objects.bulk_create(
             Slot(run=run, index=i, lease=lease) for i, lease in enumerate(leases)
@@ -91,12 +104,22 @@ def make_fleet(workspace: Workspace) -> Callable[..., Run]:
         for i, (slot, lease) in enumerate(zip(slots, leases, strict=True)):
             state = states[i % len(states)]
             ended = state in (AttemptEnd.FINISHED, AttemptEnd.RELEASED)
-            attempts.append(Attempt(
-                workspace=workspace, run=run, slot=slot, hand=hands[i % len(hands)], lane=lane,
-                lease=lease, fence=1, process_id="bulk", claimed_at=lease.acquired_at,
-                last_report_at=lease.renewed_at, end=state if ended else None,
-                ended_at=now - timedelta(seconds=60) if ended else None,
-            ))
+            attempts.append(
+                Attempt(
+                    workspace=workspace,
+                    run=run,
+                    slot=slot,
+                    hand=hands[i % len(hands)],
+                    lane=lane,
+                    lease=lease,
+                    fence=1,
+                    process_id="bulk",
+                    claimed_at=lease.acquired_at,
+                    last_report_at=lease.renewed_at,
+                    end=state if ended else None,
+                    ended_at=now - timedelta(seconds=60) if ended else None,
+                )
+            )
         Attempt.objects.bulk_create(attempts)
         return run
 

@@ -46,8 +46,17 @@ def test_it_tells_a_user_without_a_workspace_so(client: Client, db):
 
 def test_a_viewer_reads_every_page_but_cannot_act(viewer_client, attempt, workspace):
     run_id, hand_id = attempt.attempt.run_id, attempt.attempt.hand_id
-    for url in ["/", "/lanes/", "/lanes/rewalk/", f"/runs/{run_id}/", "/hands/",
-                f"/hands/{hand_id}/", "/leases/", "/refusals/", "/events/"]:
+    for url in [
+        "/",
+        "/lanes/",
+        "/lanes/rewalk/",
+        f"/runs/{run_id}/",
+        "/hands/",
+        f"/hands/{hand_id}/",
+        "/leases/",
+        "/refusals/",
+        "/events/",
+    ]:
         assert viewer_client.get(url).status_code == 200, url
     assert "Pause" not in viewer_client.get(f"/runs/{run_id}/").content.decode()
     forbidden = [
@@ -73,7 +82,9 @@ def test_a_supervisor_acts_on_attempts_but_does_not_manage_keys_or_members(
     key = fleet.key_issue(hand=owner, scopes=["work"], actor="test").key
     assert supervisor_client.get(f"/hands/{owner.pk}/keys/new/").status_code == 403
     assert supervisor_client.post(f"/keys/{key.prefix}/revoke/", {}).status_code == 403
-    assert supervisor_client.post("/members/", {"username": "sam", "role": "admin"}).status_code == 403
+    assert (
+        supervisor_client.post("/members/", {"username": "sam", "role": "admin"}).status_code == 403
+    )
     assert supervisor_client.post("/hands/", {"new-name": "x"}).status_code == 403
 
 

@@ -33,7 +33,11 @@ def test_it_issues_a_key_shown_once_with_a_copy_button(admin_client, owner, lane
     assert fleet.key_authenticate(plaintext).pk == key.pk
     assert 'data-copy="#key-plaintext"' in html
     assert "no-store" in response["Cache-Control"]
-    assert (key.scopes, key.lane_id, key.expires_at is not None) == (["work", "leases"], lane.pk, True)
+    assert (key.scopes, key.lane_id, key.expires_at is not None) == (
+        ["work", "leases"],
+        lane.pk,
+        True,
+    )
     assert Event.objects.get(kind="key_issued").actor == "ada"
     # Shown once: the hand's page lists it by prefix only.
     hand_page = admin_client.get(f"/hands/{owner.pk}/").content.decode()
@@ -69,8 +73,11 @@ def test_it_pauses_resumes_and_stops_an_attempt_with_events(supervisor_client, a
     assert Attempt.objects.get().directive == "continue"
     supervisor_client.post(url, {"directive": "stop", "next": "/"})
     assert Attempt.objects.get().directive == "stop"
-    directives = list(Event.objects.filter(kind="directive_set").order_by("id")
-                      .values_list("data__directive", flat=True))
+    directives = list(
+        Event.objects.filter(kind="directive_set")
+        .order_by("id")
+        .values_list("data__directive", flat=True)
+    )
     assert directives == ["pause", "continue", "stop"]
 
 
@@ -87,9 +94,10 @@ def test_it_breaks_a_slot_lease_with_a_reason_and_the_attempt_is_lost(
     confirm = supervisor_client.get(f"/leases/break/?resource={resource}")
     assert confirm.status_code == 200 and "hand-a" in confirm.content.decode()
     missing = supervisor_client.post("/leases/break/", {"resource": resource, "reason": ""})
-    assert missing.status_code == 200 and engine.read(
-        workspace_id=workspace.pk, resource=resource
-    ).held
+    assert (
+        missing.status_code == 200
+        and engine.read(workspace_id=workspace.pk, resource=resource).held
+    )
     response = supervisor_client.post("/leases/break/", {"resource": resource, "reason": "stuck"})
     assert response.status_code == 302
     event = Event.objects.get(kind="lease_broken")
@@ -100,8 +108,9 @@ def test_it_breaks_a_slot_lease_with_a_reason_and_the_attempt_is_lost(
 def test_it_breaks_a_resource_lease(supervisor_client, owner, workspace):
     from leases.services import lease_acquire
 
-    lease_acquire(workspace_id=workspace.pk, resource="src/auth/", holder=owner.name,
-                  process_id="p", ttl_s=60)
+    lease_acquire(
+        workspace_id=workspace.pk, resource="src/auth/", holder=owner.name, process_id="p", ttl_s=60
+    )
     page = supervisor_client.get("/leases/").content.decode()
     assert 'data-resource="src/auth/"' in page and "hand-a" in page
     supervisor_client.post("/leases/break/", {"resource": "src/auth/", "reason": "abandoned"})

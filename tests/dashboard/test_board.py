@@ -56,15 +56,27 @@ def test_it_shows_finished_released_and_broken_attempts_with_their_end(
 ):
     run = make_run(heartbeat_interval_s=100, grace_s=60, slots=3)
     released = claim(owner, run)
-    fleet.attempt_release(hand=owner, attempt_id=released.attempt.pk, fence=1,
-                          process_id="host:1", reason="done for today")
+    fleet.attempt_release(
+        hand=owner,
+        attempt_id=released.attempt.pk,
+        fence=1,
+        process_id="host:1",
+        reason="done for today",
+    )
     broken = claim(teammate, run, "host:2")
-    fleet.lease_break(workspace_id=workspace.pk, resource=broken.lease.resource, actor="boss",
-                      reason="stuck")
+    fleet.lease_break(
+        workspace_id=workspace.pk, resource=broken.lease.resource, actor="boss", reason="stuck"
+    )
     claim(owner, run, "host:3")
     data = board_of(workspace)
-    assert data.counts == {"live": 1, "late": 0, "stalled": 0, "lost": 1, "finished": 0,
-                           "released": 1}
+    assert data.counts == {
+        "live": 1,
+        "late": 0,
+        "stalled": 0,
+        "lost": 1,
+        "finished": 0,
+        "released": 1,
+    }
     by_id = {row.attempt.pk: row for row in data.rows}
     assert by_id[released.attempt.pk].state == "released"
     assert by_id[broken.attempt.pk].state == "lost"
@@ -74,8 +86,9 @@ def test_it_filters_by_lane_state_and_hand(workspace, owner, teammate, make_run,
     run = make_run(heartbeat_interval_s=100, grace_s=60)
     other_lane, _ = fleet.lane_create(workspace=workspace, slug="payments")
     package, _ = fleet.work_package_create(lane=other_lane, key="p1", title="Payments")
-    other_run = fleet.run_create(work_package=package, title="Migrate", slots=1,
-                                 heartbeat_interval_s=10, grace_s=60)
+    other_run = fleet.run_create(
+        work_package=package, title="Migrate", slots=1, heartbeat_interval_s=10, grace_s=60
+    )
     claim(owner, run)
     claim(teammate, other_run, "host:2")
     clock.advance(20)  # teammate's lease (interval 10) is late; owner's is live

@@ -17,15 +17,22 @@ def parse(svg: str) -> ET.Element:
 
 def test_it_draws_a_bar_per_attempt_coloured_by_state_with_ticks_and_evidence():
     bars = [
-        Bar("a · slot 0", NOW - timedelta(minutes=10), NOW - timedelta(minutes=5), "finished",
+        Bar(
+            "a · slot 0",
+            NOW - timedelta(minutes=10),
+            NOW - timedelta(minutes=5),
+            "finished",
             ticks=[NOW - timedelta(minutes=m) for m in (9, 8, 7)],
-            markers=[(NOW - timedelta(minutes=5), "pull_request")], href="/runs/1/"),
+            markers=[(NOW - timedelta(minutes=5), "pull_request")],
+            href="/runs/1/",
+        ),
         Bar("b · slot 1", NOW - timedelta(minutes=4), None, "late"),
     ]
     root = parse(timeline_svg(bars, now=NOW, title="Run 1"))
     drawn = [r for r in root.iter(f"{SVG}rect") if r.get("data-state")]
     assert [(r.get("data-state"), r.get("fill")) for r in drawn] == [
-        ("finished", STATE_COLOURS["finished"]), ("late", STATE_COLOURS["late"])
+        ("finished", STATE_COLOURS["finished"]),
+        ("late", STATE_COLOURS["late"]),
     ]
     assert len([line for line in root.iter(f"{SVG}line") if line.get("class") == "tick"]) == 3
     assert len([p for p in root.iter(f"{SVG}path") if p.get("class") == "evidence"]) == 1
@@ -39,8 +46,15 @@ def test_it_draws_a_bar_per_attempt_coloured_by_state_with_ticks_and_evidence():
 
 
 def test_it_escapes_labels_and_links():
-    bars = [Bar('<script>"x"</script>', NOW - timedelta(seconds=5), None, "live",
-                href='/hands/1/"onmouseover="alert(1)')]
+    bars = [
+        Bar(
+            '<script>"x"</script>',
+            NOW - timedelta(seconds=5),
+            None,
+            "live",
+            href='/hands/1/"onmouseover="alert(1)',
+        )
+    ]
     svg = timeline_svg(bars, now=NOW, title="<b>t</b>")
     root = parse(svg)
     assert "<script>" not in svg and "<b>" not in svg

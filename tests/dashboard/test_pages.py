@@ -37,8 +37,13 @@ def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links
 ):
     run = make_run(slots=3, evidence_required=["pull_request"])
     done = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
-    attempt_finish(hand=owner, attempt_id=done.attempt.pk, fence=1, process_id="host:1",
-                   evidence=[{"kind": "pull_request", "url": "https://example.com/pr/7"}])
+    attempt_finish(
+        hand=owner,
+        attempt_id=done.attempt.pk,
+        fence=1,
+        process_id="host:1",
+        evidence=[{"kind": "pull_request", "url": "https://example.com/pr/7"}],
+    )
     fleet.attempt_claim(hand=teammate, run_id=run.pk, process_id="host:2")
     html = admin_client.get(f"/runs/{run.pk}/").content.decode()
     assert html.count('class="slot slot-') == 3 and "(2 open)" in html
@@ -59,15 +64,22 @@ def test_a_non_http_link_is_shown_as_text(admin_client, lane):
 
 def test_the_hand_page_shows_keys_by_prefix_attempts_and_refusals(admin_client, owner, make_run):
     key = fleet.key_issue(hand=owner, scopes=["work", "leases"], actor="boss").key
-    fleet.key_revoke(workspace_id=owner.workspace_id, prefix=key.prefix, actor="boss",
-                     reason="rotated")
+    fleet.key_revoke(
+        workspace_id=owner.workspace_id, prefix=key.prefix, actor="boss", reason="rotated"
+    )
     live = fleet.key_issue(hand=owner, scopes=["work"], actor="boss", expires_in_s=3600).key
     fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
-    lease_acquire(workspace_id=owner.workspace_id, resource="db", holder="hand-z",
-                  process_id="z", ttl_s=60)
+    lease_acquire(
+        workspace_id=owner.workspace_id, resource="db", holder="hand-z", process_id="z", ttl_s=60
+    )
     with pytest.raises(LeaseHeld):
-        lease_acquire(workspace_id=owner.workspace_id, resource="db", holder=owner.name,
-                      process_id="p", ttl_s=60)
+        lease_acquire(
+            workspace_id=owner.workspace_id,
+            resource="db",
+            holder=owner.name,
+            process_id="p",
+            ttl_s=60,
+        )
     html = admin_client.get(f"/hands/{owner.pk}/").content.decode()
     revoked_row = html.split(f'data-key="{key.prefix}"')[1].split("</tr>")[0]
     live_row = html.split(f'data-key="{live.prefix}"')[1].split("</tr>")[0]

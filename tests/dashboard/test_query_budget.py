@@ -26,8 +26,15 @@ def count_queries(client, url: str) -> int:  # noqa: ANN001
 
 def pages_for(run) -> list[str]:  # noqa: ANN001
     busiest = Hand.objects.filter(attempts__run=run).first()
-    return ["/", "/?state=late", f"/runs/{run.pk}/", f"/hands/{busiest.pk}/", "/lanes/",
-            f"/work-packages/{run.work_package_id}/", "/hands/"]
+    return [
+        "/",
+        "/?state=late",
+        f"/runs/{run.pk}/",
+        f"/hands/{busiest.pk}/",
+        "/lanes/",
+        f"/work-packages/{run.work_package_id}/",
+        "/hands/",
+    ]
 
 
 def test_every_page_costs_the_same_queries_with_10_and_1000_attempts(

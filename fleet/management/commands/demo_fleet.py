@@ -22,12 +22,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--url", default="http://127.0.0.1:8000", help="the server's base URL")
         parser.add_argument("--workspace", default="demo")
-        parser.add_argument("--duration", type=float, default=None,
-                            help="stop after this many seconds (default: run until interrupted)")
-        parser.add_argument("--fast", action="store_true",
-                            help="second-long intervals (for tests): every state within seconds")
-        parser.add_argument("--wait-for-server", type=float, default=60.0, metavar="SECONDS",
-                            help="how long to wait for the server to answer first")
+        parser.add_argument(
+            "--duration",
+            type=float,
+            default=None,
+            help="stop after this many seconds (default: run until interrupted)",
+        )
+        parser.add_argument(
+            "--fast",
+            action="store_true",
+            help="second-long intervals (for tests): every state within seconds",
+        )
+        parser.add_argument(
+            "--wait-for-server",
+            type=float,
+            default=60.0,
+            metavar="SECONDS",
+            help="how long to wait for the server to answer first",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         url = options["url"]
@@ -37,10 +49,14 @@ class Command(BaseCommand):
         plan = demo.setup(workspace_name=options["workspace"], timings=timings)
         fleet = demo.DemoFleet(plan, url=url, timings=timings, say=self._say)
         done = threading.Event()
-        previous = {sig: signal.signal(sig, lambda *_: done.set())
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
-        self._say(f"demo fleet: {len(fleet.hands)} hands working in workspace "
-                  f"{options['workspace']!r} against {url}")
+        previous = {
+            sig: signal.signal(sig, lambda *_: done.set())
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        self._say(
+            f"demo fleet: {len(fleet.hands)} hands working in workspace "
+            f"{options['workspace']!r} against {url}"
+        )
         try:
             fleet.start()
             done.wait(options["duration"])
