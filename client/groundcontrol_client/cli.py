@@ -10,6 +10,7 @@ Exit codes (the same for every command):
        not_holder), or the client's own deadline passed
     5  auth: the key is invalid, revoked, expired, or lacks the scope
     6  stopped: `gctl run` stopped the command because the supervisor's directive was stop
+    127  `gctl run` or `gctl hold` could not start the command (the claim or lease is released)
 
 `gctl run` and `gctl hold` exit with the command's own status when it ran to its end and failed
 (128 + N when a signal N killed it); `--json` prints how it ended as the last line on stderr.

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, ParamSpec
+from typing import ParamSpec
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
@@ -263,7 +263,7 @@ def build_server(session: Session) -> MCPServer:
     return server
 
 
-def serve(client: Client, *, process_id: str, **_: Any) -> None:
+def serve(client: Client, *, process_id: str) -> None:
     """Serve on stdin/stdout until the client closes the session; then release what is held."""
     session = Session(client, process_id=process_id)
     # A host that ends the session with SIGTERM still gets what was held released.

@@ -31,6 +31,7 @@ EXIT_DENIED = 3
 EXIT_LOST = 4
 EXIT_AUTH = 5
 EXIT_STOPPED = 6
+EXIT_CANNOT_RUN = 127  # as a shell says of a command it cannot find or execute
 POLL_S = 0.1
 
 
@@ -164,7 +165,12 @@ def run_claimed(
         )
         # The wrapper, not the command, speaks for the claim's process identity.
         env.pop("GC_PROCESS_ID", None)
-        child = _Child(cmd, env, kill_after_s)
+        try:
+            child = _Child(cmd, env, kill_after_s)
+        except OSError as error:
+            reason = f"could not start the command: {error}"
+            attempt.release_quietly(reason)
+            return Outcome(EXIT_CANNOT_RUN, "released", {"reason": reason})
 
         def directive() -> str | None:
             child.pause(attempt.directive == "pause")
@@ -217,7 +223,11 @@ def hold_lease(
     """`gctl hold`: the lease is already acquired; run `cmd` while it is held."""
     env = dict(os.environ, GC_RESOURCE=lease.resource, GC_FENCE=str(lease.fence))
     env.pop("GC_PROCESS_ID", None)
-    child = _Child(cmd, env, kill_after_s)
+    try:
+        child = _Child(cmd, env, kill_after_s)
+    except OSError as error:
+        lease.release()
+        return Outcome(EXIT_CANNOT_RUN, "released", {"reason": f"could not start: {error}"})
     with child.forwarding():
         why = _watch(child, lease, lambda: None)
         if why is not None:

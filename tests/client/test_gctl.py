@@ -172,6 +172,18 @@ def test_it_releases_when_the_command_left_no_evidence(gc: Fleet) -> None:
     assert record.end == AttemptEnd.RELEASED and record.end_reason.startswith("finish refused")
 
 
+def test_it_releases_when_the_command_cannot_be_started(gc: Fleet) -> None:
+    run = gc.run()
+    missing = gc.gctl("run", "--run", str(run.pk), "--", "/no/such/command")
+    assert missing.returncode == 127
+    (record,) = attempts_of(run)
+    assert record.end == AttemptEnd.RELEASED
+    assert record.end_reason.startswith("could not start the command: ")
+    held = gc.gctl("hold", "lock", "--", "/no/such/command")
+    assert held.returncode == 127
+    assert gc.gctl("lease", "acquire", "lock", "--ttl", "5", key=gc.key_b).returncode == 0
+
+
 def _start(gc: Fleet, *args: str, key: str | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [GCTL, *args], env=gc.env(key), stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True

@@ -1,0 +1,375 @@
+"""A typed client for every hand and resource-lease call of the contract.
+
+Retries: a 503 or 429 answer, or a connection that failed, is retried with exponential backoff and
+jitter (never a 409: a denial is an answer, not a fault). A call that is not safe to repeat (a
+claim: a second one would take a second slot) is retried only when the request surely never
+reached the server (the connection could not be opened); every other hand call is idempotent on
+the server (a retried finish or release answers as the first did; a retried acquire by the holder
+renews and keeps the fence).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from groundcontrol_client.errors import (
+    ConfigError,
+    ConnectionFailed,
+    GroundControlError,
+    ServerError,
+    error_from_response,
+)
+from groundcontrol_client.models import (
+    Attempt,
+    Brief,
+    Evidence,
+    Lease,
+    Me,
+    ReportResult,
+    Slot,
+)
+
+__version__ = "0.1.0"
+DEFAULT_TIMEOUT_S = 10.0
+RETRY_STATUSES = frozenset({429, 503})
+# Errors raised before the request left this machine: repeating it cannot act twice.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# A server's Retry-After is honoured up to this; past it, the call fails and the caller decides.
+MAX_RETRY_AFTER_S = 60.0
+MAX_PAGES = 100
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """`retries` more tries after the first; delays double from `backoff_s` up to
+    `max_backoff_s`, each drawn from the upper half of its range (jitter that keeps a floor, so
+    a fleet that failed together does not come back together)."""
+
+    retries: int = 4
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+
+    def delay(self, attempt: int, *, hint: float | None, rand: Callable[[], float]) -> float:
+        ceiling = min(self.max_backoff_s, self.backoff_s * (2**attempt))
+        delay = ceiling / 2 + rand() * ceiling / 2
+        if hint is not None:
+            delay = max(delay, min(hint, MAX_RETRY_AFTER_S))
+        return delay
+
+
+def _base_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"GC_URL must be an http(s) URL, not {url!r}")
+    if url.endswith("/api/v1"):
+        url = url[: -len("/api/v1")]
+    return url + "/api/v1/"
+
+
+def _retry_hint(response: httpx.Response, error: GroundControlError) -> float | None:
+    hint = error.get("retry_after_s")
+    if isinstance(hint, int | float) and not isinstance(hint, bool):
+        return float(hint)
+    header = response.headers.get("retry-after")
+    try:
+        return float(header) if header else None
+    except ValueError:
+        return None
+
+
+def _env_number(
+    env: Mapping[str, str], name: str, kind: type[int] | type[float], minimum: float = 0
+) -> float:
+    try:
+        value = kind(env[name])
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ConfigError(f"{name} must be a number of at least {minimum:g}, not {env[name]!r}")
+    return value
+
+
+def _evidence_items(evidence: Iterable[Evidence | Mapping[str, str]]) -> list[dict[str, str]]:
+    return [e.to_wire() if isinstance(e, Evidence) else dict(e) for e in evidence]
+
+
+def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}
+
+
+class Client:
+    """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
+    share it with the agent's own calls."""
+
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        if not key:
+            raise ConfigError("GC_KEY is not set: a hand needs its own key")
+        self.url = _base_url(url)
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._rand = rand
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers={
+                "Authorization": f"Bearer {key}",
+                "User-Agent": f"groundcontrol-client/{__version__}",
+                "Accept": "application/json",
+            },
+            timeout=timeout,
+            transport=transport,
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> Client:
+        """Configured from `GC_URL` and `GC_KEY`; optional `GC_TIMEOUT` (seconds per request)
+        and `GC_RETRIES` (tries after the first on a transient failure)."""
+        env = os.environ if env is None else env
+        url = env.get("GC_URL", "")
+        if not url:
+            raise ConfigError("GC_URL is not set: the Ground Control server's URL")
+        if "timeout" not in kwargs and env.get("GC_TIMEOUT"):
+            kwargs["timeout"] = _env_number(env, "GC_TIMEOUT", float, minimum=0.1)
+        if "retry" not in kwargs and env.get("GC_RETRIES"):
+            kwargs["retry"] = RetryPolicy(retries=int(_env_number(env, "GC_RETRIES", int)))
+        return cls(url, env.get("GC_KEY", ""), **kwargs)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- transport ------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, **options: Any) -> Any:
+        """Send one call (see `_send` for the options); the decoded JSON answer."""
+        return self._decode(self._send(method, path, **options))
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        idempotent: bool = True,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        """Send one call, retrying transient failures; the successful response.
+
+        `give_up_at` (a `time.monotonic()` instant) stops retrying once the next try would start
+        after it: a heartbeat that can no longer arrive in time is not worth waiting for.
+        """
+        tries = 0
+        while True:
+            try:
+                response = self._http.request(
+                    method,
+                    path,
+                    json=json,
+                    params=_drop_none(dict(params)) if params else None,
+                    timeout=timeout if timeout is not None else self.timeout,
+                )
+            except httpx.TransportError as exc:
+                error: GroundControlError = ConnectionFailed(
+                    f"{method} {path} failed: {type(exc).__name__}: {exc or 'no answer'}"
+                )
+                hint = None
+                if not idempotent and not isinstance(exc, _NOT_SENT):
+                    # The request may have been applied; only the caller can find out.
+                    raise error from exc
+            else:
+                if response.is_success:
+                    return response
+                error = error_from_response(response.status_code, self._body(response))
+                if response.status_code not in RETRY_STATUSES:
+                    raise error
+                hint = _retry_hint(response, error)
+            if tries >= self.retry.retries:
+                raise error
+            delay = self.retry.delay(tries, hint=hint, rand=self._rand)
+            if give_up_at is not None and time.monotonic() + delay >= give_up_at:
+                raise error
+            self._sleep(delay)
+            tries += 1
+
+    @staticmethod
+    def _body(response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
+    @staticmethod
+    def _decode(response: httpx.Response) -> Any:
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise ServerError(
+                f"HTTP {response.status_code} with a body that is not JSON",
+                status=response.status_code,
+            ) from None
+
+    def _list(self, path: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Every item of a list endpoint: a JSON array per page, the next page's URL in the
+        `Link: <...>; rel="next"` header."""
+        items: list[dict[str, Any]] = []
+        next_url: str | None = path
+        for _ in range(MAX_PAGES):
+            if next_url is None:
+                break
+            response = self._send("GET", next_url, params=params)
+            items.extend(self._decode(response) or [])
+            next_url, params = response.links.get("next", {}).get("url"), None
+        return items
+
+    # --- hand calls (scope `work`) ------------------------------------------------------------
+
+    def me(self) -> Me:
+        return Me.from_wire(self.request("GET", "me"))
+
+    def slots(self, run_id: int, *, state: str | None = "open") -> list[Slot]:
+        return [
+            Slot.from_wire(s) for s in self._list(f"runs/{int(run_id)}/slots", {"state": state})
+        ]
+
+    def claim(self, run_id: int, *, process_id: str, slot: int | None = None) -> Attempt:
+        body = _drop_none({"process_id": process_id, "slot": slot})
+        data = self.request("POST", f"runs/{int(run_id)}/claim", json=body, idempotent=False)
+        return Attempt.from_wire(data)
+
+    def attempt(self, attempt_id: int) -> Attempt:
+        return Attempt.from_wire(self.request("GET", f"attempts/{int(attempt_id)}"))
+
+    def brief(self, attempt_id: int) -> Brief:
+        return Brief.from_wire(self.request("GET", f"attempts/{int(attempt_id)}/brief"))
+
+    def report(
+        self,
+        attempt_id: int,
+        *,
+        fence: int,
+        kind: str = "heartbeat",
+        process_id: str | None = None,
+        message: str | None = None,
+        percent: float | None = None,
+        details: Mapping[str, Any] | None = None,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
+    ) -> ReportResult:
+        """A report; with the claim's `process_id` it renews the lease (`renewed`)."""
+        body = _drop_none(
+            {
+                "fence": fence,
+                "process_id": process_id,
+                "kind": kind,
+                "message": message,
+                "percent": percent,
+                "details": dict(details) if details is not None else None,
+            }
+        )
+        data = self.request(
+            "POST",
+            f"attempts/{int(attempt_id)}/reports",
+            json=body,
+            give_up_at=give_up_at,
+            timeout=timeout,
+        )
+        return ReportResult(
+            renewed=bool(data.get("renewed")), attempt=Attempt.from_wire(data["attempt"])
+        )
+
+    def finish(
+        self,
+        attempt_id: int,
+        *,
+        fence: int,
+        process_id: str,
+        evidence: Iterable[Evidence | Mapping[str, str]],
+        summary: str | None = None,
+    ) -> Attempt:
+        body = _drop_none(
+            {
+                "fence": fence,
+                "process_id": process_id,
+                "evidence": _evidence_items(evidence),
+                "summary": summary,
+            }
+        )
+        return Attempt.from_wire(
+            self.request("POST", f"attempts/{int(attempt_id)}/finish", json=body)
+        )
+
+    def release(self, attempt_id: int, *, fence: int, process_id: str, reason: str) -> Attempt:
+        body = {"fence": fence, "process_id": process_id, "reason": reason}
+        return Attempt.from_wire(
+            self.request("POST", f"attempts/{int(attempt_id)}/release", json=body)
+        )
+
+    # --- resource leases (scope `leases`) -----------------------------------------------------
+
+    def lease_acquire(
+        self, resource: str, *, ttl_s: float, process_id: str, wait_s: float | None = None
+    ) -> Lease:
+        """Take `resource`, or raise `LeaseHeld` saying who holds it, its fence and for how long.
+        With `wait_s` the server holds the request until the resource frees or the wait ends."""
+        body = _drop_none(
+            {"resource": resource, "ttl_s": ttl_s, "process_id": process_id, "wait_s": wait_s}
+        )
+        timeout = self.timeout + (wait_s or 0)
+        return Lease.from_wire(self.request("POST", "leases/acquire", json=body, timeout=timeout))
+
+    def lease_renew(
+        self,
+        resource: str,
+        *,
+        fence: int,
+        process_id: str,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
+    ) -> Lease:
+        body = {"resource": resource, "fence": fence, "process_id": process_id}
+        data = self.request(
+            "POST", "leases/renew", json=body, give_up_at=give_up_at, timeout=timeout
+        )
+        return Lease.from_wire(data)
+
+    def lease_release(self, resource: str, *, fence: int) -> bool:
+        data = self.request("POST", "leases/release", json={"resource": resource, "fence": fence})
+        return bool(data.get("released")) if isinstance(data, dict) else True
+
+    def lease_check(self, resource: str, *, fence: int) -> Lease:
+        """The lease if `fence` is its current, unlost tenure; else `StaleFence` or `LeaseLost`.
+        Ask this right before a write that must not come from a stale holder."""
+        data = self.request("POST", "leases/check", json={"resource": resource, "fence": fence})
+        return Lease.from_wire(data["lease"])
+
+    def leases(
+        self, *, prefix: str | None = None, holder: str | None = None, state: str | None = None
+    ) -> list[Lease]:
+        params = {"prefix": prefix, "holder": holder, "state": state}
+        return [Lease.from_wire(item) for item in self._list("leases", params)]

@@ -1,0 +1,216 @@
+"""The wire objects of the contract as typed, read-only values.
+
+Each keeps the server's full JSON in `raw`, so fields the server adds later are not lost; parsing
+is lenient about optional fields for the same reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class SlotLease:
+    """The lease under an attempt: its slot's resource, fence and clock."""
+
+    resource: str
+    fence: int
+    holder: str
+    heartbeat_interval_s: float
+    grace_s: float
+    expires_in_s: float | None
+    expires_at: datetime | None
+    server_time: datetime | None
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> SlotLease:
+        return cls(
+            resource=str(data.get("resource", "")),
+            fence=int(data["fence"]),
+            holder=str(data.get("holder", "")),
+            heartbeat_interval_s=float(data["heartbeat_interval_s"]),
+            grace_s=float(data.get("grace_s") or 0),
+            expires_in_s=_float(data.get("expires_in_s")),
+            expires_at=_time(data.get("expires_at")),
+            server_time=_time(data.get("server_time")),
+        )
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: int
+    run: int
+    slot: int
+    hand: str
+    process_id: str
+    state: str  # live | late | stalled | lost | finished | released
+    directive: str  # continue | pause | stop
+    lease: SlotLease
+    end_reason: str | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Attempt:
+        return cls(
+            id=int(data["id"]),
+            run=int(data.get("run") or 0),
+            slot=int(data.get("slot") or 0),
+            hand=str(data.get("hand", "")),
+            process_id=str(data.get("process_id", "")),
+            state=str(data.get("state", "")),
+            directive=str(data.get("directive") or "continue"),
+            lease=SlotLease.from_wire(data["lease"]),
+            end_reason=data.get("end_reason"),
+            raw=data,
+        )
+
+    @property
+    def fence(self) -> int:
+        """This tenure's fence (the slot's lease may have moved on to a later one)."""
+        fence = self.raw.get("fence")
+        return int(fence) if isinstance(fence, int) else self.lease.fence
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A resource lease."""
+
+    resource: str
+    holder: str
+    process_id: str
+    fence: int
+    state: str
+    ttl_s: float
+    expires_in_s: float | None
+    expires_at: datetime | None
+    server_time: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Lease:
+        return cls(
+            resource=str(data["resource"]),
+            holder=str(data.get("holder", "")),
+            process_id=str(data.get("process_id") or ""),
+            fence=int(data["fence"]),
+            state=str(data.get("state", "")),
+            ttl_s=float(data.get("ttl_s") or 0),
+            expires_in_s=_float(data.get("expires_in_s")),
+            expires_at=_time(data.get("expires_at")),
+            server_time=_time(data.get("server_time")),
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    state: str
+    holder: str | None
+    fence: int | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Slot:
+        fence = data.get("fence")
+        return cls(
+            index=int(data["index"]),
+            state=str(data.get("state", "")),
+            holder=data.get("holder") or None,
+            fence=int(fence) if isinstance(fence, int) else None,
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class Me:
+    hand: str
+    workspace: str
+    scopes: list[str]
+    key_prefix: str
+    lane: str | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Me:
+        lane = data.get("lane")
+        if isinstance(lane, dict):
+            lane = lane.get("slug")
+        return cls(
+            hand=str(data.get("hand", "")),
+            workspace=str(data.get("workspace", "")),
+            scopes=[str(s) for s in data.get("scopes") or []],
+            key_prefix=str(data.get("key_prefix", "")),
+            lane=str(lane) if lane else None,
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class Brief:
+    """What an attempt is for: the run's brief (Markdown) and the evidence it must leave."""
+
+    attempt: Attempt
+    run_id: int
+    title: str
+    brief: str
+    evidence_required: list[str]
+    work_package: dict[str, Any]
+    lane: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Brief:
+        run = data.get("run") or {}
+        return cls(
+            attempt=Attempt.from_wire(data["attempt"]),
+            run_id=int(run.get("id") or 0),
+            title=str(run.get("title", "")),
+            brief=str(run.get("brief", "")),
+            evidence_required=[str(k) for k in run.get("evidence_required") or []],
+            work_package=dict(data.get("work_package") or {}),
+            lane=dict(data.get("lane") or {}),
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class Evidence:
+    kind: str
+    url: str
+    note: str = ""
+
+    def to_wire(self) -> dict[str, str]:
+        item = {"kind": self.kind, "url": self.url}
+        if self.note:
+            item["note"] = self.note
+        return item
+
+    @classmethod
+    def parse(cls, text: str) -> Evidence:
+        """`kind=url`, as `gctl finish --evidence` and evidence files write it."""
+        kind, sep, url = text.strip().partition("=")
+        if not sep or not kind.strip() or not url.strip():
+            raise ValueError(f"evidence must look like kind=url, not {text!r}")
+        return cls(kind=kind.strip(), url=url.strip())
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    renewed: bool
+    attempt: Attempt

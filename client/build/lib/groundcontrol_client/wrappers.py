@@ -1,0 +1,248 @@
+"""`gctl run` and `gctl hold`: hold a lease while a command runs, so the command never has to.
+
+The command runs in its own process group, so stopping it stops everything it started. The
+wrapper watches three things several times a second: the command's exit, the lease (lost), and
+the supervisor's directive (stop, pause, continue).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from groundcontrol_client.errors import EvidenceMissing, GroundControlError, ValidationFailed
+from groundcontrol_client.models import Evidence
+from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_DENIED = 3
+EXIT_LOST = 4
+EXIT_AUTH = 5
+EXIT_STOPPED = 6
+POLL_S = 0.1
+
+
+@dataclass
+class Outcome:
+    """How a wrapped command ended, for the exit code and the `--json` line."""
+
+    exit_code: int
+    status: str  # finished | released | failed | lost | stopped | interrupted
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class _Child:
+    """The wrapped command, in its own process group, with signals forwarded to it."""
+
+    def __init__(self, cmd: Sequence[str], env: dict[str, str], kill_after_s: float) -> None:
+        self.kill_after_s = kill_after_s
+        self.interrupted: int | None = None
+        self.paused = False
+        self.proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
+
+    def _signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signum)
+
+    @contextlib.contextmanager
+    def forwarding(self) -> Iterator[None]:
+        """SIGINT and SIGTERM to the wrapper stop the command too (it has its own group, so a
+        Ctrl-C at the terminal would not reach it otherwise)."""
+
+        def forward(signum: int, frame: FrameType | None) -> None:
+            self.interrupted = signum
+
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def pause(self, paused: bool) -> None:
+        if paused != self.paused:
+            self._signal(signal.SIGSTOP if paused else signal.SIGCONT)
+            self.paused = paused
+
+    def stop(self) -> int:
+        """SIGTERM, then SIGKILL after `kill_after_s`; the command's exit status."""
+        self._signal(signal.SIGTERM)
+        self._signal(signal.SIGCONT)  # a paused command cannot handle SIGTERM
+        try:
+            return self.proc.wait(self.kill_after_s)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            return self.proc.wait()
+
+
+def exit_status(returncode: int) -> int:
+    """A shell's view: a command killed by signal N exited 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def describe_status(returncode: int) -> str:
+    if returncode < 0:
+        return f"killed by signal {-returncode} ({signal.Signals(-returncode).name})"
+    return f"exit status {returncode}"
+
+
+def read_evidence(path: Path) -> list[Evidence]:
+    """One `kind=url` a line; blank lines and `#` comments are skipped."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [Evidence.parse(line) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _watch(
+    child: _Child, tenure: ClaimedAttempt | HeldLease, on_directive: Callable[[], str | None]
+) -> str | None:
+    """Wait for the command; stop it early if the tenure is lost, the directive says stop, or
+    the wrapper is interrupted. The reason it was stopped, or None if it exited by itself."""
+    while child.proc.poll() is None:
+        if child.interrupted is not None:
+            return "interrupted"
+        if tenure.lost:
+            return "lost"
+        if on_directive() == "stop":
+            return "stopped"
+        time.sleep(POLL_S)
+    return None
+
+
+@contextlib.contextmanager
+def _evidence_file(env: dict[str, str]) -> Iterator[Path]:
+    """The file named by GC_EVIDENCE_FILE, or a fresh temporary one removed afterwards."""
+    if env.get("GC_EVIDENCE_FILE"):
+        yield Path(env["GC_EVIDENCE_FILE"])
+        return
+    fd, name = tempfile.mkstemp(prefix="gc-evidence-", suffix=".txt")
+    os.close(fd)
+    try:
+        yield Path(name)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def _stop_reason(child: _Child, why: str, tenure_error: GroundControlError | None) -> str:
+    if why == "interrupted":
+        return f"interrupted by {signal.Signals(child.interrupted or signal.SIGTERM).name}"
+    if why == "stopped":
+        return "stopped by the supervisor's directive"
+    return f"lease lost: {tenure_error}"
+
+
+def run_claimed(
+    attempt: ClaimedAttempt,
+    cmd: Sequence[str],
+    *,
+    kill_after_s: float,
+    log: Callable[[str, dict[str, Any]], None],
+) -> Outcome:
+    """`gctl run`: the attempt is already claimed; run `cmd` under it and end the attempt."""
+    env = dict(os.environ)
+    with _evidence_file(env) as evidence_path:
+        env.update(
+            GC_ATTEMPT=str(attempt.id),
+            GC_ATTEMPT_FENCE=str(attempt.fence),
+            GC_RUN=str(attempt.run_id),
+            GC_SLOT=str(attempt.slot),
+            GC_EVIDENCE_FILE=str(evidence_path),
+        )
+        # The wrapper, not the command, speaks for the claim's process identity.
+        env.pop("GC_PROCESS_ID", None)
+        child = _Child(cmd, env, kill_after_s)
+
+        def directive() -> str | None:
+            child.pause(attempt.directive == "pause")
+            return attempt.directive
+
+        with child.forwarding():
+            why = _watch(child, attempt, directive)
+            if why is not None:
+                returncode = child.stop()
+                reason = _stop_reason(child, why, attempt.lost_error)
+                released = attempt.release_quietly(reason)
+                log(f"{reason}; the command was stopped", {"reason": reason, "released": released})
+                code = {"lost": EXIT_LOST, "stopped": EXIT_STOPPED}.get(
+                    why, exit_status(-(child.interrupted or signal.SIGTERM))
+                )
+                return Outcome(code, why, {"reason": reason, "returncode": returncode})
+        returncode = child.proc.returncode
+        if attempt.lost:
+            reason = f"lease lost: {attempt.lost_error}"
+            attempt.release_quietly(reason)
+            return Outcome(EXIT_LOST, "lost", {"reason": reason, "returncode": returncode})
+        if returncode != 0:
+            reason = f"the command failed: {describe_status(returncode)}"
+            attempt.release_quietly(reason)
+            return Outcome(exit_status(returncode), "released", {"reason": reason})
+        try:
+            evidence = read_evidence(evidence_path)
+        except ValueError as error:
+            attempt.release_quietly(f"unreadable evidence file: {error}")
+            return Outcome(EXIT_ERROR, "released", {"reason": str(error)})
+        try:
+            attempt.finish(evidence)
+        except (EvidenceMissing, ValidationFailed) as error:
+            attempt.release_quietly(f"finish refused: {error}")
+            raise
+        return Outcome(
+            EXIT_OK,
+            "finished",
+            {"evidence": [e.to_wire() for e in evidence], "attempt": attempt.id},
+        )
+
+
+def hold_lease(
+    lease: HeldLease,
+    cmd: Sequence[str],
+    *,
+    kill_after_s: float,
+    log: Callable[[str, dict[str, Any]], None],
+) -> Outcome:
+    """`gctl hold`: the lease is already acquired; run `cmd` while it is held."""
+    env = dict(os.environ, GC_RESOURCE=lease.resource, GC_FENCE=str(lease.fence))
+    env.pop("GC_PROCESS_ID", None)
+    child = _Child(cmd, env, kill_after_s)
+    with child.forwarding():
+        why = _watch(child, lease, lambda: None)
+        if why is not None:
+            returncode = child.stop()
+            reason = _stop_reason(child, why, lease.lost_error)
+            with contextlib.suppress(GroundControlError):
+                lease.release()
+            log(f"{reason}; the command was stopped", {"reason": reason})
+            code = (
+                EXIT_LOST if why == "lost" else exit_status(-(child.interrupted or signal.SIGTERM))
+            )
+            return Outcome(code, why, {"reason": reason, "returncode": returncode})
+    returncode = child.proc.returncode
+    lost = lease.lost
+    try:
+        lease.release()
+    except GroundControlError:
+        if not lost:
+            raise  # refused though the client thought it held: the main handler says why
+    if lost:
+        reason = f"lease lost: {lease.lost_error}"
+        return Outcome(EXIT_LOST, "lost", {"reason": reason, "returncode": returncode})
+    status = "released" if returncode == 0 else "failed"
+    return Outcome(exit_status(returncode), status, {"returncode": returncode})
+
+
+def eprint(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
