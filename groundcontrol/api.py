@@ -265,8 +265,11 @@ def rate_limit(key_prefix: str) -> None:
     window = int(now // 60)
     name = f"gc:rate:{key_prefix}:{window}"
     try:
-        cache.add(name, 0, timeout=120)
-        count = cache.incr(name)
+        # One round trip in the steady state; the window's first call creates the counter.
+        try:
+            count = cache.incr(name)
+        except ValueError:
+            count = 1 if cache.add(name, 1, timeout=120) else cache.incr(name)
     except Exception:  # noqa: BLE001 - any cache failure fails open, on purpose
         logger.warning("rate limit cache unavailable; not counting", exc_info=True)
         return

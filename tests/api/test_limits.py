@@ -55,6 +55,7 @@ def test_the_rate_limit_fails_open_when_the_cache_is_down(api_a: Api, monkeypatc
     def broken(*args: object, **kwargs: object) -> None:
         raise ConnectionError("redis is down")
 
+    monkeypatch.setattr(infrastructure.cache, "incr", broken)
     monkeypatch.setattr(infrastructure.cache, "add", broken)
     for _ in range(3):
         assert api_a.get("/me").status_code == 200
