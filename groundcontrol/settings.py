@@ -232,6 +232,8 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- REST API limits and schema (issue 3: groundcontrol/api.py, fleet/api.py) ------------------
+# The interactive docs' assets are served from here (the sidecar), not from a CDN.
+INSTALLED_APPS += ["drf_spectacular_sidecar"]
 # Calls per key per minute before 429 rate_limited (0 turns the limit off). Heartbeats and
 # renewals count, so leave room for a hand that renews several leases every few seconds.
 GC_RATE_LIMIT_PER_MINUTE = env_int("GC_RATE_LIMIT_PER_MINUTE", 1200, minimum=0)
@@ -239,6 +241,9 @@ SPECTACULAR_SETTINGS.update(
     {
         "SCHEMA_PATH_PREFIX": "/api/v1",
         "COMPONENT_SPLIT_REQUEST": True,
+        "SWAGGER_UI_DIST": "SIDECAR",
+        "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+        "REDOC_DIST": "SIDECAR",
         # Four different "state" enums: name each after what it is the state of.
         "ENUM_NAME_OVERRIDES": {
             "AttemptStateEnum": "fleet.selectors.ATTEMPT_STATES",
