@@ -200,3 +200,16 @@ def test_breaking_a_slot_lease_ends_its_attempt_as_lost(api_a: Api, boss: Api, r
         409,
         "lease_lost",
     )
+
+
+def test_a_renewal_is_the_key_lookup_and_one_statement(
+    api_a: Api, django_assert_num_queries
+) -> None:
+    acquire(api_a)
+    api_a.get("/me")  # last_used_at is fresh for the minute
+    # The key joined with its hand, workspace and lane; the engine's conditional UPDATE.
+    with django_assert_num_queries(2):
+        renewed = api_a.post(
+            "/leases/renew", {"resource": "src/auth/", "fence": 1, "process_id": "p1"}
+        )
+    assert renewed.status_code == 200
