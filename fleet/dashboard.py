@@ -56,8 +56,9 @@ STATES = ATTEMPT_STATES
 ROLE_RANK = {Role.VIEWER: 0, Role.SUPERVISOR: 1, Role.ADMIN: 2}
 BOARD_PAGE_SIZE = 100
 LIST_PAGE_SIZE = 50
-# Ended attempts stay on the board this long, so a finish or a loss is seen, not just vanishes.
-RECENT_ENDED_S = 3600
+# Ended attempts stay on the board this long, so a finish or a loss is seen, not just vanishes
+# (the run's and the hand's pages keep the whole history).
+RECENT_ENDED_S = 600
 # Attempts drawn on a run's or a hand's timeline, and report ticks loaded per attempt.
 TIMELINE_ATTEMPTS = 50
 TICKS_PER_ATTEMPT = 60
@@ -319,9 +320,12 @@ def board(*, workspace_id: int, filters: BoardFilters, page_size: int = BOARD_PA
     if filters.state:
         queryset = queryset.filter(board_state=filters.state)
     offset = (page - 1) * page_size
-    attempts = queryset.select_related(
-        "lease", "hand", "run", "run__work_package", "lane", "slot"
-    ).order_by("lane__slug", "lane_id", "run_id", "slot__index", "-id")[offset : offset + page_size]
+    attempts = (
+        queryset.select_related("lease", "hand", "run", "run__work_package", "lane", "slot")
+        # Within a run: open tenures first, by slot; then the recently ended, newest first.
+        .annotate(ended=Case(When(end__isnull=True, then=Value(0)), default=Value(1)))
+        .order_by("lane__slug", "lane_id", "run_id", "ended", "slot__index", "-id")
+    )[offset : offset + page_size]
     rows = attempt_rows(attempts, now)
     filters = BoardFilters(filters.lane, filters.state, filters.hand, page)
     if not (filters.lane or filters.hand):

@@ -168,3 +168,19 @@ def test_it_records_a_sample_for_the_chart_at_most_once_per_period(workspace, fr
     assert dashboard.sample_record(workspace_id=workspace.pk, now=frozen_clock, counts=counts)
     assert not dashboard.sample_record(workspace_id=workspace.pk, now=frozen_clock, counts=counts)
     assert [at for at, _ in dashboard.samples(workspace_id=workspace.pk)] == [frozen_clock]
+
+
+def test_it_lists_a_runs_open_tenures_before_its_ended_ones(
+    workspace, owner, teammate, make_run, frozen_clock
+):
+    run = make_run(heartbeat_interval_s=100, grace_s=60, slots=2)
+    first = claim(owner, run)
+    fleet.attempt_release(
+        hand=owner, attempt_id=first.attempt.pk, fence=1, process_id="host:1", reason="done"
+    )
+    clock.advance(1)
+    second = claim(teammate, run, "host:2")  # takes slot 0 again
+    claim(owner, run, "host:3")  # slot 1
+    order = [(row.attempt.slot.index, row.state) for row in board_of(workspace).rows]
+    assert order == [(0, "live"), (1, "live"), (0, "released")]
+    assert board_of(workspace).rows[0].attempt.pk == second.attempt.pk
