@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
@@ -194,9 +195,7 @@ def board(request: HttpRequest, membership: Membership) -> HttpResponse:
 
 
 def _poll_seconds() -> float:
-    from django.conf import settings
-
-    return float(getattr(settings, "GC_DASHBOARD_POLL_S", 5))
+    return float(settings.GC_DASHBOARD_POLL_S)
 
 
 @dashboard_view()

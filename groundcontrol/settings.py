@@ -260,3 +260,7 @@ SPECTACULAR_SETTINGS.update(
         ],
     }
 )
+
+# --- Dashboard (issue 5) -------------------------------------------------------------------------
+# Seconds between the fleet board's HTMX polls; a hidden tab polls at most every 30 s.
+GC_DASHBOARD_POLL_S = env_float("GC_DASHBOARD_POLL_S", 5.0, minimum=1.0)
