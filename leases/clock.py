@@ -36,11 +36,13 @@ def now_sql() -> str:
     if _vendor() == "postgresql":
         if frozen is not None:
             return f"'{frozen.isoformat()}'::timestamptz"
-        # statement_timestamp(), not now(): now() is the transaction's start, which a long
-        # transaction would leave behind.
+        # clock_timestamp(): the time the row is actually evaluated. now() is the transaction's
+        # start and statement_timestamp() the statement's arrival; a statement that waited (for a
+        # row lock, or for a CPU) would judge "lost" and stamp its grant with a time from before
+        # the release it waited for, so its tenure would appear to start before the last one ended.
         if offset:
-            return f"(statement_timestamp() + interval '{offset!r} seconds')"
-        return "statement_timestamp()"
+            return f"(clock_timestamp() + interval '{offset!r} seconds')"
+        return "clock_timestamp()"
     if frozen is not None:
         text = frozen.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
         return f"'{text}'"

@@ -228,11 +228,16 @@ def take_first_free(
 
     On PostgreSQL the candidate is picked with FOR UPDATE SKIP LOCKED, so concurrent claimers
     each take a different slot instead of queueing on the same one; the outer WHERE checks the
-    condition again on the locked row. SQLite runs one writer at a time.
+    condition again on the locked row. If every candidate was locked (a sweep or another claim
+    holds the row for a moment), the statement runs once more with a plain FOR UPDATE, which
+    waits for the lock instead of answering no_open_slot for a slot that is open. SQLite runs
+    one writer at a time.
     """
     if not lease_ids:
         return None
-    skip_locked = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    lock_modes = (
+        (" FOR UPDATE SKIP LOCKED", " FOR UPDATE") if connection.vendor == "postgresql" else ("",)
+    )
     placeholders = ", ".join(f"%(id{i})s" for i in range(len(lease_ids)))
     params: dict[str, Any] = {f"id{i}": lease_id for i, lease_id in enumerate(lease_ids)}
     params.update(
@@ -242,19 +247,23 @@ def take_first_free(
         interval_s=float(interval_s),
         grace_s=float(grace_s),
     )
-    return _one(
-        _sql(
-            "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, status = 'held', "
-            "holder = %(holder)s, process_id = %(process_id)s, interval_s = %(interval_s)s, "
-            "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
-            "released_at = NULL, noticed_state = 'live', next_check_at = {deadline_from_now} "
-            "WHERE id = (SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
-            f"AND id IN ({placeholders}) AND {{free_or_lost}} ORDER BY id LIMIT 1{skip_locked}) "
-            "AND {free_or_lost} "
-            "RETURNING {columns}, {now}"
-        ),
-        params,
-    )
+    for lock in lock_modes:
+        taken = _one(
+            _sql(
+                "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, status = 'held', "
+                "holder = %(holder)s, process_id = %(process_id)s, interval_s = %(interval_s)s, "
+                "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
+                "released_at = NULL, noticed_state = 'live', next_check_at = {deadline_from_now} "
+                "WHERE id = (SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
+                f"AND id IN ({placeholders}) AND {{free_or_lost}} ORDER BY id LIMIT 1{lock}) "
+                "AND {free_or_lost} "
+                "RETURNING {columns}, {now}"
+            ),
+            params,
+        )
+        if taken is not None:
+            return taken
+    return None
 
 
 def renew(
