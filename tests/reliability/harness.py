@@ -1,0 +1,801 @@
+"""The history harness: many client processes against a real server, every operation recorded,
+and checkers over that history and the server's event log.
+
+    python -m tests.reliability.harness --clients 32 --seconds 600 [--report out.json]
+
+Standalone, it makes a fresh PostgreSQL database on DATABASE_URL's server (dropped afterwards),
+migrates it, bootstraps a supervisor, and serves it with gunicorn (several workers, each running
+the periodic jobs, so several sweeps race); `--url URL --key KEY` points it at a running server
+instead. tests/reliability/test_history.py runs it for a bounded time in CI.
+
+What happens:
+
+1. Each client is its own OS process (`python -m tests.reliability.harness client ...`). It
+   acquires, renews, re-acquires and releases a few shared resources, claims the slots of one
+   run, heartbeats and finishes or releases them, sometimes abandons a tenure, sometimes sleeps
+   longer than its TTL, and writes through a small protected store. Every call is recorded with
+   its invoke and complete times (the client's clock) and its result, including the database's
+   times the server reported.
+2. The coordinator freezes random clients with SIGSTOP for longer than a TTL and thaws them
+   with SIGCONT (a GC pause, a swapped-out laptop), and a supervisor breaks a lease now and then.
+3. The store applies a write only after `POST /leases/check` says its fence is current; it holds
+   a per-resource lock from the check to the apply, so writes are applied in check order.
+4. When the clients are done, every tenure is left to expire and the sweeps to record it; then
+   the checkers read the history, the store's log and the whole event log and report anomalies.
+
+The checkers, all by the database's times:
+
+- no two tenures of one resource overlapped (a grant never came before the previous tenure's
+  release, break, or deadline (plus grace));
+- fences strictly increase per resource in grant order;
+- no operation with a stale fence succeeded, and the store applied no write whose check came
+  after a newer fence was granted or after its own tenure had ended;
+- no renewal succeeded after its tenure was lost;
+- every grant reported a live lease with a full TTL ahead of it (never an expired one);
+- every state change has exactly one event: one grant event per tenure, one end (released,
+  finished, broken, expired or lost) per tenure, late and stalled at most once, each reported
+  grant and release matched by its event;
+- no call answered 5xx.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.reliability.live import ROOT, Api, Gunicorn, server_env
+
+GRANT_KINDS = ("lease_acquired", "claimed")
+END_KINDS = ("lease_released", "released", "finished", "lease_expired", "lost", "lease_broken")
+
+
+@dataclass
+class Config:
+    clients: int = 32
+    seconds: float = 40.0
+    resources: list[str] = field(default_factory=lambda: ["src/auth/", "migrations", "dev-server"])
+    slots: int = 3
+    ttl_s: float = 2.0  # resource leases (grace 0)
+    interval_s: int = 2  # slot heartbeat interval (whole seconds, the API's bound)
+    grace_s: int = 2
+    stop_every_s: float = 0.4  # mean time between SIGSTOPs (of one client each)
+    break_every_s: float = 4.0  # mean time between supervisor breaks
+    seed: int = 7
+
+    @property
+    def slot_lost_after_s(self) -> float:
+        return self.interval_s + self.grace_s
+
+
+# --- Times ---------------------------------------------------------------------------------------
+
+
+def ts(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+# --- A client process ----------------------------------------------------------------------------
+
+
+class Recorder:
+    """One client's history, a JSON line per operation, flushed as it goes."""
+
+    def __init__(self, path: Path, index: int) -> None:
+        self.out = path.open("a", buffering=1)
+        self.index = index
+
+    def call(self, kind: str, send: Any, **fields: Any) -> tuple[str, dict[str, Any]]:
+        """Run `send()` (an httpx call), record it, and return (outcome, body).
+
+        outcome: ok (2xx), fail (a refusal with a code), info (no answer: the outcome is
+        unknown, as for a timeout).
+        """
+        invoke = time.time()
+        status: int | None = None
+        body: dict[str, Any] = {}
+        try:
+            response = send()
+            status = response.status_code
+            try:
+                body = response.json()
+            except ValueError:
+                body = {"raw": response.text[:200]}
+            outcome = "ok" if status < 300 else "fail"
+        except httpx.HTTPError as error:
+            body = {"exception": type(error).__name__}
+            outcome = "info"
+        record = {
+            "c": self.index, "kind": kind, "invoke": invoke, "complete": time.time(),
+            "status": status, "outcome": outcome, **fields,
+        }
+        if outcome == "fail":
+            error = body.get("error", {}) if isinstance(body, dict) else {}
+            record["code"] = error.get("code")
+            record["error"] = {k: error.get(k) for k in ("holder", "fence", "current_fence",
+                                                          "expires_in_s", "state") if k in error}
+        elif outcome == "ok":
+            record["body"] = body
+        else:
+            record["exception"] = body.get("exception")
+        self.out.write(json.dumps(record, default=str) + "\n")
+        return outcome, body
+
+    def note(self, kind: str, **fields: Any) -> None:
+        self.out.write(json.dumps({"c": self.index, "kind": kind, "at": time.time(), **fields})
+                       + "\n")
+
+
+def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
+    """One hand's life: resource rounds and slot rounds until the deadline."""
+    config = Config(**spec["config"])
+    rng = random.Random(config.seed * 1000 + index)
+    api = Api(spec["url"], spec["keys"][index], timeout=30)
+    store = httpx.Client(base_url=spec["store_url"], timeout=30)
+    rec = Recorder(out, index)
+    process = f"harness-{index}:{os.getpid()}"
+    deadline = spec["deadline"]
+    seq = 0
+
+    def dawdle(limit: float) -> None:
+        # One pause in five outlasts the lease: its holder comes back to find it gone.
+        if rng.random() < 0.2:
+            pause = rng.uniform(limit * 1.1, limit * 1.6)
+            rec.note("sleep", seconds=pause)
+        else:
+            pause = rng.uniform(0, limit / 4)
+        time.sleep(pause)
+
+    def resource_round() -> None:
+        nonlocal seq
+        resource = rng.choice(config.resources)
+        wait = rng.choice([0, 0, 0, 0.5, config.ttl_s])
+        outcome, body = rec.call(
+            "acquire",
+            lambda: api.post("/leases/acquire", {"resource": resource, "ttl_s": config.ttl_s,
+                                                 "process_id": process, "wait_s": wait}),
+            resource=resource, wait_s=wait,
+        )
+        if outcome != "ok":
+            time.sleep(rng.uniform(0, 0.1))
+            return
+        fence = body["fence"]
+        for _ in range(rng.randint(0, 3)):
+            dawdle(config.ttl_s)
+            action = rng.choice(["renew", "write", "write", "reacquire"])
+            if action == "write":
+                seq += 1
+                payload = {"resource": resource, "fence": fence, "client": index, "seq": seq}
+                rec.call("write", lambda p=payload: store.post("/write", json=p),
+                         resource=resource, fence=fence, seq=seq)
+                continue
+            if action == "renew":
+                outcome, body = rec.call(
+                    "renew",
+                    lambda f=fence: api.post("/leases/renew", {
+                        "resource": resource, "fence": f, "process_id": process}),
+                    resource=resource, fence=fence,
+                )
+            else:
+                outcome, body = rec.call(
+                    "acquire",
+                    lambda: api.post("/leases/acquire", {"resource": resource,
+                                                         "ttl_s": config.ttl_s,
+                                                         "process_id": process}),
+                    resource=resource, wait_s=0, held_fence=fence,
+                )
+            if outcome != "ok":
+                return
+            fence = body["fence"]  # a re-acquire after losing it is a new tenure
+        if rng.random() < 0.8:
+            rec.call("release",
+                     lambda: api.post("/leases/release", {"resource": resource, "fence": fence}),
+                     resource=resource, fence=fence)
+        else:
+            rec.note("abandon", resource=resource, fence=fence)
+
+    def slot_round() -> None:
+        outcome, body = rec.call(
+            "claim", lambda: api.post(f"/runs/{spec['run_id']}/claim", {"process_id": process})
+        )
+        if outcome != "ok":
+            time.sleep(rng.uniform(0, 0.1))
+            return
+        attempt, fence, resource = body["id"], body["fence"], body["lease"]["resource"]
+        for _ in range(rng.randint(0, 3)):
+            dawdle(config.slot_lost_after_s)
+            outcome, body = rec.call(
+                "report",
+                lambda: api.post(f"/attempts/{attempt}/reports", {
+                    "fence": fence, "process_id": process, "kind": "heartbeat"}),
+                resource=resource, fence=fence, attempt=attempt,
+            )
+            if outcome != "ok":
+                return
+        choice = rng.random()
+        if choice < 0.45:
+            rec.call("finish", lambda: api.post(f"/attempts/{attempt}/finish", {
+                "fence": fence, "process_id": process,
+                "evidence": [{"kind": "pull_request", "url": f"https://x.example/pr/{index}"}]}),
+                resource=resource, fence=fence, attempt=attempt)
+        elif choice < 0.85:
+            rec.call("release_slot", lambda: api.post(f"/attempts/{attempt}/release", {
+                "fence": fence, "process_id": process, "reason": "harness"}),
+                resource=resource, fence=fence, attempt=attempt)
+        else:
+            rec.note("abandon", resource=resource, fence=fence, attempt=attempt)
+
+    while time.time() < deadline:
+        if rng.random() < 0.65:
+            resource_round()
+        else:
+            slot_round()
+    rec.note("done")
+
+
+# --- The protected store --------------------------------------------------------------------------
+
+
+class FencedStore:
+    """A tiny storage service that applies a write only after Ground Control's `check` says its
+    fence is current. A per-resource lock covers the check and the apply, so writes land in the
+    order of their checks."""
+
+    def __init__(self, gc_url: str, key: str) -> None:
+        self.gc_url, self.key = gc_url, key
+        self.locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+        self.guard = threading.Lock()
+        self.log: list[dict[str, Any]] = []
+        self.data: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        self._local = threading.local()
+        store = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                status, answer = store.write(payload)
+                raw = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
+                                       daemon=True)
+
+    def _api(self) -> Api:
+        if not hasattr(self._local, "api"):
+            self._local.api = Api(self.gc_url, self.key, timeout=30)
+        return self._local.api
+
+    def write(self, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        resource, fence = payload["resource"], payload["fence"]
+        with self.guard:
+            lock = self.locks[resource]
+        with lock:
+            entry = {**payload, "checked_at": None, "applied": False}
+            try:
+                response = self._api().post("/leases/check", {"resource": resource,
+                                                              "fence": fence})
+                body = response.json()
+                entry["check_status"] = response.status_code
+            except (httpx.HTTPError, ValueError) as error:
+                entry["check_status"], body = None, {"error": {"code": type(error).__name__}}
+            if entry["check_status"] == 200 and body.get("valid") is True:
+                entry["checked_at"] = body["lease"]["server_time"]
+                entry["applied"] = True
+                self.data[resource].append((fence, payload["client"], payload["seq"]))
+            else:
+                entry["code"] = body.get("error", {}).get("code")
+            with self.guard:
+                self.log.append(entry)
+        if entry["applied"]:
+            return 200, {"applied": True}
+        return 409, {"error": {"code": entry.get("code") or "check_failed"}}
+
+    def __enter__(self) -> FencedStore:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# --- The coordinator ------------------------------------------------------------------------------
+
+
+@dataclass
+class Setup:
+    run_id: int
+    hands: list[str]
+    keys: list[str]
+    store_key: str
+
+
+def setup_fleet(boss: Api, config: Config, tag: str) -> Setup:
+    """A lane, a package, a run with a few short slots, one hand and key per client, and the
+    store's key, all through the API."""
+    boss.ok("post", "/lanes", {"slug": f"harness-{tag}", "name": "Harness"})
+    package = boss.ok("post", f"/lanes/harness-{tag}/work-packages",
+                      {"title": "History", "key": f"history-{tag}"})
+    run = boss.ok("post", f"/work-packages/{package['id']}/runs", {
+        "title": "Slots under fire", "brief": "Claim, heartbeat, finish.", "slots": config.slots,
+        "heartbeat_interval_s": config.interval_s, "grace_s": config.grace_s,
+        "evidence_required": [],
+    })
+    hands, keys = [], []
+    for i in range(config.clients):
+        name = f"h{tag}-{i}"
+        boss.ok("post", "/hands", {"name": name})
+        keys.append(boss.ok("post", f"/hands/{name}/keys", {"scopes": ["work", "leases"]})["key"])
+        hands.append(name)
+    boss.ok("post", "/hands", {"name": f"store-{tag}"})
+    store_key = boss.ok("post", f"/hands/store-{tag}/keys", {"scopes": ["leases"]})["key"]
+    return Setup(run_id=run["id"], hands=hands, keys=keys, store_key=store_key)
+
+
+@dataclass
+class Faults:
+    sigstops: int = 0
+    stopped_s: float = 0.0
+    breaks: int = 0
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _freezer(pids: list[int], config: Config, stop: threading.Event, faults: Faults,
+             rng: random.Random) -> None:
+    """SIGSTOP one client at a time for longer than a TTL, then SIGCONT it."""
+    while not stop.wait(rng.expovariate(1 / config.stop_every_s)):
+        pid = rng.choice(pids)
+        pause = rng.uniform(config.ttl_s * 1.2, config.slot_lost_after_s * 1.5)
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            continue
+        started = time.time()
+        stop.wait(pause)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        faults.sigstops += 1
+        faults.stopped_s += time.time() - started
+        faults.log.append({"pid": pid, "from": started, "to": time.time()})
+
+
+def _breaker(boss_url: str, key: str, config: Config, stop: threading.Event, faults: Faults,
+             history: list[dict[str, Any]], rng: random.Random) -> None:
+    """A supervisor breaks a random resource's lease now and then (its fence moves on)."""
+    boss = Api(boss_url, key)
+    while not stop.wait(rng.expovariate(1 / config.break_every_s)):
+        resource = rng.choice(config.resources)
+        invoke = time.time()
+        response = boss.post("/leases/break", {"resource": resource, "reason": "harness"})
+        history.append({"c": -1, "kind": "break", "resource": resource, "invoke": invoke,
+                        "complete": time.time(), "status": response.status_code,
+                        "outcome": "ok" if response.status_code < 300 else "fail",
+                        "code": None if response.status_code < 300
+                        else response.json()["error"]["code"]})
+        if response.status_code == 200:
+            faults.breaks += 1
+    boss.close()
+
+
+def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[str, Any]:
+    """Run the clients against `url`, inject pauses and breaks, then check. Returns the report
+    (its `anomalies` list is empty when every promise held)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    tag = secrets.token_hex(3)
+    boss = Api(url, boss_key)
+    setup = setup_fleet(boss, config, tag)
+    faults = Faults()
+    breaks: list[dict[str, Any]] = []
+    started = time.time()
+    with FencedStore(url, setup.store_key) as store:
+        spec = {"url": url, "keys": setup.keys, "store_url": store.url, "run_id": setup.run_id,
+                "config": asdict(config), "deadline": started + config.seconds}
+        spec_path = workdir / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        clients = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.reliability.harness", "client",
+                 "--spec", str(spec_path), "--index", str(i),
+                 "--out", str(workdir / f"client-{i}.jsonl")],
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(workdir / f"client-{i}.err").open("w"),
+            )
+            for i in range(config.clients)
+        ]
+        stop = threading.Event()
+        threads = [
+            threading.Thread(target=_freezer, args=([c.pid for c in clients], config, stop,
+                                                    faults, random.Random(config.seed + 1))),
+            threading.Thread(target=_breaker, args=(url, boss_key, config, stop, faults, breaks,
+                                                    random.Random(config.seed + 2))),
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(config.seconds)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(60)
+            for client in clients:  # never leave one frozen
+                try:
+                    os.kill(client.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            crashed = []
+            for i, client in enumerate(clients):
+                try:
+                    client.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    client.kill()
+                    client.wait()
+                if client.returncode != 0:
+                    crashed.append((i, (workdir / f"client-{i}.err").read_text()[-2000:]))
+        store_log = list(store.log)
+    # Let every tenure run out and the sweeps record it before reading the event log.
+    time.sleep(max(config.ttl_s, config.slot_lost_after_s) + 3)
+    history = load_history(workdir, config.clients) + breaks
+    events = [e for e in boss.pages("/events") if e["kind"] in (*GRANT_KINDS, *END_KINDS,
+                                                                 "late", "stalled")]
+    boss.close()
+    report = check(history, store_log, events, config, setup.hands)
+    report["anomalies"] += [f"client {i} crashed: {err}" for i, err in crashed]
+    report["faults"] = {"sigstops": faults.sigstops, "stopped_s": round(faults.stopped_s, 1),
+                        "breaks": faults.breaks,
+                        "sleeps_past_ttl": sum(1 for op in history if op["kind"] == "sleep")}
+    report["config"] = asdict(config)
+    report["wall_s"] = round(time.time() - started, 1)
+    (workdir / "report.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def load_history(workdir: Path, clients: int) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for i in range(clients):
+        path = workdir / f"client-{i}.jsonl"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    try:
+                        history.append(json.loads(line))
+                    except ValueError:  # a line cut short by a kill: it recorded nothing
+                        pass
+    return history
+
+
+# --- The checkers -------------------------------------------------------------------------------
+
+
+@dataclass
+class Tenure:
+    resource: str
+    fence: int
+    holder: str
+    start: datetime
+    slot: bool
+    length: timedelta  # from the grant to its first deadline, plus grace
+    ends: list[tuple[str, datetime, dict[str, Any]]] = field(default_factory=list)
+    watched: Counter[str] = field(default_factory=Counter)  # late, stalled
+    lost_at: datetime = field(init=False)  # the latest deadline (+ grace) known
+
+    def __post_init__(self) -> None:
+        self.lost_at = self.start + self.length
+
+    def released_at(self) -> datetime | None:
+        """When the holder or a supervisor ended it (not by expiry)."""
+        times = [at for kind, at, _ in self.ends if kind not in ("lease_expired", "lost")]
+        return min(times) if times else None
+
+    def end(self) -> datetime:
+        """The end of its validity: release or break, else the latest known loss time (from a
+        reported deadline, or the `since` the sweep recorded)."""
+        released = self.released_at()
+        if released is not None:
+            return released
+        since = [ts(data["since"]) for kind, _, data in self.ends if data.get("since")]
+        return max([self.lost_at, *(t for t in since if t is not None)])
+
+
+def check(history: list[dict[str, Any]], store_log: list[dict[str, Any]],
+          events: list[dict[str, Any]], config: Config, hands: list[str]) -> dict[str, Any]:
+    anomalies: list[str] = []
+    ops = [op for op in history if "outcome" in op]
+
+    def flag(message: str) -> None:
+        if len(anomalies) < 200:
+            anomalies.append(message)
+
+    # 1. Tenures from the event log: one grant event each, one end each.
+    tenures: dict[tuple[str, int], Tenure] = {}
+    bumps: dict[str, list[tuple[int, datetime]]] = defaultdict(list)  # every fence change
+    for event in sorted(events, key=lambda e: e["id"]):
+        key = (event["resource"], event["fence"])
+        at = ts(event["at"])
+        assert at is not None
+        if event["kind"] in GRANT_KINDS:
+            if key in tenures:
+                flag(f"two grant events for {key}")
+                continue
+            slot = event["kind"] == "claimed"
+            length = (config.slot_lost_after_s if slot else config.ttl_s)
+            tenures[key] = Tenure(event["resource"], event["fence"], event["hand"], at,
+                                  slot=slot, length=timedelta(seconds=length))
+            bumps[event["resource"]].append((event["fence"], at))
+        elif event["kind"] == "lease_broken":
+            bumps[event["resource"]].append((event["fence"], at))
+            broken = (event["resource"], event["data"].get("broken_fence", event["fence"] - 1))
+            if broken in tenures:
+                tenures[broken].ends.append(("lease_broken", at, event["data"]))
+            else:
+                flag(f"a break of {broken} with no grant event")
+        elif event["kind"] in END_KINDS:
+            if key not in tenures:
+                flag(f"{event['kind']} event for {key} with no grant event")
+                continue
+            tenures[key].ends.append((event["kind"], at, event["data"]))
+        elif key in tenures:
+            tenures[key].watched[event["kind"]] += 1
+
+    # 2. Each recorded success against its tenure, in the database's time order.
+    def lease_of(op: dict[str, Any]) -> dict[str, Any]:
+        body = op["body"]
+        if op["kind"] == "report":
+            return body["attempt"]["lease"]
+        if op["kind"] in ("claim", "finish", "release_slot", "release"):
+            return body["lease"]
+        return body
+
+    hand_of = dict(enumerate(hands))
+    grants = renewals = 0
+    uncertain: set[tuple[str, int]] = set()  # tenures with a renewal of unknown outcome
+    for op in ops:
+        fence = op.get("fence", op.get("held_fence"))
+        if op["outcome"] == "info" and op["kind"] in ("renew", "report", "acquire") and (
+            fence is not None
+        ):
+            uncertain.add((op["resource"], fence))
+        if op["status"] is not None and op["status"] >= 500:
+            flag(f"{op['kind']} answered {op['status']}: {op.get('code')}")
+    successes = []
+    for op in ops:
+        if op["outcome"] != "ok" or op["kind"] in ("write", "break"):
+            continue
+        lease = lease_of(op)
+        fence = op["body"]["fence"] if op["kind"] in ("claim", "acquire") else op["fence"]
+        resource = lease["resource"] if op["kind"] == "claim" else op["resource"]
+        now = ts(lease["server_time"])
+        assert now is not None
+        successes.append((now, op, (resource, fence), lease))
+    successes.sort(key=lambda s: s[0])
+
+    grace = {True: timedelta(seconds=config.grace_s), False: timedelta(0)}
+    seen: set[tuple[str, int]] = set()
+    checked: list[tuple[datetime, dict[str, Any], tuple[str, int]]] = []
+    for now, op, key, lease in successes:
+        tenure = tenures.get(key)
+        if tenure is None:
+            flag(f"{op['kind']} by client {op['c']} succeeded on {key}, which has no grant event")
+            continue
+        checked.append((now, op, key))
+        if tenure.holder != hand_of.get(op["c"]):
+            flag(f"{op['kind']} by client {op['c']} succeeded on {key} held by {tenure.holder}")
+        deadline = ts(lease.get("expires_at"))
+        if key not in seen:
+            seen.add(key)
+            if op["kind"] not in ("claim", "acquire"):
+                flag(f"{op['kind']} on {key} succeeded before any reported grant of it")
+            else:
+                grants += 1
+                # The grant: live, a full TTL ahead of the statement that made it, never an
+                # expired lease (however long a wait_s held the request).
+                acquired = ts(lease.get("acquired_at") or lease.get("claimed_at")) or ts(
+                    op["body"].get("claimed_at"))
+                length = config.interval_s if tenure.slot else config.ttl_s
+                state = op["body"]["state"] if op["kind"] == "claim" else lease["state"]
+                if acquired is None or not (
+                    timedelta(0) <= tenure.start - acquired < timedelta(seconds=1)
+                ):
+                    flag(f"grant of {key} reported acquired at {acquired}, its event says "
+                         f"{tenure.start}")
+                elif (
+                    state != "live"
+                    or deadline is None
+                    or abs((deadline - acquired).total_seconds() - length) > 0.005
+                    or deadline <= now
+                    or not lease["expires_in_s"] > 0
+                ):
+                    flag(f"grant of {key} reported a lease that is not live for a full TTL: "
+                         f"{lease}")
+                else:
+                    tenure.start = min(tenure.start, acquired)
+                tenure.lost_at = max(tenure.lost_at, (deadline or now) + grace[tenure.slot])
+                continue
+        if op["kind"] in ("finish", "release_slot", "release"):
+            ended = [at for kind, at, _ in tenure.ends
+                     if kind in ("lease_released", "released", "finished")]
+            if len(ended) != 1:
+                flag(f"{op['kind']} of {key} succeeded with {len(ended)} matching events")
+            continue
+        if op["kind"] == "report" and not op["body"]["renewed"]:
+            continue
+        # 3. A renewal succeeds only while its tenure is alive.
+        renewals += 1
+        if now > tenure.lost_at and key not in uncertain:
+            flag(f"{op['kind']} on {key} renewed at {now}, lost since {tenure.lost_at}")
+        if deadline is not None:
+            tenure.lost_at = max(tenure.lost_at, deadline + grace[tenure.slot])
+    for now, op, key in checked:
+        released = tenures[key].released_at()
+        if released is not None and now > released:
+            flag(f"{op['kind']} on {key} at {now} after it ended at {released}")
+
+    # 4. No overlap, fences increasing, every tenure ended exactly once.
+    for resource, changes in bumps.items():
+        ordered = sorted(changes, key=lambda c: c[1])
+        fences = [f for f, _ in ordered]
+        if fences != sorted(set(fences)):
+            flag(f"fences of {resource} did not strictly increase in time order: {fences}")
+    by_resource: dict[str, list[Tenure]] = defaultdict(list)
+    for tenure in tenures.values():
+        by_resource[tenure.resource].append(tenure)
+        kinds = [kind for kind, _, _ in tenure.ends]
+        if len(kinds) != 1:
+            flag(f"tenure {(tenure.resource, tenure.fence)} ended {len(kinds)} times: {kinds}")
+        for kind, count in tenure.watched.items():
+            if count > 1:
+                flag(f"{kind} recorded {count} times for {(tenure.resource, tenure.fence)}")
+    overlaps_checked = 0
+    for resource, spans in by_resource.items():
+        spans.sort(key=lambda t: t.start)
+        for before, after in zip(spans, spans[1:], strict=False):
+            end = before.end()
+            overlaps_checked += 1
+            if after.start < end:
+                flag(f"{resource}: fence {after.fence} granted at {after.start} while fence "
+                     f"{before.fence} was valid until {end}")
+
+    # 5. Stale fences: no success, and no applied write, after a newer fence existed.
+    def newer_fence_at(resource: str, fence: int, at: datetime) -> int | None:
+        newer = [f for f, t in bumps[resource] if f > fence and t <= at]
+        return min(newer) if newer else None
+
+    for now, op, (resource, fence) in checked:
+        newer = newer_fence_at(resource, fence, now)
+        if newer is not None:
+            flag(f"{op['kind']} with fence {fence} on {resource} succeeded at {now} after "
+                 f"fence {newer}")
+    applied = refused_writes = 0
+    for entry in store_log:
+        if not entry["applied"]:
+            refused_writes += 1
+            continue
+        applied += 1
+        key, at = (entry["resource"], entry["fence"]), ts(entry["checked_at"])
+        assert at is not None
+        newer = newer_fence_at(entry["resource"], entry["fence"], at)
+        tenure = tenures.get(key)
+        end = tenure.end() if tenure else None
+        if newer is not None:
+            flag(f"store applied a write with fence {key} checked at {at} after fence {newer}")
+        elif tenure is None or at < tenure.start or (end is not None and at > end):
+            flag(f"store applied a write on {key} checked at {at} outside its tenure")
+    applied_fences: dict[str, list[int]] = defaultdict(list)
+    for entry in store_log:
+        if entry["applied"]:
+            applied_fences[entry["resource"]].append(entry["fence"])
+    for resource, writes in applied_fences.items():
+        if writes != sorted(writes):
+            flag(f"store applied fences out of order on {resource}")
+
+    outcomes = Counter(op["outcome"] for op in ops)
+    codes = Counter(op.get("code") for op in ops if op["outcome"] == "fail")
+    return {
+        "anomalies": anomalies,
+        "operations": len(ops),
+        "outcomes": dict(outcomes),
+        "refusal_codes": dict(codes),
+        "tenures": len(tenures),
+        "grants_reported": grants,
+        "renewals": renewals,
+        "overlaps_checked": overlaps_checked,
+        "writes_applied": applied,
+        "writes_refused": refused_writes,
+        "events": len(events),
+        "uncertain_tenures": len(uncertain),
+    }
+
+
+# --- Standalone -------------------------------------------------------------------------------
+
+
+def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    """A fresh database on DATABASE_URL's server, migrated and served by gunicorn."""
+    import psycopg
+
+    base = args.database_url or os.environ.get(
+        "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    name = f"gc_harness_{os.getpid()}"
+    admin_url = base.rsplit("/", 1)[0] + "/postgres"
+    database = base.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gc-harness-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = server_env(database)
+    try:
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+                       cwd=ROOT, env=env, check=True)
+        boot = subprocess.run(
+            [sys.executable, "manage.py", "bootstrap", "--workspace", "harness", "--username",
+             "harness", "--password", secrets.token_urlsafe(16), "--json"],
+            cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+        key = json.loads(boot.stdout)["supervisor_key"]
+        with Gunicorn(env=env, log=workdir / "gunicorn.log", workers=args.workers) as server:
+            return run_history(server.url, key, config, workdir)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.reliability.harness")
+    sub = parser.add_subparsers(dest="command")
+    client = sub.add_parser("client", help="(internal) one client process")
+    client.add_argument("--spec", required=True)
+    client.add_argument("--index", type=int, required=True)
+    client.add_argument("--out", required=True)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    parser.add_argument("--url", help="a running server (with --key)")
+    parser.add_argument("--key", help="a key with every scope on that server")
+    parser.add_argument("--database-url", help="PostgreSQL server for a fresh database")
+    parser.add_argument("--workdir", help="where histories and the report go")
+    parser.add_argument("--report", help="also write the report here")
+    args = parser.parse_args(argv)
+    if args.command == "client":
+        client_main(json.loads(Path(args.spec).read_text()), args.index, Path(args.out))
+        return 0
+    config = Config(clients=args.clients, seconds=args.seconds, seed=args.seed)
+    if args.url:
+        workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gc-harness-"))
+        report = run_history(args.url, args.key, config, workdir)
+    else:
+        report = _standalone(args, config)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.report:
+        Path(args.report).write_text(text)
+    return 1 if report["anomalies"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
