@@ -3,6 +3,7 @@ as a real subprocess driven by the SDK's own stdio client against the live serve
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from typing import Any
 
@@ -51,7 +52,10 @@ def drive(server: Any, calls: list[tuple[str, dict[str, Any]]], pause_s: float =
                 results.append(await client.call_tool(name, arguments))
         return results
 
-    return anyio.run(session)
+    # Its own thread: a loop another test left running in this one (Playwright's sync API keeps
+    # one while a browser is open) must not stop this session from starting.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, session).result()
 
 
 # --- in process, against the fake server ------------------------------------------------------
