@@ -15,10 +15,10 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -63,8 +63,15 @@ def dashboard_view(minimum: str = Role.VIEWER) -> Callable[[View], View]:
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
-        @login_required
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                if request.htmx:
+                    # A poll after the session ended: send the whole tab to the login page
+                    # instead of swapping the login form into the board.
+                    response = HttpResponse(status=204)
+                    response["HX-Redirect"] = resolve_url(settings.LOGIN_URL)
+                    return response
+                return redirect_to_login(request.get_full_path())
             memberships = dashboard.memberships_for(request.user)
             membership = dashboard.membership_pick(
                 memberships, request.session.get(SESSION_WORKSPACE)

@@ -15,10 +15,6 @@ from django.contrib.auth import get_user_model
 from fleet import services as fleet
 from fleet.models import Role, Workspace
 
-# Playwright's sync API runs an event loop in this thread; Django's ORM must still be usable
-# from the test body.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -34,16 +30,29 @@ ARTIFACTS = Path(os.environ.get("GC_TEST_ARTIFACTS", settings.BASE_DIR / "test-a
 PASSWORD = "a long browser password"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium per module. Not per session: Playwright's sync API keeps an event loop
+    running in this thread while it is open, which later tests that start their own (anyio,
+    asyncio.run) would trip over."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    # With that loop running, Django takes every ORM call for one from async code; the test
+    # bodies are plain synchronous code, so let them through while the browser is open.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture

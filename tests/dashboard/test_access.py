@@ -129,3 +129,9 @@ def test_every_form_needs_its_csrf_token(workspace, attempt):
     assert not Event.objects.filter(kind="directive_set").exists()
     page = client.get(f"/runs/{attempt.attempt.run_id}/").content.decode()
     assert page.count('name="csrfmiddlewaretoken"') >= 2  # logout and the row's directive form
+
+
+def test_a_poll_after_the_session_ended_sends_the_tab_to_the_login_page(client: Client, db):
+    response = client.get("/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 204
+    assert response["HX-Redirect"] == "/login/"
