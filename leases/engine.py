@@ -85,11 +85,6 @@ class LeaseSnapshot:
         """A snapshot of an ORM-loaded lease at the database time `now` (one read per page)."""
         return cls(**{name: getattr(lease, name) for name in _COLUMNS}, server_time=now)
 
-    @property
-    def renewed_existing(self) -> bool:
-        """True when the statement renewed a tenure rather than starting one."""
-        return bool(self.acquired_at and self.renewed_at and self.acquired_at < self.renewed_at)
-
 
 def _sql(template: str) -> str:
     """Render {now}, {alive} and {free_or_lost} for the current database."""
@@ -145,23 +140,21 @@ def take(
     interval_s: float,
     grace_s: float,
 ) -> LeaseSnapshot | None:
-    """Take an existing lease row if it is free or lost, or renew it for its current holder.
+    """Take an existing lease row if it is free or lost: a new tenure, fence + 1.
 
-    A new tenure increments the fence; the current holder asking again while its tenure is not
-    lost keeps its fence (the contract: a second acquire by the holder renews).
+    The current holder asking again is `renew_holder`, a statement of its own: on PostgreSQL each
+    `clock_timestamp()` in a statement is read separately, so no column of one statement that did
+    either could tell a renewal from a new tenure; two statements' row counts do.
     """
-    same_holder = "(holder = %(holder)s AND {alive})"
     return _one(
         _sql(
-            "UPDATE {table} SET "
-            f"fence = CASE WHEN {same_holder} THEN fence ELSE fence + 1 END, "
-            f"acquired_at = CASE WHEN {same_holder} THEN acquired_at ELSE {{now}} END, "
+            "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, "
             "status = 'held', holder = %(holder)s, process_id = %(process_id)s, "
             "interval_s = %(interval_s)s, grace_s = %(grace_s)s, "
             "renewed_at = {now}, deadline = {deadline_from_now}, released_at = NULL, "
             "noticed_state = 'live', next_check_at = {deadline_from_now} "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
-            f"AND ({{free_or_lost}} OR {same_holder}) "
+            "AND {free_or_lost} "
             "RETURNING {columns}, {now}"
         ),
         {
@@ -172,6 +165,53 @@ def take(
             "interval_s": float(interval_s),
             "grace_s": float(grace_s),
         },
+    )
+
+
+def renew_holder(
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    process_id: str,
+    interval_s: float,
+    grace_s: float,
+) -> LeaseSnapshot | None:
+    """The current holder acquiring again while its tenure is not lost: renew it, keep the fence
+    (the contract: a second acquire by the holder renews)."""
+    return _one(
+        _sql(
+            "UPDATE {table} SET process_id = %(process_id)s, interval_s = %(interval_s)s, "
+            "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
+            "noticed_state = 'live', next_check_at = {deadline_from_now} "
+            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
+            "AND holder = %(holder)s AND {alive} "
+            "RETURNING {columns}, {now}"
+        ),
+        {
+            "workspace_id": workspace_id,
+            "resource": resource,
+            "holder": holder,
+            "process_id": process_id,
+            "interval_s": float(interval_s),
+            "grace_s": float(grace_s),
+        },
+    )
+
+
+def expire(*, workspace_id: int, resource: str) -> LeaseSnapshot | None:
+    """Free a resource lease whose tenure is lost but not yet recorded as ended, so that the
+    acquire about to take it can record the expiry first (the sweep does the same for leases
+    nobody asks for; whichever runs first matches the row, the other matches nothing). Returns
+    the row as freed: the ended tenure's holder, fence and deadline."""
+    return _one(
+        _sql(
+            "UPDATE {table} SET status = 'free', noticed_state = 'lost', next_check_at = NULL "
+            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
+            "AND kind = 'resource' AND status = 'held' AND {free_or_lost} "
+            "RETURNING {columns}, {now}"
+        ),
+        {"workspace_id": workspace_id, "resource": resource},
     )
 
 

@@ -24,6 +24,7 @@ from leases.errors import (
     ValidationFailed,
 )
 from leases.models import EventKind, LeaseKind, LeaseState
+from leases.state import thresholds
 from leases.waiting import notify_freed
 
 MAX_RESOURCE_LENGTH = 512
@@ -163,43 +164,64 @@ def lease_acquire(
     validate_name(process_id, field="process_id")
     ttl_s = validate_seconds(ttl_s, field="ttl_s", minimum=1)
     denial: LeaseSnapshot | None = None
+    options = {
+        "workspace_id": workspace_id,
+        "resource": resource,
+        "holder": holder,
+        "process_id": process_id,
+        "interval_s": ttl_s,
+        "grace_s": 0,
+    }
     # Between a failed take and the read that explains it the lease may free up; try again.
     for _ in range(3):
         with transaction.atomic():
-            lease = engine.take(
-                workspace_id=workspace_id,
-                resource=resource,
-                holder=holder,
-                process_id=process_id,
-                interval_s=ttl_s,
-                grace_s=0,
-            ) or engine.insert(
-                workspace_id=workspace_id,
-                resource=resource,
-                kind=LeaseKind.RESOURCE,
-                holder=holder,
-                process_id=process_id,
-                interval_s=ttl_s,
-                grace_s=0,
-            )
+            lease = engine.renew_holder(**options)
             if lease is not None:
-                if not lease.renewed_existing:
-                    record_event(
-                        workspace_id=workspace_id,
-                        kind=EventKind.LEASE_ACQUIRED,
-                        at=lease.server_time,
-                        actor=holder,
-                        hand=holder,
-                        resource=resource,
-                        fence=lease.fence,
-                        data={"ttl_s": ttl_s, "process_id": process_id},
-                    )
+                return lease  # the holder asked again: a renewal, not a state change
+            expired = engine.expire(workspace_id=workspace_id, resource=resource)
+            if expired is not None:
+                # The tenure this acquire replaces ended by expiry and no sweep has recorded
+                # it yet: record it now, once, so every tenure has its end in the event log.
+                _record_expiry(expired)
+            lease = engine.take(**options) or engine.insert(kind=LeaseKind.RESOURCE, **options)
+            if lease is not None:
+                record_event(
+                    workspace_id=workspace_id,
+                    kind=EventKind.LEASE_ACQUIRED,
+                    at=lease.server_time,
+                    actor=holder,
+                    hand=holder,
+                    resource=resource,
+                    fence=lease.fence,
+                    data={"ttl_s": ttl_s, "process_id": process_id},
+                )
                 return lease
         denial = engine.read(workspace_id=workspace_id, resource=resource)
-        if denial is not None and denial.held:
+        # Held by another hand: denied. Held by this hand (its own concurrent acquire won):
+        # the next try renews it.
+        if denial is not None and denial.held and denial.holder != holder:
             break
     assert denial is not None
     raise held_error(denial)
+
+
+def _record_expiry(lease: LeaseSnapshot) -> None:
+    """`lease_expired` for the tenure `lease` held, as the sweep would have written it."""
+    assert lease.deadline is not None
+    record_event(
+        workspace_id=lease.workspace_id,
+        kind=EventKind.LEASE_EXPIRED,
+        at=lease.server_time,
+        actor="system",
+        hand=lease.holder,
+        resource=lease.resource,
+        fence=lease.fence,
+        data={
+            "since": thresholds(lease.deadline, lease.grace_s).lost_at.isoformat(),
+            "deadline": lease.deadline.isoformat(),
+            "grace_s": lease.grace_s,
+        },
+    )
 
 
 @refusals_recorded

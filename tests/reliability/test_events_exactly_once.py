@@ -1,0 +1,71 @@
+"""Regressions the history harness found: every state change of a resource lease has exactly one
+event, on the real clock.
+
+1. On PostgreSQL the engine reads `clock_timestamp()` once per column, so a new tenure's
+   `acquired_at` and `renewed_at` may differ by microseconds; the acquire used to take that for a
+   renewal and write no `lease_acquired` event.
+2. A tenure that expired and was taken over before any sweep saw it used to end without an
+   event: the sweep then finds the new tenure, and nobody records the old one's expiry.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from fleet.jobs import leases_sweep
+from leases import clock
+from leases import services as leases
+from leases.models import Event
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_records_one_grant_event_for_every_new_tenure_on_the_real_clock(workspace) -> None:
+    for n in range(150):
+        leases.lease_acquire(workspace_id=workspace.pk, resource=f"r/{n}", holder="a",
+                             process_id="p", ttl_s=60)
+    counts = Counter(Event.objects.filter(kind="lease_acquired").values_list("resource",
+                                                                             flat=True))
+    assert len(counts) == 150 and set(counts.values()) == {1}
+
+
+def test_a_second_acquire_by_the_holder_renews_without_an_event(workspace) -> None:
+    first = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a",
+                                 process_id="p", ttl_s=60)
+    again = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a",
+                                 process_id="q", ttl_s=90)
+    assert again.fence == first.fence and again.process_id == "q" and again.interval_s == 90
+    assert again.deadline > first.deadline
+    assert Event.objects.filter(kind="lease_acquired").count() == 1
+
+
+@pytest.mark.parametrize("taker", ["b", "a"])
+def test_a_takeover_before_any_sweep_records_the_expiry_once(workspace, taker: str) -> None:
+    first = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a",
+                                 process_id="p", ttl_s=1)
+    with clock.travel(5):
+        second = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder=taker,
+                                      process_id="p", ttl_s=60)
+        leases_sweep()  # finds nothing left to record for fence 1
+    assert second.fence == first.fence + 1
+    kinds = list(Event.objects.order_by("id").values_list("kind", "fence", "hand"))
+    assert kinds == [
+        ("lease_acquired", 1, "a"),
+        ("lease_expired", 1, "a"),
+        ("lease_acquired", 2, taker),
+    ]
+    expired = Event.objects.get(kind="lease_expired")
+    assert expired.actor == "system"
+    assert expired.data["since"] == first.deadline.isoformat()
+
+
+def test_the_sweep_and_a_later_acquire_never_both_record_an_expiry(workspace) -> None:
+    leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a", process_id="p",
+                         ttl_s=1)
+    with clock.travel(5):
+        leases_sweep()
+        leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="b",
+                             process_id="p", ttl_s=60)
+    assert Event.objects.filter(kind="lease_expired").count() == 1
