@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -263,31 +264,34 @@ def _evidence(rows: list[AttemptRow]) -> list[tuple[AttemptRow, Any]]:
     return [(row, item) for row in rows for item in row.attempt.evidence.all()]
 
 
+def _timeline_context(
+    rows: list[AttemptRow],
+    *,
+    now: datetime,
+    title: str,
+    ident: str,
+    label: Callable[[AttemptRow], str],
+    href: Callable[[AttemptRow], str],
+) -> dict[str, Any]:
+    """The timeline picture and the evidence list of a page's attempts."""
+    svg = timeline_svg(_bars(rows, label=label, href=href), now=now, title=title, ident=ident)
+    return {"timeline_svg": mark_safe(svg), "evidence": _evidence(rows)}  # noqa: S308
+
+
 @dashboard_view()
 def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
     page = dashboard.run_page(workspace_id=membership.workspace_id, run_id=pk)
-    bars = _bars(
+    timeline = _timeline_context(
         page.rows,
-        label=lambda row: f"{row.attempt.hand.name} · slot {row.attempt.slot.index}",
-        href=lambda row: reverse("hand", args=[row.attempt.hand_id]),
-    )
-    svg = timeline_svg(
-        bars,
         now=page.now,
         title=f"Timeline of run {page.run.title}",
         ident=f"run-{page.run.pk}-timeline",
+        label=lambda row: f"{row.attempt.hand.name} · slot {row.attempt.slot.index}",
+        href=lambda row: reverse("hand", args=[row.attempt.hand_id]),
     )
-    return _render(
-        request,
-        "fleet/run.html",
-        {
-            "page": page,
-            "run": page.run,
-            "timeline_svg": mark_safe(svg),  # noqa: S308
-            "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
-            "evidence": _evidence(page.rows),
-        },
-    )
+    open_slots = sum(1 for cell in page.slots if cell.state == "open")
+    context = {"page": page, "run": page.run, "open_slots": open_slots, **timeline}
+    return _render(request, "fleet/run.html", context)
 
 
 @dashboard_view(Role.SUPERVISOR)
@@ -407,27 +411,15 @@ def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
 @dashboard_view()
 def hand_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
     page = dashboard.hand_page(workspace_id=membership.workspace_id, hand_id=pk)
-    bars = _bars(
+    timeline = _timeline_context(
         page.rows,
-        label=lambda row: f"{row.attempt.run.title} · slot {row.attempt.slot.index}",
-        href=lambda row: reverse("run", args=[row.attempt.run_id]),
-    )
-    svg = timeline_svg(
-        bars,
         now=page.now,
         title=f"Timeline of hand {page.hand.name}",
         ident=f"hand-{page.hand.pk}-timeline",
+        label=lambda row: f"{row.attempt.run.title} · slot {row.attempt.slot.index}",
+        href=lambda row: reverse("run", args=[row.attempt.run_id]),
     )
-    return _render(
-        request,
-        "fleet/hand.html",
-        {
-            "page": page,
-            "hand": page.hand,
-            "timeline_svg": mark_safe(svg),  # noqa: S308
-            "evidence": _evidence(page.rows),
-        },
-    )
+    return _render(request, "fleet/hand.html", {"page": page, "hand": page.hand, **timeline})
 
 
 @dashboard_view(Role.ADMIN)
