@@ -113,6 +113,21 @@ def _snapshot(row: tuple[Any, ...]) -> LeaseSnapshot:
     return LeaseSnapshot(**values)
 
 
+def render(template: str) -> str:
+    """Render the engine's conditions ({now}, {alive}, {renew_deadline}, ...) into a statement
+    built around them elsewhere (the fleet's one-statement heartbeat), so that every statement
+    judges a lease by the same SQL."""
+    return _sql(template)
+
+
+def snapshot(row: tuple[Any, ...]) -> LeaseSnapshot:
+    """A snapshot from a row of `COLUMNS` followed by the statement's time."""
+    return _snapshot(row)
+
+
+COLUMNS = _COLUMNS
+
+
 def _one(sql: str, params: dict[str, Any]) -> LeaseSnapshot | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -140,11 +155,14 @@ def take(
     interval_s: float,
     grace_s: float,
 ) -> LeaseSnapshot | None:
-    """Take an existing lease row if it is free or lost: a new tenure, fence + 1.
+    """Take an existing lease row that is free: a new tenure, fence + 1.
 
-    The current holder asking again is `renew_holder`, a statement of its own: on PostgreSQL each
-    `clock_timestamp()` in a statement is read separately, so no column of one statement that did
-    either could tell a renewal from a new tenure; two statements' row counts do.
+    A lost tenure is freed first by `expire`, whose row count says that its end must be recorded;
+    taking lost rows here too would let a tenure that ran out between the two statements change
+    hands with no end on record. The current holder asking again is `renew_holder`, also a
+    statement of its own: on PostgreSQL each `clock_timestamp()` in a statement is read
+    separately, so no column of one statement that did either could tell a renewal from a new
+    tenure; two statements' row counts do.
     """
     return _one(
         _sql(
@@ -154,7 +172,7 @@ def take(
             "renewed_at = {now}, deadline = {deadline_from_now}, released_at = NULL, "
             "noticed_state = 'live', next_check_at = {deadline_from_now} "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
-            "AND {free_or_lost} "
+            "AND status = 'free' "
             "RETURNING {columns}, {now}"
         ),
         {

@@ -197,8 +197,8 @@ def lease_acquire(
                 )
                 return lease
         denial = engine.read(workspace_id=workspace_id, resource=resource)
-        # Held by another hand: denied. Held by this hand (its own concurrent acquire won):
-        # the next try renews it.
+        # Held by another hand: denied. Held by this hand (its own concurrent acquire won): the
+        # next try renews it. Lost since the expire above: the next try records it and takes.
         if denial is not None and denial.held and denial.holder != holder:
             break
     assert denial is not None

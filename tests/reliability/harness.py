@@ -75,7 +75,8 @@ class Config:
     ttl_s: float = 2.0  # resource leases (grace 0)
     interval_s: int = 2  # slot heartbeat interval (whole seconds, the API's bound)
     grace_s: int = 2
-    stop_every_s: float = 0.4  # mean time between SIGSTOPs (of one client each)
+    freezers: int = 4  # threads that SIGSTOP clients, one at a time each
+    stop_every_s: float = 0.5  # each freezer's mean wait between two SIGSTOPs
     break_every_s: float = 4.0  # mean time between supervisor breaks
     seed: int = 7
 
@@ -154,12 +155,12 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
     seq = 0
 
     def dawdle(limit: float) -> None:
-        # One pause in five outlasts the lease: its holder comes back to find it gone.
-        if rng.random() < 0.2:
+        # One pause in eight outlasts the lease: its holder comes back to find it gone.
+        if rng.random() < 0.125:
             pause = rng.uniform(limit * 1.1, limit * 1.6)
             rec.note("sleep", seconds=pause)
         else:
-            pause = rng.uniform(0, limit / 4)
+            pause = rng.uniform(0, limit / 10)
         time.sleep(pause)
 
     def resource_round() -> None:
@@ -364,27 +365,33 @@ class Faults:
     stopped_s: float = 0.0
     breaks: int = 0
     log: list[dict[str, Any]] = field(default_factory=list)
+    frozen: set[int] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _freezer(pids: list[int], config: Config, stop: threading.Event, faults: Faults,
              rng: random.Random) -> None:
-    """SIGSTOP one client at a time for longer than a TTL, then SIGCONT it."""
+    """SIGSTOP one client (not already frozen) for longer than a TTL, then SIGCONT it."""
     while not stop.wait(rng.expovariate(1 / config.stop_every_s)):
-        pid = rng.choice(pids)
+        with faults.lock:
+            candidates = [pid for pid in pids if pid not in faults.frozen]
+            if not candidates:
+                continue
+            pid = rng.choice(candidates)
+            faults.frozen.add(pid)
         pause = rng.uniform(config.ttl_s * 1.2, config.slot_lost_after_s * 1.5)
+        started = time.time()
         try:
             os.kill(pid, signal.SIGSTOP)
-        except ProcessLookupError:
-            continue
-        started = time.time()
-        stop.wait(pause)
-        try:
+            stop.wait(pause)
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
-        faults.sigstops += 1
-        faults.stopped_s += time.time() - started
-        faults.log.append({"pid": pid, "from": started, "to": time.time()})
+        with faults.lock:
+            faults.frozen.discard(pid)
+            faults.sigstops += 1
+            faults.stopped_s += time.time() - started
+            faults.log.append({"pid": pid, "from": started, "to": time.time()})
 
 
 def _breaker(boss_url: str, key: str, config: Config, stop: threading.Event, faults: Faults,
@@ -430,11 +437,15 @@ def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[
             for i in range(config.clients)
         ]
         stop = threading.Event()
+        # A few freezers, each pausing one client at a time: several are frozen at once.
         threads = [
             threading.Thread(target=_freezer, args=([c.pid for c in clients], config, stop,
-                                                    faults, random.Random(config.seed + 1))),
+                                                    faults, random.Random(config.seed + n)))
+            for n in range(1, config.freezers + 1)
+        ]
+        threads += [
             threading.Thread(target=_breaker, args=(url, boss_key, config, stop, faults, breaks,
-                                                    random.Random(config.seed + 2))),
+                                                    random.Random(config.seed))),
         ]
         for thread in threads:
             thread.start()
@@ -465,6 +476,8 @@ def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[
     events = [e for e in boss.pages("/events") if e["kind"] in (*GRANT_KINDS, *END_KINDS,
                                                                  "late", "stalled")]
     boss.close()
+    (workdir / "events.json").write_text(json.dumps(events))
+    (workdir / "store.json").write_text(json.dumps(store_log))
     report = check(history, store_log, events, config, setup.hands)
     report["anomalies"] += [f"client {i} crashed: {err}" for i, err in crashed]
     report["faults"] = {"sigstops": faults.sigstops, "stopped_s": round(faults.stopped_s, 1),

@@ -69,3 +69,30 @@ def test_the_sweep_and_a_later_acquire_never_both_record_an_expiry(workspace) ->
         leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="b",
                              process_id="p", ttl_s=60)
     assert Event.objects.filter(kind="lease_expired").count() == 1
+
+
+def test_a_tenure_that_runs_out_between_expire_and_take_still_records_its_end(
+    workspace, monkeypatch
+) -> None:
+    """The clock crosses the deadline between the acquire's two statements: the take must not
+    grab the lost row unrecorded; the next try records the expiry, then takes."""
+    from leases import engine
+
+    leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a", process_id="p",
+                         ttl_s=1)
+    real_expire = engine.expire
+    calls: list[int] = []
+
+    def expire_too_early(**kwargs: object):  # noqa: ANN202
+        calls.append(1)
+        if len(calls) == 1:
+            return None  # as if its clock read came a moment before the deadline
+        return real_expire(**kwargs)
+
+    monkeypatch.setattr(engine, "expire", expire_too_early)
+    with clock.travel(5):
+        second = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="b",
+                                      process_id="p", ttl_s=60)
+    assert second.fence == 2 and len(calls) == 2
+    assert list(Event.objects.order_by("id").values_list("kind", "fence")) == [
+        ("lease_acquired", 1), ("lease_expired", 1), ("lease_acquired", 2)]
