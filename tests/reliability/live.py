@@ -182,3 +182,9 @@ class Api:
 
     def close(self) -> None:
         self.http.close()
+
+    def __enter__(self) -> Api:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

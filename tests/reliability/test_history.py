@@ -41,9 +41,9 @@ def test_it_keeps_every_promise_for_32_clients_frozen_past_their_ttl(
     # The fight really happened: pauses, takeovers, refused stale writes, breaks.
     assert report["faults"]["sigstops"] >= 20, report
     assert report["faults"]["breaks"] >= 2, report
-    assert report["tenures"] >= 100, report
-    assert report["overlaps_checked"] >= 80, report
-    assert report["writes_applied"] >= 20 and report["writes_refused"] >= 5, report
+    assert report["tenures"] >= 60, report
+    assert report["overlaps_checked"] >= 50, report
+    assert report["writes_applied"] >= 15 and report["writes_refused"] >= 5, report
     codes = report["refusal_codes"]
     assert codes.get("lease_held", 0) >= 10 and codes.get("no_open_slot", 0) >= 1, codes
     assert codes.get("stale_fence", 0) + codes.get("lease_lost", 0) >= 5, codes
