@@ -131,7 +131,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("GC_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# WhiteNoise warns on every start when STATIC_ROOT is missing; before `collectstatic` has run
+# (development, tests) it is simply empty, and the finders serve the files.
+try:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError:
+    pass
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
