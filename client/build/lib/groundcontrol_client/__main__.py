@@ -1,5 +1,0 @@
-"""`python -m groundcontrol_client` is `gctl`."""
-
-from groundcontrol_client.cli import entry
-
-entry()
