@@ -637,10 +637,12 @@ def check(history: list[dict[str, Any]], store_log: list[dict[str, Any]],
                 ):
                     flag(f"grant of {key} reported acquired at {acquired}, its event says "
                          f"{tenure.start}")
+                # The deadline is the TTL after the statement's own clock read; the stamp
+                # reported can be read a little later in the same statement (clock_timestamp()).
                 elif (
                     state != "live"
                     or deadline is None
-                    or abs((deadline - acquired).total_seconds() - length) > 0.005
+                    or not length - 1.0 < (deadline - acquired).total_seconds() <= length + 0.005
                     or deadline <= now
                     or not lease["expires_in_s"] > 0
                 ):
