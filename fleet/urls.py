@@ -6,7 +6,7 @@ from django.urls import URLPattern, URLResolver, path
 from fleet import views
 
 urlpatterns: list[URLPattern | URLResolver] = [
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", views.ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.board, name="board"),
     path("chart/", views.fleet_chart, name="fleet-chart"),

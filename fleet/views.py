@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.views import redirect_to_login
+from django.contrib.auth.views import LoginView, redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render, resolve_url
@@ -26,7 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
-from fleet import dashboard
+from fleet import dashboard, login_throttle
 from fleet import services as fleet_services
 from fleet.charts import Bar, state_chart_svg, timeline_svg
 from fleet.dashboard import STATES, AttemptRow, BoardFilters
@@ -595,3 +595,38 @@ def members(request: HttpRequest, membership: Membership) -> HttpResponse:
             "form": form,
         },
     )
+
+
+class ThrottledLoginView(LoginView):
+    """Django's login, slowed after repeated failures (fleet.login_throttle): while a wait is
+    running the form answers 429 without checking the password at all."""
+
+    redirect_authenticated_user = True
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        wait = login_throttle.login_wait_s(
+            username=request.POST.get("username", ""), address=_client_address(request)
+        )
+        if wait > 0:
+            form = self.get_form()
+            form.errors.clear()
+            context = self.get_context_data(form=form, throttled_s=int(wait) + 1)
+            return self.render_to_response(context, status=429)
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        login_throttle.login_failed(
+            username=self.request.POST.get("username", ""),
+            address=_client_address(self.request),
+        )
+        return super().form_invalid(form)
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        login_throttle.login_succeeded(username=form.get_user().get_username())
+        return super().form_valid(form)
+
+
+def _client_address(request: HttpRequest) -> str:
+    # REMOTE_ADDR only: a client-supplied X-Forwarded-For would let anyone pick a fresh address
+    # per try. Behind a proxy, the proxy sets REMOTE_ADDR (gunicorn's forwarded_allow_ips).
+    return request.META.get("REMOTE_ADDR", "")
