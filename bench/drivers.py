@@ -1,0 +1,272 @@
+"""One driver per system: each makes clients (one connection each) that perform one operation.
+
+- Ground Control over HTTP (keep-alive, a connection per client, bench/http.py): heartbeat,
+  resource acquire (a new resource each time) and resource renew (the client's own lease).
+- The same statements as raw SQL through psycopg on the same database, autocommit.
+- Redis: a Lua compare-and-set with a fence counter (acquire) and a Lua check-and-extend (renew).
+- etcd through its v3 JSON gateway over HTTP (the same client as Ground Control): acquire is a lease
+  grant plus a transaction that creates the key only if it does not exist; keepalive renews.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
+
+from bench import http
+from bench.load import ClientFactory, Op
+
+TIMEOUT_S = 30.0
+ACQUIRE_TTL_S = 60
+
+
+def _http(kind: str, base_url: str, headers: dict[str, str] | None = None) -> Any:
+    return http.client(
+        kind, base_url, {"Content-Type": "application/json", **(headers or {})}, TIMEOUT_S
+    )
+
+
+# --- Ground Control over HTTP ----------------------------------------------------------------
+
+
+def gc_http(
+    base_url: str, fixtures: dict[str, Any], operation: str, tag: str, http_client: str = "raw"
+) -> ClientFactory:
+    """Clients for `heartbeat`, `acquire` or `renew`; `tag` keeps acquired names unique per run."""
+
+    def factory(i: int) -> tuple[Op, Callable[[], None]]:
+        me = fixtures["clients"][i]
+        client = _http(http_client, base_url, {"Authorization": f"Bearer {me['key']}"})
+        post = client.post
+        if operation == "heartbeat":
+            path = f"/api/v1/attempts/{me['attempt_id']}/reports"
+            body = json.dumps(
+                {"fence": me["attempt_fence"], "process_id": me["process_id"], "kind": "heartbeat"}
+            ).encode()
+
+            def op() -> bool:
+                return post(path, content=body).status_code == 200
+
+        elif operation == "renew":
+            body = json.dumps(
+                {"resource": me["resource"], "fence": me["fence"], "process_id": me["process_id"]}
+            ).encode()
+
+            def op() -> bool:
+                return post("/api/v1/leases/renew", content=body).status_code == 200
+
+        elif operation == "acquire":
+            counter = itertools.count()
+            prefix = f"bench/acquire/{tag}/{i}/"
+            tail = f', "ttl_s": {ACQUIRE_TTL_S}, "process_id": "{me["process_id"]}"}}'
+
+            def op() -> bool:
+                body = f'{{"resource": "{prefix}{next(counter)}"{tail}'.encode()
+                return post("/api/v1/leases/acquire", content=body).status_code == 201
+
+        else:
+            raise ValueError(operation)
+        return op, client.close
+
+    return factory
+
+
+# --- Raw SQL through psycopg -------------------------------------------------------------------
+
+
+def engine_statement(call: Callable[..., object], **kwargs: Any) -> tuple[str, dict[str, Any]]:
+    """The exact SQL (and parameters) the lease engine sends for `call(**kwargs)`, rendered for
+    the configured database without running it, so raw SQL runs what Ground Control runs."""
+    from leases import engine
+
+    captured: list[tuple[str, dict[str, Any]]] = []
+    with mock.patch.object(engine, "_one", lambda sql, params: captured.append((sql, params))):
+        call(**kwargs)
+    return captured[0]
+
+
+def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientFactory:
+    """The statements behind each Ground Control operation, sent by psycopg in autocommit."""
+    import psycopg
+
+    from leases import engine
+
+    workspace_id = fixtures["workspace_id"]
+
+    def factory(i: int) -> tuple[Op, Callable[[], None]]:
+        me = fixtures["clients"][i]
+        conn = psycopg.connect(dsn, autocommit=True)
+        execute = conn.execute
+        if operation == "renew":
+            statement, params = engine_statement(
+                engine.renew,
+                workspace_id=workspace_id,
+                resource=me["resource"],
+                holder=me["hand"],
+                fence=me["fence"],
+                process_id=me["process_id"],
+            )
+
+            def op() -> bool:
+                return execute(statement, params).fetchone() is not None
+
+        elif operation == "heartbeat":
+            # A heartbeat's writes: the slot lease's renewal, the report and the attempt's
+            # last_report_at, in one transaction.
+            statement, params = engine_statement(
+                engine.renew,
+                workspace_id=workspace_id,
+                resource=me["slot_resource"],
+                holder=me["hand"],
+                fence=me["attempt_fence"],
+                process_id=me["process_id"],
+            )
+            report = (
+                "INSERT INTO fleet_report (attempt_id, kind, at, process_id, renewed, message, "
+                "details) VALUES (%s, 'heartbeat', %s, %s, true, '', '{}')"
+            )
+            touch = "UPDATE fleet_attempt SET last_report_at = %s WHERE id = %s"
+            attempt_id, process_id = me["attempt_id"], me["process_id"]
+
+            def op() -> bool:
+                with conn.transaction():
+                    row = execute(statement, params).fetchone()
+                    if row is None:
+                        return False
+                    now = row[-1]
+                    execute(report, (attempt_id, now, process_id))
+                    execute(touch, (now, attempt_id))
+                return True
+
+        elif operation == "acquire":
+            statement, params = engine_statement(
+                engine.insert,
+                workspace_id=workspace_id,
+                resource="",
+                kind="resource",
+                holder=me["hand"],
+                process_id=me["process_id"],
+                interval_s=ACQUIRE_TTL_S,
+                grace_s=0,
+            )
+            counter = itertools.count()
+            prefix = f"bench/sql-acquire/{tag}/{i}/"
+
+            def op() -> bool:
+                params["resource"] = f"{prefix}{next(counter)}"
+                return execute(statement, params).fetchone() is not None
+
+        else:
+            raise ValueError(operation)
+        return op, conn.close
+
+    return factory
+
+
+# --- Redis -------------------------------------------------------------------------------------
+
+# KEYS: the lock, the resource's fence counter. ARGV: holder, ttl in ms.
+# Granted: {1, fence}; held: {0, "holder:fence"}.
+REDIS_ACQUIRE = """
+local current = redis.call('GET', KEYS[1])
+if current then return {0, current} end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
+return {1, fence}
+"""
+# KEYS: the lock. ARGV: "holder:fence", ttl in ms. Extends only the current tenure.
+REDIS_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+def redis_driver(url: str, operation: str, tag: str) -> ClientFactory:
+    import redis
+
+    def factory(i: int) -> tuple[Op, Callable[[], None]]:
+        client = redis.Redis.from_url(url, single_connection_client=True)
+        acquire = client.register_script(REDIS_ACQUIRE)
+        ttl_ms = ACQUIRE_TTL_S * 1000
+        holder = f"bench-{i}"
+        if operation == "acquire":
+            counter = itertools.count()
+            prefix = f"bench:{tag}:{i}:"
+
+            def op() -> bool:
+                name = f"{prefix}{next(counter)}"
+                return (
+                    acquire(keys=[f"lock:{name}", f"fence:{name}"], args=[holder, ttl_ms])[0] == 1
+                )
+
+        elif operation == "renew":
+            renew = client.register_script(REDIS_RENEW)
+            name = f"bench:{tag}:renew:{i}"
+            granted, fence = acquire(keys=[f"lock:{name}", f"fence:{name}"], args=[holder, ttl_ms])
+            assert granted == 1
+            token = f"{holder}:{fence}"
+
+            def op() -> bool:
+                return renew(keys=[f"lock:{name}"], args=[token, ttl_ms]) == 1
+
+        else:
+            raise ValueError(operation)
+        return op, client.close
+
+    return factory
+
+
+# --- etcd v3 through its JSON gateway ----------------------------------------------------------
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def etcd_driver(base_url: str, operation: str, tag: str, http_client: str = "raw") -> ClientFactory:
+    def factory(i: int) -> tuple[Op, Callable[[], None]]:
+        client = _http(http_client, base_url)
+        post = client.post
+
+        def grant() -> str:
+            answer = post("/v3/lease/grant", content=f'{{"TTL": {ACQUIRE_TTL_S}}}'.encode())
+            if answer.status_code != 200:
+                raise RuntimeError(f"lease grant answered {answer.status_code}")
+            return str(answer.json()["ID"])
+
+        if operation == "acquire":
+            counter = itertools.count()
+            prefix = f"bench/{tag}/{i}/"
+            value = _b64(f"bench-{i}")
+
+            def op() -> bool:
+                lease_id = grant()
+                key = _b64(f"{prefix}{next(counter)}")
+                txn = {
+                    "compare": [
+                        {"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+                    ],
+                    "success": [{"request_put": {"key": key, "value": value, "lease": lease_id}}],
+                    "failure": [{"request_range": {"key": key}}],
+                }
+                answer = post("/v3/kv/txn", content=json.dumps(txn).encode())
+                return answer.status_code == 200 and answer.json().get("succeeded") is True
+
+        elif operation == "keepalive":
+            body = json.dumps({"ID": grant()}).encode()
+
+            def op() -> bool:
+                answer = post("/v3/lease/keepalive", content=body)
+                return answer.status_code == 200 and int(answer.json()["result"]["TTL"]) > 0
+
+        else:
+            raise ValueError(operation)
+        return op, client.close
+
+    return factory

@@ -1,0 +1,229 @@
+"""The benchmark's outputs: the table (stdout and Markdown), the CSV, the PNG chart, the ratios."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Row:
+    system: str
+    operation: str
+    concurrency: int
+    ops_per_s: float  # median of the repeats
+    p50_ms: float  # of the median repeat
+    p99_ms: float
+    runs: list[float]  # every repeat's ops/s, in order
+    errors: int
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.system} {self.operation}"
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:,.{digits}f}"
+
+
+def table(rows: list[Row]) -> str:
+    """A Markdown table: one line per system, operation and concurrency."""
+    lines = [
+        "| system | operation | clients | ops/s (median) | p50 ms | p99 ms | runs (ops/s) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in rows:
+        runs = ", ".join(f"{r:,.0f}" for r in row.runs) or row.note
+        lines.append(
+            f"| {row.system} | {row.operation} | {row.concurrency} | {_fmt(row.ops_per_s, 0)} "
+            f"| {_fmt(row.p50_ms)} | {_fmt(row.p99_ms)} | {runs} |"
+        )
+    return "\n".join(lines)
+
+
+def _find(rows: list[Row], system: str, operation: str, concurrency: int) -> Row | None:
+    for row in rows:
+        if (row.system, row.operation, row.concurrency) == (system, operation, concurrency):
+            return row
+    return None
+
+
+@dataclass
+class Target:
+    text: str
+    value: str
+    holds: bool | None  # None: could not be measured
+
+
+def ratios(rows: list[Row], concurrencies: list[int]) -> tuple[str, list[Target]]:
+    """The ratios at every concurrency, and the issue's targets at 16 clients."""
+    lines = [
+        "| clients | GC renew / SQL renew | GC acquire / SQL acquire | GC acquire / etcd acquire "
+        "| GC renew / etcd keepalive | GC heartbeat / GC renew |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+
+    def ratio(a: Row | None, b: Row | None) -> float:
+        if a is None or b is None or not b.ops_per_s or math.isnan(b.ops_per_s):
+            return float("nan")
+        return a.ops_per_s / b.ops_per_s
+
+    for c in concurrencies:
+        gc = {op: _find(rows, "Ground Control", op, c) for op in ("renew", "acquire", "heartbeat")}
+        values = [
+            ratio(gc["renew"], _find(rows, "raw SQL", "renew", c)),
+            ratio(gc["acquire"], _find(rows, "raw SQL", "acquire", c)),
+            ratio(gc["acquire"], _find(rows, "etcd", "acquire", c)),
+            ratio(gc["renew"], _find(rows, "etcd", "keepalive", c)),
+            ratio(gc["heartbeat"], gc["renew"]),
+        ]
+        lines.append(f"| {c} | " + " | ".join(_fmt(v, 2) for v in values) + " |")
+    targets = []
+    c = 16 if 16 in concurrencies else max(concurrencies)
+    renew, sql_renew = _find(rows, "Ground Control", "renew", c), _find(rows, "raw SQL", "renew", c)
+    acquire, etcd = _find(rows, "Ground Control", "acquire", c), _find(rows, "etcd", "acquire", c)
+    heartbeat = _find(rows, "Ground Control", "heartbeat", c)
+    r = ratio(renew, sql_renew)
+    targets.append(
+        Target(
+            f"GC renew >= 0.25 x raw SQL renew ({c} clients)",
+            _fmt(r, 2),
+            None if math.isnan(r) else r >= 0.25,
+        )
+    )
+    p99 = renew.p99_ms if renew else float("nan")
+    targets.append(
+        Target(
+            f"GC renew p99 < 40 ms ({c} clients)",
+            f"{_fmt(p99)} ms",
+            None if math.isnan(p99) else p99 < 40,
+        )
+    )
+    r = ratio(acquire, etcd)
+    targets.append(
+        Target(
+            f"GC acquire >= etcd acquire ({c} clients)",
+            _fmt(r, 2),
+            None if math.isnan(r) else r >= 1,
+        )
+    )
+    r = ratio(heartbeat, renew)
+    # "Costs no more": its throughput is at least the renewal's, within 5 % of run-to-run noise.
+    targets.append(
+        Target(
+            f"GC heartbeat costs no more than GC renew ({c} clients)",
+            _fmt(r, 2),
+            None if math.isnan(r) else r >= 0.95,
+        )
+    )
+    return "\n".join(lines), targets
+
+
+def write_csv(rows: list[Row], path: Path) -> None:
+    with path.open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(
+            [
+                "system",
+                "operation",
+                "concurrency",
+                "ops_per_s",
+                "p50_ms",
+                "p99_ms",
+                "runs",
+                "errors",
+            ]
+        )
+        for row in rows:
+            out.writerow(
+                [
+                    row.system,
+                    row.operation,
+                    row.concurrency,
+                    f"{row.ops_per_s:.1f}",
+                    f"{row.p50_ms:.2f}",
+                    f"{row.p99_ms:.2f}",
+                    " ".join(f"{r:.1f}" for r in row.runs),
+                    row.errors,
+                ]
+            )
+
+
+def chart(rows: list[Row], concurrencies: list[int], path: Path, title: str) -> None:
+    """Grouped bars: ops/s (log scale) per system and operation, one group per concurrency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(row.name for row in rows))
+    fig, ax = plt.subplots(figsize=(12, 5.5), dpi=110)
+    width = 0.8 / max(1, len(names))
+    colors = plt.get_cmap("tab10")
+    for i, name in enumerate(names):
+        values = []
+        for c in concurrencies:
+            match = [r for r in rows if r.name == name and r.concurrency == c]
+            values.append(match[0].ops_per_s if match and match[0].ops_per_s > 0 else 0)
+        xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(concurrencies))]
+        bars = ax.bar(xs, values, width, label=name, color=colors(i % 10))
+        for bar, value in zip(bars, values, strict=True):
+            if value:
+                ax.annotate(
+                    f"{value:,.0f}",
+                    (bar.get_x() + bar.get_width() / 2, value),
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                    rotation=90,
+                )
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(concurrencies)), [f"{c} client(s)" for c in concurrencies])
+    ax.set_ylabel("operations per second (log scale)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def scale_tables(figures: list[dict[str, Any]]) -> str:
+    sweeps = [f for f in figures if f.get("figure") == "sweep"]
+    boards = [f for f in figures if f.get("figure") == "board"]
+    memory = [f for f in figures if f.get("figure") == "memory"]
+    lines = [
+        "| leases | crossed a threshold | sweep s | leases/s swept | quiet tick ms |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for f in sweeps:
+        rate = f["processed"] / f["seconds"] if f["seconds"] else float("nan")
+        lines.append(
+            f"| {f['leases']:,} | {f['due']:,} | {f['seconds']:.3f} | {_fmt(rate, 0)} "
+            f"| {f['quiet_tick_s'] * 1000:.1f} |"
+        )
+    lines += [
+        "",
+        "| attempts | board render ms (median of 5) | queries | page bytes |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for f in boards:
+        lines.append(
+            f"| {f['attempts']:,} | {f['median_ms']:.1f} | {f['queries']} | {f['bytes']:,} |"
+        )
+    if memory:
+        lines += [
+            "",
+            "| clients | gunicorn workers | largest worker RSS MiB | all workers MiB |",
+            "| ---: | ---: | ---: | ---: |",
+        ]
+        for f in memory:
+            lines.append(
+                f"| {f['clients']} | {f['workers']} | {f['max_rss_mib']:.1f} "
+                f"| {f['total_rss_mib']:.1f} |"
+            )
+    return "\n".join(lines)

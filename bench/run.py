@@ -1,0 +1,325 @@
+"""The benchmark, in one run (`bench/run`, which installs the `bench` extra and calls this).
+
+1. Starts on loopback: a database of its own on the machine's PostgreSQL (created, migrated and
+   dropped), a redis-server and an etcd on spare ports (etcd from Debian's `etcd-server`,
+   installed when missing; without it the etcd rows say so), and gunicorn with the production
+   settings (`gunicorn.conf.py`, PostgreSQL, Redis, DEBUG off) while Ground Control is measured.
+2. For each repeat and each concurrency, measures every row for `--seconds` after a warm-up:
+   Ground Control over HTTP (heartbeat, acquire, renew), the same statements as raw SQL, Redis
+   (Lua CAS with a fence counter) and etcd (lease grant + txn, keepalive). The order of the
+   systems rotates with each repeat, so drift of the shared machine hits all of them alike.
+3. Reports the median of the repeats (p50 and p99 from the median run), the ratios, the targets,
+   the scale figures (`bench.scale`) and the gunicorn workers' memory, and writes
+   `results.csv`, `throughput.png`, `scale.json` and `results.md` into `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import drivers, load, report, services
+
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DATABASE = "gc_bench"
+GC_OPS = ("heartbeat", "acquire", "renew")
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a ~3-minute smoke run")
+    parser.add_argument(
+        "--check-only",
+        action="store_true",
+        help="seconds-long runs that only check every driver works (no figures worth keeping)",
+    )
+    parser.add_argument("--seconds", type=float, help="measured seconds per run (default 4)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds before measuring")
+    parser.add_argument("--repeats", type=int, help="runs per row; the median counts (default 3)")
+    parser.add_argument("--clients", default=None, help="concurrencies (default 1,16,64)")
+    parser.add_argument("--sizes", default=None, help="scale sizes (default 1000,10000,100000)")
+    parser.add_argument("--http-client", choices=["raw", "httpx"], default="raw")
+    parser.add_argument(
+        "--server-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", ADMIN_URL),
+        help="the PostgreSQL server the benchmark's own database is made on",
+    )
+    parser.add_argument("--out", default="bench/results", help="where the outputs go")
+    args = parser.parse_args()
+    if args.check_only:
+        defaults = {"seconds": 0.5, "repeats": 1, "clients": "1,4", "sizes": "200"}
+        args.warmup = 0.2
+    elif args.quick:
+        defaults = {"seconds": 2.0, "repeats": 1, "clients": "1,16,64", "sizes": "1000,10000"}
+    else:
+        defaults = {
+            "seconds": 4.0,
+            "repeats": 3,
+            "clients": "1,16,64",
+            "sizes": "1000,10000,100000",
+        }
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, procs: services.Processes) -> None:
+        self.args = args
+        self.procs = procs
+        self.concurrencies = [int(c) for c in args.clients.split(",")]
+        self.samples: dict[tuple[str, str, int], list[load.Sample]] = {}
+        self.missing: dict[str, str] = {}
+        self.memory: list[dict[str, Any]] = []
+        self.runs = 0
+
+    def setup(self) -> None:
+        print("== starting redis-server, etcd and the benchmark database", flush=True)
+        self.redis_url = services.start_redis(self.procs)
+        if self.redis_url is None:
+            raise SystemExit("bench: redis-server is needed (apt-get install redis-server)")
+        try:
+            self.etcd_url = services.start_etcd(self.procs)
+        except RuntimeError as exc:
+            self.etcd_url = None
+            print(f"   etcd did not start: {exc}", flush=True)
+        if self.etcd_url is None:
+            self.missing["etcd"] = "etcd-server could not be installed or started"
+        self.database = services.create_database(self.args.server_url, DATABASE)
+        # Ground Control's cache (the rate limiter's counts) in db 1, the Redis rows in db 0.
+        self.env = services.gc_env(self.database, self.redis_url.replace("/0", "/1"))
+        services.migrate(self.env)
+        clients = max(self.concurrencies)
+        made = subprocess.run(  # noqa: S603
+            [sys.executable, "-m", "bench.fixtures", "--clients", str(clients)],
+            cwd=services.ROOT,
+            env=self.env,
+            capture_output=True,
+            check=True,
+        )
+        self.fixtures = json.loads(made.stdout)
+        # The raw-SQL driver renders the engine's own statements: Django, on the same database.
+        os.environ.update(
+            {"DATABASE_URL": self.database, "DJANGO_SETTINGS_MODULE": "groundcontrol.settings"}
+        )
+        import django
+
+        django.setup()
+
+    # --- one measurement --------------------------------------------------------------------
+
+    def measure(self, system: str, operation: str, c: int, factory: load.ClientFactory) -> None:
+        sample = load.run(
+            factory, concurrency=c, seconds=self.args.seconds, warmup_s=self.args.warmup
+        )
+        self.samples.setdefault((system, operation, c), []).append(sample)
+        self.runs += 1
+        note = f"  first error: {sample.first_error}" if sample.errors else ""
+        print(
+            f"   {system:>14} {operation:<10} c={c:<3} {sample.ops_per_s:>9,.0f} ops/s  "
+            f"p50 {sample.percentile_ms(0.5):6.1f} ms  p99 {sample.percentile_ms(0.99):7.1f} ms  "
+            f"errors {sample.errors}{note}",
+            flush=True,
+        )
+
+    def tag(self) -> str:
+        return f"r{self.runs}-{time.monotonic_ns()}"
+
+    # --- the systems, one block each ----------------------------------------------------------
+
+    def ground_control(self, c: int) -> None:
+        # gunicorn runs only while measured: its persistent connections (workers x threads)
+        # would otherwise count against max_connections while raw SQL opens 64 of its own.
+        url = services.start_gunicorn(self.procs, self.env, {})
+        master = self.procs.procs[-1][1]
+        try:
+            # Every worker thread opens its database and Redis connections on its first
+            # request: open them all before anything is measured.
+            warm = drivers.gc_http(url, self.fixtures, "renew", self.tag(), self.args.http_client)
+            load.run(warm, concurrency=len(self.fixtures["clients"]), seconds=0.5, warmup_s=0.5)
+            for operation in GC_OPS:
+                factory = drivers.gc_http(
+                    url, self.fixtures, operation, self.tag(), self.args.http_client
+                )
+                self.measure("Ground Control", operation, c, factory)
+            sizes = services.children_rss_mib(master.pid)
+            self.memory.append(
+                {
+                    "figure": "memory",
+                    "clients": c,
+                    "workers": len(sizes),
+                    "max_rss_mib": max(sizes, default=0.0),
+                    "total_rss_mib": sum(sizes),
+                }
+            )
+        finally:
+            self.procs.stop(master)
+            self.procs.procs.pop()
+
+    def raw_sql(self, c: int) -> None:
+        for operation in GC_OPS:
+            self.measure(
+                "raw SQL",
+                operation,
+                c,
+                drivers.sql(self.database, self.fixtures, operation, self.tag()),
+            )
+
+    def redis(self, c: int) -> None:
+        for operation in ("acquire", "renew"):
+            self.measure(
+                "Redis", operation, c, drivers.redis_driver(self.redis_url, operation, self.tag())
+            )
+
+    def etcd(self, c: int) -> None:
+        if self.etcd_url is None:
+            return
+        for operation in ("acquire", "keepalive"):
+            factory = drivers.etcd_driver(
+                self.etcd_url, operation, self.tag(), self.args.http_client
+            )
+            self.measure("etcd", operation, c, factory)
+
+    def run(self) -> None:
+        blocks: list[Callable[[int], None]] = [
+            self.ground_control,
+            self.raw_sql,
+            self.redis,
+            self.etcd,
+        ]
+        for repeat in range(self.args.repeats):
+            # Rotate the order so that no system always runs first (or last) in a round.
+            order = blocks[repeat % len(blocks) :] + blocks[: repeat % len(blocks)]
+            for c in self.concurrencies:
+                print(f"== repeat {repeat + 1}/{self.args.repeats}, {c} client(s)", flush=True)
+                for block in order:
+                    block(c)
+
+    # --- results ------------------------------------------------------------------------------
+
+    def rows(self) -> list[report.Row]:
+        out = []
+        layout = [("Ground Control", op) for op in GC_OPS] + [("raw SQL", op) for op in GC_OPS]
+        layout += [
+            ("Redis", "acquire"),
+            ("Redis", "renew"),
+            ("etcd", "acquire"),
+            ("etcd", "keepalive"),
+        ]
+        for c in self.concurrencies:
+            for system, operation in layout:
+                samples = self.samples.get((system, operation, c), [])
+                if not samples:
+                    nan = float("nan")
+                    out.append(
+                        report.Row(
+                            system,
+                            operation,
+                            c,
+                            nan,
+                            nan,
+                            nan,
+                            [],
+                            0,
+                            self.missing.get(system, "not measured"),
+                        )
+                    )
+                    continue
+                middle = load.median_sample(samples)
+                out.append(
+                    report.Row(
+                        system,
+                        operation,
+                        c,
+                        load.median([s.ops_per_s for s in samples]),
+                        middle.percentile_ms(0.5),
+                        middle.percentile_ms(0.99),
+                        [s.ops_per_s for s in samples],
+                        sum(s.errors for s in samples),
+                    )
+                )
+        return out
+
+    def scale(self) -> list[dict[str, Any]]:
+        print(f"== scale figures: sizes {self.args.sizes}", flush=True)
+        made = subprocess.run(  # noqa: S603
+            [sys.executable, "-m", "bench.scale", "--sizes", self.args.sizes],
+            cwd=services.ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        figures = [json.loads(line) for line in made.stdout.splitlines() if line.startswith("{")]
+        for figure in figures:
+            print("   " + json.dumps(figure), flush=True)
+        return figures
+
+
+def main() -> int:
+    args = _args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    procs = services.Processes()
+    bench = Bench(args, procs)
+    try:
+        bench.setup()
+        bench.run()
+        figures = bench.scale() + bench.memory
+    finally:
+        procs.close()
+        try:
+            services.drop_database(args.server_url, DATABASE)
+        except Exception as exc:  # noqa: BLE001 - say so, do not hide the run's own error
+            print(f"bench: could not drop {DATABASE}: {exc}", file=sys.stderr)
+    rows = bench.rows()
+    ratio_table, targets = report.ratios(rows, bench.concurrencies)
+    mode = "check-only" if args.check_only else "quick" if args.quick else "full"
+    header = (
+        f"{mode} run, {args.repeats} repeat(s) of {args.seconds:g} s after {args.warmup:g} s of "
+        f"warm-up, {os.cpu_count()} cores, HTTP client: {args.http_client}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{time.monotonic() - started:.0f} s in all"
+    )
+    target_lines = "\n".join(
+        f"- {t.text}: {t.value} -> "
+        + {True: "holds", False: "DOES NOT HOLD", None: "not measured"}[t.holds]
+        for t in targets
+    )
+    text = "\n\n".join(
+        [
+            f"Ground Control benchmark: {header}",
+            report.table(rows),
+            ratio_table,
+            target_lines,
+            report.scale_tables(figures),
+        ]
+    )
+    print("\n" + text)
+    report.write_csv(rows, out / "results.csv")
+    (out / "scale.json").write_text(json.dumps(figures, indent=1) + "\n")
+    (out / "results.md").write_text(text + "\n")
+    report.chart(
+        rows, bench.concurrencies, out / "throughput.png", f"Ground Control benchmark: {header}"
+    )
+    print(f"\nwrote {out}/results.csv, results.md, scale.json, throughput.png")
+    failed = [row for row in rows if row.errors and not args.quick]
+    if args.check_only:
+        broken = [r for r in rows if r.errors or (not r.runs and r.system not in bench.missing)]
+        for row in broken:
+            print(f"bench: {row.name} at {row.concurrency} client(s) failed", file=sys.stderr)
+        return 1 if broken else 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

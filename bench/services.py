@@ -1,0 +1,279 @@
+"""The processes a benchmark starts on loopback, and stops again whatever happens: its own
+database on the machine's PostgreSQL, a redis-server, an etcd and gunicorn on spare ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(check: Callable[[], bool], *, what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except RuntimeError:
+            raise
+        except Exception:  # noqa: BLE001, S110 - not up yet
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not come up within {timeout_s:.0f} s")
+
+
+class Processes:
+    """Started processes and temp dirs, stopped and removed in reverse order by `close()`."""
+
+    def __init__(self) -> None:
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.cleanups: list[Callable[[], None]] = []
+        self.tmp = Path(tempfile.mkdtemp(prefix="gc-bench-"))
+        self.cleanups.append(lambda: shutil.rmtree(self.tmp, ignore_errors=True))
+
+    def start(self, name: str, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(  # noqa: S603 - our own argv
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
+        )
+        self.procs.append((name, proc))
+        self.cleanups.append(log.close)
+        return proc
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        path = self.tmp / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is not None:
+            return
+        # Each process leads its own session: signal its group (gunicorn's workers too).
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+    def close(self) -> None:
+        for _, proc in reversed(self.procs):
+            self.stop(proc)
+        self.procs.clear()
+        for cleanup in reversed(self.cleanups):
+            try:
+                cleanup()
+            except Exception:  # noqa: BLE001, S110 - best effort on the way out
+                pass
+        self.cleanups.clear()
+
+
+# --- PostgreSQL: a database of the benchmark's own -------------------------------------------
+
+
+def database_url(server_url: str, name: str) -> str:
+    parts = urlsplit(server_url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def create_database(server_url: str, name: str) -> str:
+    import psycopg
+
+    admin = database_url(server_url, "postgres")
+    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return database_url(server_url, name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    import psycopg
+
+    admin = database_url(server_url, "postgres")
+    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- Redis and etcd --------------------------------------------------------------------------
+
+
+def start_redis(procs: Processes) -> str | None:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return None
+    port = free_port()
+    procs.start(
+        "redis",
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(procs.tmp),
+        ],
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+
+    def up() -> bool:
+        import redis
+
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+
+    wait_until(up, what="redis-server")
+    return url
+
+
+def ensure_etcd() -> str | None:
+    """The etcd binary, installed from Debian's `etcd-server` when missing and we may."""
+    binary = shutil.which("etcd")
+    if binary:
+        return binary
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for argv in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "etcd-server"],
+        ):
+            subprocess.run(argv, env=env, capture_output=True, check=False)  # noqa: S603
+    return shutil.which("etcd")
+
+
+def start_etcd(procs: Processes) -> str | None:
+    binary = ensure_etcd()
+    if binary is None:
+        return None
+    client, peer = free_port(), free_port()
+    client_url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+    procs.start(
+        "etcd",
+        [
+            binary,
+            "--name",
+            "bench",
+            "--data-dir",
+            str(procs.tmp / "etcd"),
+            "--listen-client-urls",
+            client_url,
+            "--advertise-client-urls",
+            client_url,
+            "--listen-peer-urls",
+            peer_url,
+            "--initial-advertise-peer-urls",
+            peer_url,
+            "--initial-cluster",
+            f"bench={peer_url}",
+            "--log-level",
+            "error",
+        ],
+    )
+    wait_until(lambda: httpx.get(f"{client_url}/health", timeout=1).status_code == 200, what="etcd")
+    return client_url
+
+
+# --- Ground Control under gunicorn -------------------------------------------------------------
+
+
+def gc_env(database: str, redis_url: str | None) -> dict[str, str]:
+    """Production settings: PostgreSQL, Redis, DEBUG off; the rate limiter on and counting, with a
+    limit no benchmark client reaches (a real fleet spreads its calls over many keys)."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "groundcontrol.settings",
+        "DATABASE_URL": database,
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-" + "x" * 50,
+        "GC_RATE_LIMIT_PER_MINUTE": "100000000",
+        "GC_CELERY_QUEUE": "gc-bench",
+    }
+    if redis_url:
+        env["REDIS_URL"] = redis_url
+    return env
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run(  # noqa: S603
+        [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+
+
+def start_gunicorn(procs: Processes, env: dict[str, str], extra: dict[str, str]) -> str:
+    port = free_port()
+    gunicorn = str(Path(PYTHON).with_name("gunicorn"))
+    proc = procs.start(
+        "gunicorn",
+        [gunicorn, "-c", "gunicorn.conf.py", "groundcontrol.wsgi:application"],
+        cwd=ROOT,
+        env={**env, **extra, "PORT": str(port), "GUNICORN_BIND": f"127.0.0.1:{port}"},
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError("gunicorn exited:\n" + procs.log_tail("gunicorn"))
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+
+    wait_until(up, what="gunicorn")
+    return url
+
+
+def tree_cpu_seconds(pid: int, *, system: bool = True) -> float:
+    """CPU time (user, plus system unless told) used so far by `pid` and every process in its
+    session."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state, ppid, pgrp, session, ..., utime (12th), stime (13th).
+        if int(fields[3]) == pid:
+            total += int(fields[11]) + (int(fields[12]) if system else 0)
+    return total / tick
+
+
+def children_rss_mib(pid: int) -> list[float]:
+    """Resident memory of each child of `pid` (gunicorn's workers), in MiB."""
+    sizes = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("PPid", "").strip() == str(pid) and "VmRSS" in fields:
+            sizes.append(int(fields["VmRSS"].split()[0]) / 1024)
+    return sizes
