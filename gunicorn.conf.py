@@ -11,6 +11,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 
+# Each worker thread keeps its database connection between requests (DB_CONN_MAX_AGE, in
+# seconds): opening one per request cost more than the request itself (docs/performance.md).
+# Budget workers x threads connections per web node against PostgreSQL's max_connections.
+os.environ.setdefault("DB_CONN_MAX_AGE", "600")
+
 bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2 + 1))
 # Threads, because a resource acquire may hold its request for up to 60 s (`wait_s`) without
@@ -24,7 +29,8 @@ keepalive = 5
 # Recycle workers now and then, staggered so they never restart together.
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "5000"))
 max_requests_jitter = max_requests // 10
-accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-")
+# "-" is stdout; an empty value turns the access log off.
+accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 # Trust X-Forwarded-* only from the proxy in front (set to its address, or * inside a private net).

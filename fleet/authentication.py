@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
@@ -23,16 +24,20 @@ from leases.errors import KeyExpired, KeyInvalid, KeyRevoked
 BEARER = "bearer"
 
 
-def _prefix_of(raw: str) -> str:
+def prefix_of(raw: str) -> str:
     parts = raw.split("_", 2)
     return parts[1][:32] if len(parts) == 3 and parts[0] == "gc" else ""
 
 
-def _describe_call(request: Request, **fields: Any) -> None:
+def describe_call(request: HttpRequest, **fields: Any) -> None:
     """Add who is calling to the call context the request-id middleware opened."""
-    stack = getattr(request._request, "gc_context", None)
+    stack = getattr(request, "gc_context", None)
     if stack is not None:
         stack.enter_context(call_context(**fields))
+
+
+def _describe_call(request: Request, **fields: Any) -> None:
+    describe_call(request._request, **fields)
 
 
 class HandKeyAuthentication(BaseAuthentication):
@@ -44,7 +49,7 @@ class HandKeyAuthentication(BaseAuthentication):
         if scheme.lower() != BEARER or not raw.strip():
             raise KeyInvalid("the Authorization header must be 'Bearer gc_<prefix>_<secret>'")
         raw = raw.strip()
-        prefix = _prefix_of(raw)
+        prefix = prefix_of(raw)
         _describe_call(request, key_prefix=prefix)
         try:
             key = key_authenticate(raw)

@@ -110,7 +110,8 @@ GC_EMBEDDED_SCHEDULER = env_bool("GC_EMBEDDED_SCHEDULER", not REDIS_URL)
 
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        # Django's Redis cache with a one-round-trip incr (the rate limiter's per-call count).
+        {"BACKEND": "groundcontrol.cache.RedisCache", "LOCATION": REDIS_URL}
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
