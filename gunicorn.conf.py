@@ -29,8 +29,10 @@ keepalive = 5
 # Recycle workers now and then, staggered so they never restart together.
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "5000"))
 max_requests_jitter = max_requests // 10
-# "-" is stdout; an empty value turns the access log off.
-accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
+# Off unless asked for ("-" is stdout): a line per request cost a fifth of a renewal's CPU
+# (docs/performance.md); every refusal is recorded with its request id, and the load balancer
+# in front logs requests anyway.
+accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 # Trust X-Forwarded-* only from the proxy in front (set to its address, or * inside a private net).
