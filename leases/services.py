@@ -175,15 +175,20 @@ def lease_acquire(
     # Between a failed take and the read that explains it the lease may free up; try again.
     for _ in range(3):
         with transaction.atomic():
-            lease = engine.renew_holder(**options)
-            if lease is not None:
-                return lease  # the holder asked again: a renewal, not a state change
-            expired = engine.expire(workspace_id=workspace_id, resource=resource)
-            if expired is not None:
-                # The tenure this acquire replaces ended by expiry and no sweep has recorded
-                # it yet: record it now, once, so every tenure has its end in the event log.
-                _record_expiry(expired)
-            lease = engine.take(**options) or engine.insert(kind=LeaseKind.RESOURCE, **options)
+            # Cheapest first: a resource never leased (one INSERT that conflicts with nothing),
+            # then a free one; only when both match nothing, the holder's renewal and a lost
+            # tenure's expiry.
+            lease = engine.insert(kind=LeaseKind.RESOURCE, **options) or engine.take(**options)
+            if lease is None:
+                renewed = engine.renew_holder(**options)
+                if renewed is not None:
+                    return renewed  # the holder asked again: a renewal, not a state change
+                expired = engine.expire(workspace_id=workspace_id, resource=resource)
+                if expired is not None:
+                    # The tenure this acquire replaces ended by expiry and no sweep has recorded
+                    # it yet: record it now, once, so every tenure has its end in the event log.
+                    _record_expiry(expired)
+                    lease = engine.take(**options)
             if lease is not None:
                 record_event(
                     workspace_id=workspace_id,
