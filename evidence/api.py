@@ -18,6 +18,7 @@ from fleet.api import (
     WORK,
     AttemptOut,
     HandAPIView,
+    StrictCharField,
     _fence,
     _name,
     attempt_json,
@@ -27,9 +28,9 @@ from groundcontrol.api import error_responses
 
 
 class EvidenceIn(serializers.Serializer):
-    kind = serializers.CharField(max_length=64, help_text="e.g. pull_request, ci_run, commit.")
-    url = serializers.CharField(max_length=2000, help_text="An http or https URL.")
-    note = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    kind = StrictCharField(max_length=64, help_text="e.g. pull_request, ci_run, commit.")
+    url = StrictCharField(max_length=2000, help_text="An http or https URL.")
+    note = StrictCharField(max_length=2000, required=False, allow_blank=True)
 
 
 class FinishIn(serializers.Serializer):
@@ -38,7 +39,7 @@ class FinishIn(serializers.Serializer):
     evidence = serializers.ListField(
         child=EvidenceIn(), required=False, default=list, max_length=MAX_EVIDENCE_ITEMS
     )
-    summary = serializers.CharField(max_length=10_000, required=False, allow_blank=True, default="")
+    summary = StrictCharField(max_length=10_000, required=False, allow_blank=True, default="")
 
 
 class EvidenceOut(serializers.Serializer):

@@ -458,16 +458,53 @@ class EventOut(serializers.Serializer):
 # --- Input serializers ---------------------------------------------------------------------------
 
 
+class _JsonTyped:
+    """JSON has types, and the API keeps them: a string field takes only a string, a number
+    field only a number (not "30", not true). DRF's fields would coerce, and a fence or a ttl
+    read from the wrong type is a client bug worth a clear validation_error, not a guess."""
+
+    json_types: tuple[type, ...] = ()
+    default_error_messages = {"type": "Expected {expected}."}
+    expected = ""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, bool) and bool not in self.json_types or not isinstance(
+            data, self.json_types
+        ):
+            self.fail("type", expected=self.expected)  # type: ignore[attr-defined]
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class StrictCharField(_JsonTyped, serializers.CharField):
+    json_types, expected = (str,), "a string"
+
+
+class StrictSlugField(_JsonTyped, serializers.SlugField):
+    json_types, expected = (str,), "a string"
+
+
+class StrictIntegerField(_JsonTyped, serializers.IntegerField):
+    json_types, expected = (int,), "an integer"
+
+
+class StrictFloatField(_JsonTyped, serializers.FloatField):
+    json_types, expected = (int, float), "a number"
+
+
+class StrictBooleanField(_JsonTyped, serializers.BooleanField):
+    json_types, expected = (bool,), "true or false"
+
+
 def _name(**kwargs: Any) -> serializers.CharField:
-    return serializers.CharField(max_length=MAX_NAME, **kwargs)
+    return StrictCharField(max_length=MAX_NAME, **kwargs)
 
 
 def _reason(**kwargs: Any) -> serializers.CharField:
-    return serializers.CharField(max_length=MAX_REASON, **kwargs)
+    return StrictCharField(max_length=MAX_REASON, **kwargs)
 
 
 def _resource() -> serializers.CharField:
-    return serializers.CharField(
+    return StrictCharField(
         max_length=lease_services.MAX_RESOURCE_LENGTH,
         trim_whitespace=False,
         help_text="Any name up to 512 characters, no control characters (a path is normal).",
@@ -475,12 +512,12 @@ def _resource() -> serializers.CharField:
 
 
 def _fence() -> serializers.IntegerField:
-    return serializers.IntegerField(min_value=0, max_value=2**63 - 1)
+    return StrictIntegerField(min_value=0, max_value=2**63 - 1)
 
 
 class ClaimIn(serializers.Serializer):
     process_id = _name(help_text="The hand's process identity (host:pid, or any stable string).")
-    slot = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    slot = StrictIntegerField(required=False, allow_null=True, min_value=0)
 
 
 class ReportIn(serializers.Serializer):
@@ -488,7 +525,7 @@ class ReportIn(serializers.Serializer):
     process_id = _name(required=False, allow_null=True)
     kind = serializers.ChoiceField(choices=ReportKind.choices)
     message = _reason(required=False, allow_blank=True)
-    percent = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=100)
+    percent = StrictFloatField(required=False, allow_null=True, min_value=0, max_value=100)
     details = serializers.DictField(required=False, allow_null=True)
 
 
@@ -500,9 +537,9 @@ class ReleaseIn(serializers.Serializer):
 
 class AcquireIn(serializers.Serializer):
     resource = _resource()
-    ttl_s = serializers.FloatField(min_value=1, max_value=lease_services.MAX_TTL_S)
+    ttl_s = StrictFloatField(min_value=1, max_value=lease_services.MAX_TTL_S)
     process_id = _name()
-    wait_s = serializers.FloatField(required=False, default=0, min_value=0, max_value=MAX_WAIT_S)
+    wait_s = StrictFloatField(required=False, default=0, min_value=0, max_value=MAX_WAIT_S)
 
 
 class RenewIn(serializers.Serializer):
@@ -522,12 +559,12 @@ class BreakIn(serializers.Serializer):
 
 
 class LaneIn(serializers.Serializer):
-    slug = serializers.SlugField(max_length=100)
+    slug = StrictSlugField(max_length=100)
     name = _name(required=False, allow_blank=True)
-    heartbeat_interval_s = serializers.IntegerField(
+    heartbeat_interval_s = StrictIntegerField(
         required=False, allow_null=True, min_value=1, max_value=MAX_INTERVAL
     )
-    grace_s = serializers.IntegerField(
+    grace_s = StrictIntegerField(
         required=False, allow_null=True, min_value=0, max_value=MAX_INTERVAL
     )
 
@@ -535,26 +572,26 @@ class LaneIn(serializers.Serializer):
 class WorkPackageIn(serializers.Serializer):
     title = _name()
     key = _name(help_text="Unique in the lane: creating a package whose key exists returns it.")
-    external_ref = serializers.CharField(
+    external_ref = StrictCharField(
         max_length=500, required=False, allow_blank=True, allow_null=True
     )
 
 
 class RunIn(serializers.Serializer):
     title = _name()
-    brief = serializers.CharField(
+    brief = StrictCharField(
         required=False, allow_blank=True, default="", trim_whitespace=False
     )
-    slots = serializers.IntegerField(
+    slots = StrictIntegerField(
         required=False, default=1, min_value=1, max_value=fleet.MAX_SLOTS
     )
     evidence_required = serializers.ListField(
-        child=serializers.CharField(max_length=64), required=False, default=list
+        child=StrictCharField(max_length=64), required=False, default=list
     )
-    heartbeat_interval_s = serializers.IntegerField(
+    heartbeat_interval_s = StrictIntegerField(
         required=False, allow_null=True, min_value=1, max_value=MAX_INTERVAL
     )
-    grace_s = serializers.IntegerField(
+    grace_s = StrictIntegerField(
         required=False, allow_null=True, min_value=0, max_value=MAX_INTERVAL
     )
 
@@ -565,20 +602,20 @@ class RunPatchIn(serializers.Serializer):
 
 class HandIn(serializers.Serializer):
     name = _name()
-    lane = serializers.SlugField(required=False, allow_null=True, help_text="A lane's slug.")
+    lane = StrictSlugField(required=False, allow_null=True, help_text="A lane's slug.")
 
 
 class KeyIn(serializers.Serializer):
     scopes = serializers.ListField(
         child=serializers.ChoiceField(choices=fleet.ALL_SCOPES), allow_empty=False
     )
-    expires_in_s = serializers.FloatField(
+    expires_in_s = StrictFloatField(
         required=False, allow_null=True, min_value=1, max_value=366 * 86_400
     )
-    lane = serializers.SlugField(
+    lane = StrictSlugField(
         required=False, allow_null=True, help_text="Limit the key to this lane's runs."
     )
-    revoke_when_done = serializers.BooleanField(required=False, default=False)
+    revoke_when_done = StrictBooleanField(required=False, default=False)
 
 
 class RevokeIn(serializers.Serializer):

@@ -149,10 +149,21 @@ def test_unicode_in_names_and_messages_round_trips(api_a: Api, boss: Api, run) -
     assert hand.status_code == 201 and hand.json()["name"] == "hånd-名前"
 
 
-def test_lenient_coercions_act_on_the_coerced_value(api_a: Api) -> None:
-    """DRF reads a number for a string field and a numeric string for a number (as documented
-    for its fields); the call then acts exactly as if the coerced value had been sent."""
-    lease = acquire(api_a, resource=42, ttl_s="30").json()
-    assert (lease["resource"], lease["ttl_s"]) == ("42", 30)
-    check = api_a.post("/leases/check", {"resource": "42", "fence": "1"})
-    assert check.status_code == 200 and check.json()["lease"]["fence"] == 1
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("resource", 42), ("ttl_s", "30"), ("ttl_s", True), ("process_id", 7), ("wait_s", "1")],
+)
+def test_a_value_of_the_wrong_json_type_is_refused_not_coerced(
+    api_a: Api, field: str, value: object
+) -> None:
+    """JSON has types and the API keeps them: no number read as a name, no "30" as seconds."""
+    response = acquire(api_a, **{field: value})
+    assert field in error_of(response, 400, "validation_error")["fields"]
+    assert not Lease.objects.exists()
+
+
+def test_a_fence_of_the_wrong_json_type_is_refused(api_a: Api) -> None:
+    fence = acquire(api_a).json()["fence"]
+    for wrong in (str(fence), float(fence), True):
+        check = api_a.post("/leases/check", {"resource": "build", "fence": wrong})
+        assert "fence" in error_of(check, 400, "validation_error")["fields"], wrong
