@@ -26,8 +26,10 @@ threads = int(os.environ.get("GUNICORN_THREADS", "8"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "90"))
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
 keepalive = 5
-# Recycle workers now and then, staggered so they never restart together.
-max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "5000"))
+# Recycle workers now and then, staggered so they never restart together. Rarely: a restart
+# costs a second of Django start-up and new connections, which shows in every request's tail
+# latency while it lasts (at 5,000 a busy worker restarted about once a minute under load).
+max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "100000"))
 max_requests_jitter = max_requests // 10
 # Off unless asked for ("-" is stdout): a line per request cost a fifth of a renewal's CPU
 # (docs/performance.md); every refusal is recorded with its request id, and the load balancer
