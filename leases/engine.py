@@ -142,12 +142,20 @@ def _one(sql: str, params: dict[str, Any]) -> LeaseSnapshot | None:
     return _snapshot(row) if row else None
 
 
-def read(*, workspace_id: int, resource: str) -> LeaseSnapshot | None:
-    """The lease on `resource` with the database's time, or None if never leased."""
+def read(*, workspace_id: int, resource: str, settled: bool = False) -> LeaseSnapshot | None:
+    """The lease on `resource` with the database's time, or None if never leased.
+
+    `settled` (for `check`, which storage trusts before it applies a write): on PostgreSQL the
+    row is read FOR SHARE, so a read that meets a grant or a break still in flight waits for its
+    commit and answers with the new fence. A plain read takes its snapshot before that commit
+    but its clock after the transition's stamp, and would call a fence current at a time when,
+    by the event log, it no longer was (the long history run found two such writes in 46,000).
+    """
+    lock = " FOR SHARE" if settled and connection.vendor == "postgresql" else ""
     return _one(
         _sql(
             "SELECT {columns}, {now} FROM {table} "
-            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s"
+            f"WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s{lock}"
         ),
         {"workspace_id": workspace_id, "resource": resource},
     )

@@ -293,7 +293,7 @@ def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapsho
     only after asking (rule 5)."""
     validate_resource(resource)
     validate_fence(fence)
-    lease = engine.read(workspace_id=workspace_id, resource=resource)
+    lease = engine.read(workspace_id=workspace_id, resource=resource, settled=True)
     if lease is None:
         raise NotFound(f"no lease on {resource!r}")
     if lease.fence != fence:
