@@ -135,6 +135,25 @@ def snapshot(row: tuple[Any, ...]) -> LeaseSnapshot:
 COLUMNS = _COLUMNS
 
 
+def _tenure_params(
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    process_id: str,
+    interval_s: float,
+    grace_s: float,
+) -> dict[str, Any]:
+    """The parameters of a statement that starts or renews a tenure."""
+    return {
+        "workspace_id": workspace_id,
+        "resource": resource,
+        "holder": holder,
+        "process_id": process_id,
+        "interval_s": float(interval_s),
+        "grace_s": float(grace_s),
+    }
+
+
 def _one(sql: str, params: dict[str, Any]) -> LeaseSnapshot | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -190,14 +209,7 @@ def take(
             "AND status = 'free' "
             "RETURNING {columns}, {now}"
         ),
-        {
-            "workspace_id": workspace_id,
-            "resource": resource,
-            "holder": holder,
-            "process_id": process_id,
-            "interval_s": float(interval_s),
-            "grace_s": float(grace_s),
-        },
+        _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
     )
 
 
@@ -221,14 +233,7 @@ def renew_holder(
             "AND holder = %(holder)s AND {alive} "
             "RETURNING {columns}, {now}"
         ),
-        {
-            "workspace_id": workspace_id,
-            "resource": resource,
-            "holder": holder,
-            "process_id": process_id,
-            "interval_s": float(interval_s),
-            "grace_s": float(grace_s),
-        },
+        _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
     )
 
 
@@ -270,13 +275,8 @@ def insert(
             "RETURNING {columns}, {now}"
         ),
         {
-            "workspace_id": workspace_id,
-            "resource": resource,
             "kind": kind,
-            "holder": holder,
-            "process_id": process_id,
-            "interval_s": float(interval_s),
-            "grace_s": float(grace_s),
+            **_tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
         },
     )
 
