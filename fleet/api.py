@@ -1381,6 +1381,7 @@ class KeyRevokeApi(HandAPIView):
             prefix=prefix,
             actor=self.hand.name,
             reason=data.get("reason") or "",
+            lane_id=self.lane_id,
         )
         return Response(key_json(key))
 

@@ -354,12 +354,18 @@ def key_issue(
 
 
 @refusals_recorded
-def key_revoke(*, workspace_id: int, prefix: str, actor: str, reason: str = "") -> HandKey:
-    """Revoke now; the key's very next call is refused (nothing caches a key's validity)."""
+def key_revoke(
+    *, workspace_id: int, prefix: str, actor: str, reason: str = "", lane_id: int | None = None
+) -> HandKey:
+    """Revoke now; the key's very next call is refused (nothing caches a key's validity).
+
+    A lane-limited caller (`lane_id`) reaches only keys limited to its own lane, the only keys it
+    may issue; any other key is not found, as objects outside its lane are everywhere."""
     reason = _validate_reason(reason)
+    within_lane = {"lane_id": lane_id} if lane_id is not None else {}
     try:
         key = HandKey.objects.select_related("hand").get(
-            prefix=prefix, hand__workspace_id=workspace_id
+            prefix=prefix, hand__workspace_id=workspace_id, **within_lane
         )
     except HandKey.DoesNotExist:
         raise NotFound(f"no key {prefix!r}") from None

@@ -187,3 +187,21 @@ def test_objects_of_another_workspace_answer_not_found(
     assert api_a.get("/me").status_code == 200
     assert api_outsider.get("/attempts").json() == []
     assert boss.get("/refusals").json() == []
+
+
+def test_a_lane_limited_key_revokes_only_keys_of_its_own_lane(
+    workspace, owner, teammate, boss: Api, lane
+) -> None:
+    fleet.lane_create(workspace=workspace, slug="payments")
+    limited = Api(
+        boss.post("/hands/hand-a/keys", {"scopes": ["hands"], "lane": "rewalk"}).json()["key"]
+    )
+    in_lane = boss.post("/hands/hand-b/keys", {"scopes": ["work"], "lane": "rewalk"}).json()
+    other_lane = boss.post("/hands/hand-b/keys", {"scopes": ["work"], "lane": "payments"}).json()
+    unlimited = boss.post("/hands/hand-b/keys", {"scopes": ["work"]}).json()
+    for key in (other_lane, unlimited):
+        error_of(limited.post(f"/keys/{key['prefix']}/revoke", {"reason": "x"}), 404, "not_found")
+        assert HandKey.objects.get(prefix=key["prefix"]).revoked_at is None
+    response = limited.post(f"/keys/{in_lane['prefix']}/revoke", {"reason": "done"})
+    assert response.status_code == 200
+    assert HandKey.objects.get(prefix=in_lane["prefix"]).revoked_at is not None
