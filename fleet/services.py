@@ -636,27 +636,30 @@ def _refuse_ended(attempt: Attempt) -> None:
 
 
 @functools.cache
-def _report_template(lane_limited: bool, with_percent: bool) -> str:
+def _report_template(with_percent: bool) -> str:
     """PostgreSQL: a renewing report as one statement. It finds the caller's open attempt at its
     fence, renews the slot lease with the engine's own conditions (rendered per call), inserts
     the report and stamps the attempt, and returns what the answer shows; it matches nothing
-    (and writes nothing) unless every check of the step-by-step path would pass."""
+    (and writes nothing) unless every check of the step-by-step path would pass.
+
+    The caller is a set of slots (`report_caller`): parameters here, or the hot path's key check
+    (fleet/hotpath.py), which adds its CTEs in front through {caller_ctes}."""
     quote = connection.ops.quote_name
     lease_table, attempt_table = Lease._meta.db_table, Attempt._meta.db_table
     attempt_columns = ", ".join(f"attempt.{quote(f.column)}" for f in Attempt._meta.concrete_fields)
-    lane = "AND lane_id = %(lane_id)s " if lane_limited else ""
     percent = ", progress_percent = %(percent)s" if with_percent else ""
     return (
-        "WITH mine AS ("
+        "WITH {caller_ctes}mine AS ("
         f"SELECT id, lease_id, fence FROM {attempt_table} "
-        "WHERE id = %(attempt_id)s AND workspace_id = %(workspace_id)s AND hand_id = %(hand_id)s "
-        f"AND fence = %(fence)s AND {quote('end')} IS NULL {lane}"
+        "WHERE id = %(attempt_id)s AND workspace_id = {caller_workspace} "
+        f"AND hand_id = {{caller_hand}} AND fence = %(fence)s AND {quote('end')} IS NULL "
+        "{caller_lane}"
         "), renewed AS ("
         # next_check_at stays behind, as in engine.renew (RENEWAL_NOTE there).
         "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
         "noticed_state = 'live' FROM mine "
         f"WHERE {lease_table}.id = mine.lease_id "
-        f"AND {lease_table}.workspace_id = %(workspace_id)s AND holder = %(holder)s "
+        f"AND {lease_table}.workspace_id = {{caller_workspace}} AND holder = {{caller_holder}} "
         f"AND {lease_table}.fence = mine.fence AND process_id = %(process_id)s AND {{alive}} "
         f"RETURNING {', '.join(f'{lease_table}.{c}' for c in engine.COLUMNS)}, "
         "{now} AS server_time"
@@ -678,43 +681,35 @@ def _report_template(lane_limited: bool, with_percent: bool) -> str:
     )
 
 
-def _report_renewing(
+def report_statement(*, with_percent: bool, **caller: str) -> str:
+    """The renewing report for the caller's slots: `caller_ctes`, `caller_workspace`,
+    `caller_hand`, `caller_holder` and `caller_lane` (a condition on the attempt's lane)."""
+    return engine.render(_report_template(with_percent), caller_from="", **caller)
+
+
+def report_params(
     *,
-    hand: Hand,
     attempt_id: int,
-    fence: object,
+    fence: int,
     kind: str,
     process_id: str,
     message: str,
     percent: float | None,
     details: dict[str, Any] | None,
-    lane_id: int | None,
-) -> AttemptView | None:
-    """A renewing report in one round trip, or None: then the step-by-step path decides."""
-    if isinstance(fence, bool) or not isinstance(fence, int) or not (0 <= fence < 2**63):
-        return None
-    params = {
+) -> dict[str, Any]:
+    return {
         "attempt_id": attempt_id,
-        "workspace_id": hand.workspace_id,
-        "hand_id": hand.pk,
-        "holder": hand.name,
         "fence": fence,
-        "lane_id": lane_id,
         "process_id": process_id,
         "kind": kind,
         "message": message,
         "percent": percent,
         "details": json.dumps(details or {}),
     }
-    if lane_id is None:
-        del params["lane_id"]
-    # The template is built once; the engine renders its clock into it on every call.
-    statement = engine.render(_report_template(lane_id is not None, percent is not None))
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
+
+
+def report_view(row: tuple[Any, ...], hand: Hand) -> AttemptView:
+    """The attempt and its lease from a row of the renewing report."""
     width = len(engine.COLUMNS) + 1
     lease = engine.snapshot(row[:width])
     fields = Attempt._meta.concrete_fields
@@ -730,6 +725,48 @@ def _report_renewing(
     attempt.slot = Slot.from_db(connection.alias, ["id", "index"], [attempt.slot_id, index])
     attempt.lane = Lane.from_db(connection.alias, ["id", "slug"], [attempt.lane_id, slug])
     return AttemptView(attempt, lease)
+
+
+def _report_renewing(
+    *,
+    hand: Hand,
+    attempt_id: int,
+    fence: object,
+    kind: str,
+    process_id: str,
+    message: str,
+    percent: float | None,
+    details: dict[str, Any] | None,
+    lane_id: int | None,
+) -> AttemptView | None:
+    """A renewing report in one round trip, or None: then the step-by-step path decides."""
+    if isinstance(fence, bool) or not isinstance(fence, int) or not (0 <= fence < 2**63):
+        return None
+    params = report_params(
+        attempt_id=attempt_id,
+        fence=fence,
+        kind=kind,
+        process_id=process_id,
+        message=message,
+        percent=percent,
+        details=details,
+    )
+    params.update(workspace_id=hand.workspace_id, hand_id=hand.pk, holder=hand.name)
+    if lane_id is not None:
+        params["lane_id"] = lane_id
+    # The template is built once; the engine renders its clock into it on every call.
+    statement = report_statement(
+        with_percent=percent is not None,
+        caller_ctes="",
+        caller_workspace="%(workspace_id)s",
+        caller_hand="%(hand_id)s",
+        caller_holder="%(holder)s",
+        caller_lane="" if lane_id is None else "AND lane_id = %(lane_id)s ",
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        row = cursor.fetchone()
+    return report_view(row, hand) if row is not None else None
 
 
 @refusals_recorded

@@ -48,6 +48,39 @@ _COLUMNS = (
 )
 
 
+# The statements that grant or renew a tenure, with the caller's slots (PARAMETER_CALLER).
+TAKE = (
+    "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, "
+    "status = 'held', holder = {caller_holder}, process_id = %(process_id)s, "
+    "interval_s = %(interval_s)s, grace_s = %(grace_s)s, "
+    "renewed_at = {now}, deadline = {deadline_from_now}, released_at = NULL, "
+    "noticed_state = 'live', next_check_at = {deadline_from_now}{caller_from} "
+    "WHERE workspace_id = {caller_workspace} AND resource = %(resource)s "
+    "AND status = 'free' "
+    "RETURNING {columns}, {now}"
+)
+# INSERT ... SELECT rather than VALUES, so that a caller source that matches nothing inserts
+# nothing; SQLite needs the WHERE to tell the SELECT from the upsert clause.
+INSERT = (
+    "INSERT INTO {table} (workspace_id, resource, kind, status, holder, process_id, fence, "
+    "interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, next_check_at) "
+    "SELECT {caller_workspace}, %(resource)s, %(kind)s, 'held', {caller_holder}, "
+    "%(process_id)s, 1, %(interval_s)s, %(grace_s)s, {now}, {now}, {deadline_from_now}, "
+    "'live', {deadline_from_now}{caller_from} WHERE true "
+    "ON CONFLICT (workspace_id, resource) DO NOTHING "
+    "RETURNING {columns}, {now}"
+)
+# next_check_at is left behind on purpose (see RENEWAL_NOTE).
+RENEW = (
+    "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
+    "noticed_state = 'live'{caller_from} "
+    "WHERE workspace_id = {caller_workspace} AND resource = %(resource)s "
+    "AND holder = {caller_holder} AND fence = %(fence)s AND process_id = %(process_id)s "
+    "AND {alive} "
+    "RETURNING {columns}, {now}"
+)
+
+
 @dataclass(frozen=True)
 class LeaseSnapshot:
     """A lease as one statement left it, with the database's time of that statement."""
@@ -93,8 +126,19 @@ class LeaseSnapshot:
         return cls(**{name: getattr(lease, name) for name in _COLUMNS}, server_time=now)
 
 
-def _sql(template: str) -> str:
-    """Render {now}, {alive} and {free_or_lost} for the current database."""
+# Who is asking, in the statements that grant or renew a tenure: by default the parameters
+# `workspace_id` and `holder`. The hot path (fleet/hotpath.py) renders the same statements with
+# its key check as their source instead (`caller_from` = " FROM key"), so a call is authenticated
+# and applied in one round trip by the very SQL the engine runs.
+PARAMETER_CALLER = {
+    "caller_workspace": "%(workspace_id)s",
+    "caller_holder": "%(holder)s",
+    "caller_from": "",
+}
+
+
+def _sql(template: str, **caller: str) -> str:
+    """Render {now}, {alive}, {free_or_lost} and the caller's slots for the current database."""
     now = now_sql()
     lost_at = plus_seconds_sql("deadline", "grace_s")
     return template.format(
@@ -107,6 +151,7 @@ def _sql(template: str) -> str:
         if connection.vendor == "sqlite"
         else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
         renew_deadline=plus_seconds_sql(now, "interval_s"),
+        **(caller or PARAMETER_CALLER),
     )
 
 
@@ -120,11 +165,12 @@ def _snapshot(row: tuple[Any, ...]) -> LeaseSnapshot:
     return LeaseSnapshot(**values)
 
 
-def render(template: str) -> str:
+def render(template: str, **caller: str) -> str:
     """Render the engine's conditions ({now}, {alive}, {renew_deadline}, ...) into a statement
-    built around them elsewhere (the fleet's one-statement heartbeat), so that every statement
-    judges a lease by the same SQL."""
-    return _sql(template)
+    built around them elsewhere (the fleet's one-statement heartbeat, the hot path), so that
+    every statement judges a lease by the same SQL. `caller` fills the slots of
+    `PARAMETER_CALLER` (all of them, or none for the parameters)."""
+    return _sql(template, **caller)
 
 
 def snapshot(row: tuple[Any, ...]) -> LeaseSnapshot:
@@ -199,17 +245,7 @@ def take(
     tenure; two statements' row counts do.
     """
     return _one(
-        _sql(
-            "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, "
-            "status = 'held', holder = %(holder)s, process_id = %(process_id)s, "
-            "interval_s = %(interval_s)s, grace_s = %(grace_s)s, "
-            "renewed_at = {now}, deadline = {deadline_from_now}, released_at = NULL, "
-            "noticed_state = 'live', next_check_at = {deadline_from_now} "
-            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
-            "AND status = 'free' "
-            "RETURNING {columns}, {now}"
-        ),
-        _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+        _sql(TAKE), _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s)
     )
 
 
@@ -265,15 +301,7 @@ def insert(
 ) -> LeaseSnapshot | None:
     """Create the lease row held by `holder` at fence 1; None if the row already exists."""
     return _one(
-        _sql(
-            "INSERT INTO {table} (workspace_id, resource, kind, status, holder, process_id, fence, "
-            "interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, next_check_at) "
-            "VALUES (%(workspace_id)s, %(resource)s, %(kind)s, 'held', %(holder)s, "
-            "%(process_id)s, 1, %(interval_s)s, %(grace_s)s, {now}, {now}, {deadline_from_now}, "
-            "'live', {deadline_from_now}) "
-            "ON CONFLICT (workspace_id, resource) DO NOTHING "
-            "RETURNING {columns}, {now}"
-        ),
+        _sql(INSERT),
         {
             "kind": kind,
             **_tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
@@ -344,15 +372,7 @@ def renew(
 ) -> LeaseSnapshot | None:
     """Push the deadline to now + interval, only for the current, unlost tenure and process."""
     return _one(
-        _sql(
-            # next_check_at is left behind on purpose (see RENEWAL_NOTE).
-            "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
-            "noticed_state = 'live' "
-            "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
-            "AND holder = %(holder)s AND fence = %(fence)s AND process_id = %(process_id)s "
-            "AND {alive} "
-            "RETURNING {columns}, {now}"
-        ),
+        _sql(RENEW),
         {
             "workspace_id": workspace_id,
             "resource": resource,
