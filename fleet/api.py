@@ -23,7 +23,6 @@ from rest_framework.views import APIView
 from fleet import selectors
 from fleet import services as fleet
 from fleet.authentication import HandKeyAuthentication, ScopeRequired, lane_id_of
-from fleet.hotpath import RATE_COUNTED, FastPost, plain_float, plain_int, plain_text
 from fleet.idempotency import idempotent
 from fleet.models import (
     Directive,
@@ -39,10 +38,12 @@ from fleet.models import (
 from fleet.selectors import AttemptView, SlotView
 from fleet.webhooks import event_payload
 from groundcontrol.api import (
+    RATE_COUNTED,
     LimitedJSONParser,
     check_body_size,
     error_responses,
     paginated,
+    rate_caller,
     rate_limit,
 )
 from leases import services as lease_services
@@ -665,13 +666,13 @@ class HandAPIView(APIView):
 
     def perform_authentication(self, request: Request) -> None:
         super().perform_authentication(request)
-        # The fast path (fleet/hotpath.py) may have counted this call already before handing it
+        # The hot path (fleet/hotpath.py) may have counted this call already before handing it
         # over: count each call once.
-        counted = getattr(request._request, RATE_COUNTED, None)
+        counted = request._request.META.get(RATE_COUNTED)
         if isinstance(counted, RateLimited):
             raise counted
         if counted is None:
-            rate_limit(request.auth.prefix)
+            rate_limit(rate_caller(request.auth.prefix, request.auth.secret_hash))
         check_body_size(request)
 
     @property
@@ -817,40 +818,12 @@ class BriefApi(HandAPIView):
 TENURE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", "stale_fence")
 
 
-class ReportApi(FastPost, HandAPIView):
+class ReportApi(HandAPIView):
     """Heartbeat, progress, blocker or note. With the claim's process_id it renews the lease
     (renewed: true); without, it is recorded only; another process_id is refused.
     """
 
     required_scope = WORK
-    fast_scope = WORK
-
-    def fast_input(self, data: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        fence, kind = plain_int(data.get("fence")), data.get("kind")
-        process_id, message = data.get("process_id"), data.get("message")
-        percent, details = data.get("percent"), data.get("details")
-        if (
-            fence is None
-            or kind not in ReportKind.values
-            or (process_id is not None and plain_text(process_id, max_length=MAX_NAME) is None)
-            or (message is not None and plain_text(message, max_length=MAX_REASON) is None)
-            or (percent is not None and plain_float(percent, minimum=0, maximum=100) is None)
-            or (details is not None and type(details) is not dict)
-        ):
-            return None
-        return {
-            "attempt_id": kwargs["attempt_id"],
-            "fence": fence,
-            "kind": kind,
-            "process_id": process_id,
-            "message": message or "",
-            "percent": None if percent is None else float(percent),
-            "details": details,
-        }
-
-    def fast_call(self, key: HandKey, inputs: dict[str, Any]) -> tuple[int, Any]:
-        renewed, view = fleet.attempt_report(hand=key.hand, lane_id=key.lane_id, **inputs)
-        return 200, {"renewed": renewed, "attempt": attempt_json(view)}
 
     @extend_schema(
         tags=["hand"],
@@ -905,28 +878,10 @@ class ReleaseApi(HandAPIView):
 # --- Resource leases ------------------------------------------------------------------------------
 
 
-class LeaseAcquireApi(FastPost, HandAPIView):
+class LeaseAcquireApi(HandAPIView):
     """Take a resource lease (see the operation's description)."""
 
     required_scope = LEASES
-    fast_scope = LEASES
-
-    def fast_input(self, data: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        resource = plain_text(
-            data.get("resource"), max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False
-        )
-        ttl_s = plain_float(data.get("ttl_s"), minimum=1, maximum=lease_services.MAX_TTL_S)
-        process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
-        wait_s = plain_float(data.get("wait_s", 0), minimum=0, maximum=MAX_WAIT_S)
-        if resource is None or ttl_s is None or process_id is None or wait_s is None:
-            return None
-        return {"resource": resource, "ttl_s": ttl_s, "process_id": process_id, "wait_s": wait_s}
-
-    def fast_call(self, key: HandKey, inputs: dict[str, Any]) -> tuple[int, Any]:
-        lease = lease_acquire_waiting(
-            workspace_id=key.hand.workspace_id, holder=key.hand.name, **inputs
-        )
-        return 201, lease_json(lease)
 
     @extend_schema(
         tags=["leases"],
@@ -951,27 +906,10 @@ class LeaseAcquireApi(FastPost, HandAPIView):
 FENCED_LEASE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", "stale_fence")
 
 
-class LeaseRenewApi(FastPost, HandAPIView):
+class LeaseRenewApi(HandAPIView):
     """Push the lease's deadline to now + ttl_s, for the current fence and process."""
 
     required_scope = LEASES
-    fast_scope = LEASES
-
-    def fast_input(self, data: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        resource = plain_text(
-            data.get("resource"), max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False
-        )
-        fence = plain_int(data.get("fence"))
-        process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
-        if resource is None or fence is None or process_id is None:
-            return None
-        return {"resource": resource, "fence": fence, "process_id": process_id}
-
-    def fast_call(self, key: HandKey, inputs: dict[str, Any]) -> tuple[int, Any]:
-        lease = lease_services.lease_renew(
-            workspace_id=key.hand.workspace_id, holder=key.hand.name, **inputs
-        )
-        return 200, lease_json(lease)
 
     @extend_schema(
         tags=["leases"],

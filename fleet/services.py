@@ -656,11 +656,15 @@ def _report_template(with_percent: bool) -> str:
         "{caller_lane}"
         "), renewed AS ("
         # next_check_at stays behind, as in engine.renew (RENEWAL_NOTE there).
+        # The caller's own attempt names the lease and the fence of its tenure, which imply the
+        # holder (a fence is granted once), so the lease is found by primary key alone. Naming
+        # the holder too let the planner, its statistics behind a hand that had just taken
+        # thousands of leases, read every lease of the hand through lease_holder_idx instead.
         "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
-        "noticed_state = 'live' FROM mine "
-        f"WHERE {lease_table}.id = mine.lease_id "
-        f"AND {lease_table}.workspace_id = {{caller_workspace}} AND holder = {{caller_holder}} "
-        f"AND {lease_table}.fence = mine.fence AND process_id = %(process_id)s AND {{alive}} "
+        "noticed_state = 'live' "
+        f"WHERE {lease_table}.id = (SELECT lease_id FROM mine) "
+        f"AND {lease_table}.fence = (SELECT fence FROM mine) AND process_id = %(process_id)s "
+        "AND {alive} "
         f"RETURNING {', '.join(f'{lease_table}.{c}' for c in engine.COLUMNS)}, "
         "{now} AS server_time"
         "), report AS ("
@@ -683,7 +687,7 @@ def _report_template(with_percent: bool) -> str:
 
 def report_statement(*, with_percent: bool, **caller: str) -> str:
     """The renewing report for the caller's slots: `caller_ctes`, `caller_workspace`,
-    `caller_hand`, `caller_holder` and `caller_lane` (a condition on the attempt's lane)."""
+    `caller_hand` and `caller_lane` (a condition on the attempt's lane)."""
     return engine.render(_report_template(with_percent), caller_from="", **caller)
 
 
@@ -751,7 +755,7 @@ def _report_renewing(
         percent=percent,
         details=details,
     )
-    params.update(workspace_id=hand.workspace_id, hand_id=hand.pk, holder=hand.name)
+    params.update(workspace_id=hand.workspace_id, hand_id=hand.pk)
     if lane_id is not None:
         params["lane_id"] = lane_id
     # The template is built once; the engine renders its clock into it on every call.
@@ -760,7 +764,6 @@ def _report_renewing(
         caller_ctes="",
         caller_workspace="%(workspace_id)s",
         caller_hand="%(hand_id)s",
-        caller_holder="%(holder)s",
         caller_lane="" if lane_id is None else "AND lane_id = %(lane_id)s ",
     )
     with connection.cursor() as cursor:

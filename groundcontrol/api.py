@@ -63,7 +63,11 @@ MAX_PAGE_SIZE = 500
 
 
 def request_id_for(request: HttpRequest) -> str:
-    given = request.headers.get(REQUEST_ID_HEADER, "")
+    return request_id_for_header(request.headers.get(REQUEST_ID_HEADER, ""))
+
+
+def request_id_for_header(given: str) -> str:
+    """The caller's request id when usable, else a new one."""
     return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
 
 
@@ -252,8 +256,23 @@ class LimitedJSONParser(JSONParser):
             raise drf.ParseError(f"JSON parse error - {exc}") from None
 
 
-def rate_limit(key_prefix: str) -> None:
-    """A fixed one-minute window per key, counted in the cache (Redis in production).
+# Set in the WSGI environ of a call that the hot path (fleet/hotpath.py) hands to Django after
+# taking its rate-limit count: True, or the RateLimited refusal Django answers once the key is
+# authenticated.
+RATE_COUNTED = "gc.rate_counted"
+
+
+def rate_caller(prefix: str, secret_hash: str) -> str:
+    """Whom a call is counted against: the key's prefix and part of its secret's hash. A caller
+    who knows a prefix but not its secret (prefixes are shown to supervisors) fills a counter of
+    its own, never the key's, even where the count is taken before the key is checked
+    (fleet/hotpath.py)."""
+    return f"{prefix}:{secret_hash[:16]}"
+
+
+def rate_limit(caller: str) -> None:
+    """A fixed one-minute window per key (`rate_caller`), counted in the cache (Redis in
+    production).
 
     The count is advisory, so when the cache is down the call goes through: Redis is never what
     decides whether a lease is valid, and an outage of it must not stop the fleet.
@@ -263,7 +282,7 @@ def rate_limit(key_prefix: str) -> None:
         return
     now = time.time()
     window = int(now // 60)
-    name = f"gc:rate:{key_prefix}:{window}"
+    name = f"gc:rate:{caller}:{window}"
     try:
         # One round trip in the steady state; the window's first call creates the counter.
         try:

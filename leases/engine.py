@@ -57,7 +57,7 @@ TAKE = (
     "noticed_state = 'live', next_check_at = {deadline_from_now}{caller_from} "
     "WHERE workspace_id = {caller_workspace} AND resource = %(resource)s "
     "AND status = 'free' "
-    "RETURNING {columns}, {now}"
+    "RETURNING {columns}, {now} AS server_time"
 )
 # INSERT ... SELECT rather than VALUES, so that a caller source that matches nothing inserts
 # nothing; SQLite needs the WHERE to tell the SELECT from the upsert clause.
@@ -68,7 +68,7 @@ INSERT = (
     "%(process_id)s, 1, %(interval_s)s, %(grace_s)s, {now}, {now}, {deadline_from_now}, "
     "'live', {deadline_from_now}{caller_from} WHERE true "
     "ON CONFLICT (workspace_id, resource) DO NOTHING "
-    "RETURNING {columns}, {now}"
+    "RETURNING {columns}, {now} AS server_time"
 )
 # next_check_at is left behind on purpose (see RENEWAL_NOTE).
 RENEW = (
@@ -77,7 +77,7 @@ RENEW = (
     "WHERE workspace_id = {caller_workspace} AND resource = %(resource)s "
     "AND holder = {caller_holder} AND fence = %(fence)s AND process_id = %(process_id)s "
     "AND {alive} "
-    "RETURNING {columns}, {now}"
+    "RETURNING {columns}, {now} AS server_time"
 )
 
 
@@ -267,7 +267,7 @@ def renew_holder(
             "noticed_state = 'live' "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
             "AND holder = %(holder)s AND {alive} "
-            "RETURNING {columns}, {now}"
+            "RETURNING {columns}, {now} AS server_time"
         ),
         _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
     )
@@ -283,7 +283,7 @@ def expire(*, workspace_id: int, resource: str) -> LeaseSnapshot | None:
             "UPDATE {table} SET status = 'free', noticed_state = 'lost', next_check_at = NULL "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
             "AND kind = 'resource' AND status = 'held' AND {free_or_lost} "
-            "RETURNING {columns}, {now}"
+            "RETURNING {columns}, {now} AS server_time"
         ),
         {"workspace_id": workspace_id, "resource": resource},
     )
@@ -358,7 +358,7 @@ def take_first_free(
                 "WHERE id = (SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
                 f"AND id IN ({placeholders}) AND {{free_or_lost}} ORDER BY id LIMIT 1{lock}) "
                 "AND {free_or_lost} "
-                "RETURNING {columns}, {now}"
+                "RETURNING {columns}, {now} AS server_time"
             ),
             params,
         )
@@ -400,7 +400,7 @@ def release(
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
             f"AND holder = %(holder)s AND fence = %(fence)s {process_clause}"
             "AND {alive} "
-            "RETURNING {columns}, {now}"
+            "RETURNING {columns}, {now} AS server_time"
         ),
         {
             "workspace_id": workspace_id,
@@ -423,7 +423,7 @@ def break_(*, workspace_id: int, resource: str) -> LeaseSnapshot | None:
             "next_check_at = NULL, noticed_state = 'free' "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
             "AND status = 'held' "
-            "RETURNING {columns}, {now}"
+            "RETURNING {columns}, {now} AS server_time"
         ),
         {"workspace_id": workspace_id, "resource": resource},
     )

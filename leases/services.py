@@ -141,7 +141,7 @@ def diagnose(
     return LeaseLost(f"the lease on {resource!r} at fence {fence} is no longer valid")
 
 
-def _refuse_slot_resource(resource: str) -> None:
+def refuse_slot_resource(resource: str) -> None:
     if resource.startswith(SLOT_PREFIX):
         raise ValidationFailed(
             "resources under 'run/' are run slots: claim them through their run",
@@ -160,7 +160,7 @@ def lease_acquire(
 ) -> LeaseSnapshot:
     """Take `resource` if free or lost (fence + 1), or renew it for its current holder."""
     validate_resource(resource)
-    _refuse_slot_resource(resource)
+    refuse_slot_resource(resource)
     validate_name(process_id, field="process_id")
     ttl_s = validate_seconds(ttl_s, field="ttl_s", minimum=1)
     denial: LeaseSnapshot | None = None

@@ -11,16 +11,18 @@ from django.test import Client
 from fleet import services as fleet
 from fleet.models import Hand, Run, Workspace
 from leases.models import Refusal
+from tests.hotpath_client import HotPathClient
 
 API = "/api/v1"
 PR_URL = "https://github.com/acme/app/pull/7"
 
 
 class Api:
-    """One caller: a test client that sends its key and JSON, and reads JSON back."""
+    """One caller: a test client that sends its key and JSON, and reads JSON back, through the
+    hot path as in production (`tests/hotpath_client.py`); `hot_path=False` for Django alone."""
 
-    def __init__(self, key: str | None, hand: Hand | None = None) -> None:
-        self.client = Client()
+    def __init__(self, key: str | None, hand: Hand | None = None, *, hot_path: bool = True) -> None:
+        self.client = HotPathClient() if hot_path else Client()
         self.key = key
         self.hand = hand
 

@@ -1,30 +1,36 @@
-"""The hot path (fleet/hotpath.py): a plain renew, acquire or report answers exactly as the full
-DRF view does, a call it hands over is counted once, and a heartbeat costs what a renewal does."""
+"""The hot path (fleet/hotpath.py) on PostgreSQL: a plain renew, acquire or renewing report is
+answered in front of Django in one statement, exactly as Django would answer it; everything else
+is handed to Django, counted once against the rate limit, and answered (and recorded) there.
+
+Every other API test goes through the hot path too (`tests/hotpath_client.py`); here each answer
+is compared with Django's own (`hot_path=False`) for the same call."""
 
 from __future__ import annotations
 
 import copy
 from datetime import datetime
+from unittest import mock
 
 import pytest
+from django.db import OperationalError
 from django.test import override_settings
 
-from fleet.models import Report
+from fleet import hotpath
+from fleet import services as fleet
+from fleet.models import HandKey, Report
 from leases import clock
-from tests.api.conftest import API, Api, error_of
+from leases.models import Event, Lease
+from tests.api.conftest import Api, error_of, mint, refusals
 from tests.api.test_hand_calls import claim, report
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
-# A query string is not plain (it may carry DRF's ?format=): it sends the call to the full view.
-FULL = "?via=full"
 VOLATILE = {"X-Request-ID", "Content-Length"}
 
 
-def both(api: Api, path: str, first: dict, second: dict) -> tuple:
-    fast = api.post(path, first)
-    full = api.post(path + FULL, second)
-    return fast, full
+def django_twin(api: Api) -> Api:
+    """The same caller and key, answered by Django alone."""
+    return Api(api.key, api.hand, hot_path=False)
 
 
 def same_answer(fast, full) -> None:  # noqa: ANN001
@@ -38,16 +44,48 @@ def same_answer(fast, full) -> None:  # noqa: ANN001
     assert fast_body == full_body
 
 
-def test_a_plain_renew_and_acquire_answer_as_the_full_view(
+def served_by_hot_path(response) -> bool:  # noqa: ANN001
+    return getattr(response, "hot_path", False)
+
+
+def test_a_plain_renew_and_acquire_answer_as_django_does(
     api_a: Api, frozen_clock: datetime
 ) -> None:
-    body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
-    same_answer(*both(api_a, "/leases/acquire", body, body))
-    renew = {"resource": "src/", "fence": 1, "process_id": "p1"}
-    same_answer(*both(api_a, "/leases/renew", renew, renew))
+    full_api = django_twin(api_a)
+    fast = api_a.post("/leases/acquire", {"resource": "a/", "ttl_s": 60, "process_id": "p1"})
+    full = full_api.post("/leases/acquire", {"resource": "b/", "ttl_s": 60, "process_id": "p1"})
+    assert served_by_hot_path(fast) and not served_by_hot_path(full)
+    fast_body, full_body = fast.json(), full.json()
+    assert (fast_body.pop("resource"), full_body.pop("resource")) == ("a/", "b/")
+    assert fast.status_code == full.status_code == 201 and fast_body == full_body
+    fast_event, full_event = Event.objects.filter(kind="lease_acquired").order_by("id")
+    for field in ("workspace_id", "at", "actor", "hand", "fence", "data", "attempt_id"):
+        assert getattr(fast_event, field) == getattr(full_event, field), field
+    assert (fast_event.resource, full_event.resource) == ("a/", "b/")
+
+    renew = {"resource": "a/", "fence": 1, "process_id": "p1"}
+    fast = api_a.post("/leases/renew", renew)
+    assert served_by_hot_path(fast)
+    same_answer(fast, full_api.post("/leases/renew", renew))
 
 
-def test_a_plain_report_answers_as_the_full_view(api_a: Api, run, frozen_clock: datetime) -> None:
+def test_a_free_resource_is_taken_on_the_hot_path_with_the_next_fence(api_a: Api) -> None:
+    body = {"resource": "db/migrate", "ttl_s": 60, "process_id": "p1"}
+    assert api_a.post("/leases/acquire", body).json()["fence"] == 1
+    released = api_a.post("/leases/release", {**body, "fence": 1, "reason": "done"})
+    assert released.status_code == 200, released.content
+    again = api_a.post("/leases/acquire", body)
+    assert served_by_hot_path(again) and again.status_code == 201
+    assert again.json()["fence"] == 2 and again.json()["state"] == "live"
+    fences = list(
+        Event.objects.filter(kind="lease_acquired", resource="db/migrate").values_list(
+            "fence", flat=True
+        )
+    )
+    assert fences == [1, 2]
+
+
+def test_a_plain_report_answers_as_django_does(api_a: Api, run, frozen_clock: datetime) -> None:
     attempt = claim(api_a, run)
     body = {
         "fence": attempt["fence"],
@@ -57,57 +95,147 @@ def test_a_plain_report_answers_as_the_full_view(api_a: Api, run, frozen_clock: 
         "percent": 50,
         "details": {"step": 2},
     }
-    same_answer(*both(api_a, f"/attempts/{attempt['id']}/reports", body, body))
-    fast, full = Report.objects.order_by("id")
-    assert (fast.kind, fast.message, fast.percent, fast.details, fast.renewed) == (
-        full.kind,
-        full.message,
-        full.percent,
-        full.details,
-        full.renewed,
-    )
-    assert fast.at == full.at == frozen_clock
+    path = f"/attempts/{attempt['id']}/reports"
+    fast = api_a.post(path, body)
+    assert served_by_hot_path(fast)
+    same_answer(fast, django_twin(api_a).post(path, body))
+    fast_row, full_row = Report.objects.order_by("id")
+    for field in ("kind", "message", "percent", "details", "renewed", "process_id", "at"):
+        assert getattr(fast_row, field) == getattr(full_row, field), field
+    assert fast_row.at == frozen_clock
 
 
-def test_a_refusal_on_the_fast_path_answers_as_the_full_view(
+def test_a_heartbeat_and_a_renewal_are_one_statement_each(
+    api_a: Api, run, django_assert_num_queries
+) -> None:
+    attempt = claim(api_a, run)
+    api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p1"})
+    with (
+        mock.patch.object(hotpath, "_row", wraps=hotpath._row) as statements,
+        django_assert_num_queries(0),
+    ):
+        beat = report(api_a, attempt)
+        renewed = api_a.post("/leases/renew", {"resource": "src/", "fence": 1, "process_id": "p1"})
+    assert beat.status_code == 200 and beat.json()["renewed"] is True
+    assert renewed.status_code == 200
+    assert statements.call_count == 2
+    assert Report.objects.filter(attempt_id=attempt["id"], renewed=True).count() == 1
+
+
+def test_refusals_are_answered_and_recorded_by_django(
     api_a: Api, api_b: Api, run, frozen_clock: datetime
 ) -> None:
     body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
     api_a.post("/leases/acquire", body)
-    fast, full = both(api_b, "/leases/acquire", body, body)
-    same_answer(fast, full)
-    error_of(fast, 409, "lease_held")
+    held = api_b.post("/leases/acquire", body)
+    assert not served_by_hot_path(held)
+    same_answer(held, django_twin(api_b).post("/leases/acquire", body))
+    error_of(held, 409, "lease_held")
+
     stale = {"resource": "src/", "fence": 7, "process_id": "p1"}
-    same_answer(*both(api_a, "/leases/renew", stale, stale))
+    refused = api_a.post("/leases/renew", stale)
+    same_answer(refused, django_twin(api_a).post("/leases/renew", stale))
+    error_of(refused, 409, "stale_fence")
+
     attempt = claim(api_a, run)
     clock.advance(run.heartbeat_interval_s + run.grace_s + 1)
     lost = {"fence": attempt["fence"], "process_id": "host-a:1", "kind": "heartbeat"}
-    same_answer(*both(api_a, f"/attempts/{attempt['id']}/reports", lost, lost))
+    path = f"/attempts/{attempt['id']}/reports"
+    same_answer(api_a.post(path, lost), django_twin(api_a).post(path, lost))
+    assert len(refusals("lease_held")) == 2 and len(refusals("stale_fence")) == 2
+
+
+def test_a_key_is_checked_on_the_hot_path_every_call(api_a: Api, api_b: Api, run) -> None:
+    body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
+    assert api_a.post("/leases/acquire", body).status_code == 201
+    renew = {"resource": "src/", "fence": 1, "process_id": "p1"}
+    prefix = api_a.key.split("_")[1]
+    fleet.key_revoke(
+        workspace_id=api_a.hand.workspace_id, prefix=prefix, actor="test", reason="gone"
+    )
+    error_of(api_a.post("/leases/renew", renew), 401, "key_revoked")
+
+    wrong_secret = Api(f"gc_{prefix}_{'x' * 43}", api_a.hand)
+    error_of(wrong_secret.post("/leases/renew", renew), 401, "key_invalid")
+
+    work_only = Api(mint(api_b.hand, ["work"]), api_b.hand)
+    error_of(work_only.post("/leases/acquire", {**body, "resource": "b/"}), 403, "scope_denied")
+    assert not Lease.objects.filter(resource="b/").exists()
+
+
+def test_a_lane_limited_key_reaches_only_its_lane_on_the_hot_path(
+    api_a: Api, run, make_run, workspace
+) -> None:
+    other_lane, _ = fleet.lane_create(workspace=workspace, slug="other")
+    limited = Api(mint(api_a.hand, ["work"], lane=other_lane), api_a.hand)
+    attempt = claim(api_a, run)
+    refused = report(limited, attempt)
+    assert not served_by_hot_path(refused) and refused.status_code == 404, refused.content
+    assert report(api_a, attempt).status_code == 200
+
+
+def test_the_hot_path_stamps_last_used_at_once_a_minute(api_a: Api, frozen_clock) -> None:
+    key = HandKey.objects.get(prefix=api_a.key.split("_")[1])
+    HandKey.objects.filter(pk=key.pk).update(last_used_at=None)
+    body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
+    assert served_by_hot_path(api_a.post("/leases/acquire", body))
+    key.refresh_from_db()
+    assert key.last_used_at == frozen_clock
+    clock.advance(30)
+    api_a.post("/leases/renew", {"resource": "src/", "fence": 1, "process_id": "p1"})
+    key.refresh_from_db()
+    assert key.last_used_at == frozen_clock
+    clock.advance(31)
+    api_a.post("/leases/renew", {"resource": "src/", "fence": 1, "process_id": "p1"})
+    key.refresh_from_db()
+    assert key.last_used_at == clock.db_now()
 
 
 @override_settings(GC_RATE_LIMIT_PER_MINUTE=3)
-def test_a_call_handed_to_the_full_view_is_counted_once(api_a: Api) -> None:
+def test_a_call_handed_to_django_is_counted_once(api_a: Api) -> None:
     api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p1"})
-    # A process id with surrounding spaces is not plain: the serializer trims it, on the full view.
+    # A process id with surrounding spaces is not plain: the serializer trims it, in Django.
     body = {"resource": "src/", "fence": 1, "process_id": " p1 "}
-    assert api_a.post("/leases/renew", body).status_code == 200
+    answer = api_a.post("/leases/renew", body)
+    assert answer.status_code == 200 and not served_by_hot_path(answer)
     assert api_a.post("/leases/renew", body).status_code == 200
     error_of(api_a.post("/leases/renew", body), 429, "rate_limited")
 
 
-@pytest.mark.postgres
-def test_a_heartbeat_is_the_key_lookup_and_one_statement(
-    api_a: Api, run, django_assert_num_queries
-) -> None:
-    attempt = claim(api_a, run)
-    report(api_a, attempt)  # last_used_at is fresh for the minute
-    # The key joined with its hand, workspace and lane; the renewal, the report and the
-    # attempt's stamp in one statement.
-    with django_assert_num_queries(2):
-        answer = report(api_a, attempt)
-    assert answer.status_code == 200 and answer.json()["renewed"] is True
-    assert Report.objects.filter(attempt_id=attempt["id"], renewed=True).count() == 2
+@override_settings(GC_RATE_LIMIT_PER_MINUTE=2)
+def test_a_caller_without_the_secret_cannot_spend_a_keys_rate_limit(api_a: Api) -> None:
+    prefix = api_a.key.split("_")[1]
+    impostor = Api(f"gc_{prefix}_{'x' * 43}")
+    renew = {"resource": "src/", "fence": 1, "process_id": "p1"}
+    for _ in range(3):
+        impostor.post("/leases/renew", renew)
+    answer = api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p1"})
+    assert answer.status_code == 201 and served_by_hot_path(answer)
+
+
+def test_calls_that_are_not_plain_go_to_django(api_a: Api) -> None:
+    body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
+    answers = [
+        api_a.post("/leases/acquire?format=json", body),
+        api_a.post("/leases/acquire", {**body, "resource": "b/"}, {"Idempotency-Key": "k1"}),
+        api_a.post("/leases/acquire", {**body, "resource": "c/"}, {"Accept": "text/html"}),
+        api_a.post("/leases/acquire", {**body, "resource": "d/", "ttl_s": "60"}),
+    ]
+    assert [served_by_hot_path(a) for a in answers] == [False] * 4
+    assert [a.status_code for a in answers] == [201, 201, 406, 400]
+
+
+def test_a_database_error_on_the_hot_path_hands_the_call_to_django(api_a: Api) -> None:
+    body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
+    with mock.patch.object(hotpath, "_row", side_effect=OperationalError("gone")):
+        answer = api_a.post("/leases/acquire", body)
+    assert answer.status_code == 201 and not served_by_hot_path(answer)
+    assert Lease.objects.get(resource="src/").fence == 1
 
 
 def test_the_hot_path_serves_only_posts_to_its_endpoints(api_a: Api) -> None:
-    assert api_a.client.get(API + "/leases/renew").status_code in (401, 405)
+    assert api_a.client.get("/api/v1/leases/renew").status_code in (401, 405)
+    assert api_a.post("/attempts/0/reports", {"fence": 1, "kind": "heartbeat"}).status_code in (
+        400,
+        404,
+    )

@@ -207,7 +207,9 @@ def test_a_renewal_is_the_key_lookup_and_one_statement(
 ) -> None:
     acquire(api_a)
     api_a.get("/me")  # last_used_at is fresh for the minute
-    # The key joined with its hand, workspace and lane; the engine's conditional UPDATE.
+    # Through Django (the hot path answers it in one statement: tests/api/test_hot_path.py):
+    # the key joined with its hand, workspace and lane; the engine's conditional UPDATE.
+    api_a.client = Api(api_a.key, hot_path=False).client
     with django_assert_num_queries(2):
         renewed = api_a.post(
             "/leases/renew", {"resource": "src/auth/", "fence": 1, "process_id": "p1"}
