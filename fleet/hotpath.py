@@ -23,6 +23,7 @@ SQLite (the embedded default) always goes to Django: data-modifying CTEs are Pos
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -52,6 +53,7 @@ from groundcontrol.api import (
 )
 from leases import engine
 from leases import services as lease_services
+from leases.clock import now_sql
 from leases.errors import GroundControlError, RateLimited
 from leases.models import Event, EventKind, LeaseKind
 from leases.waiting import MAX_WAIT_S
@@ -143,13 +145,39 @@ def _acquire_template() -> str:
     )
 
 
+_NEVER_BY_COUNT = 2**31
+
+
+@functools.lru_cache(maxsize=32)
+def _statement(name: str, clock: str) -> str:
+    """The rendered statement, built once per clock expression (`now_sql()`: constant in
+    production; tests that freeze the clock render their instant into it)."""
+    if name == "renew":
+        return engine.render(_renew_template(), **_KEY_CALLER)
+    if name == "acquire":
+        return engine.render(_acquire_template(), **_KEY_CALLER)
+    return fleet.report_statement(
+        with_percent=name == "report_percent",
+        caller_ctes=engine.render(_key_ctes()) + ", ",
+        caller_workspace="(SELECT key_workspace_id FROM key)",
+        caller_hand="(SELECT key_hand_id FROM key)",
+        # A lane-limited key reaches only its lane's attempts.
+        caller_lane="AND lane_id = COALESCE((SELECT key_lane_id FROM key), lane_id) ",
+    )
+
+
 def _row(statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-    """One statement with server-side parameters, so psycopg prepares it after a few calls and
-    PostgreSQL stops planning it on every call (Django's cursors bind on the client: a new plan
-    each time, which for these CTEs cost more than running them)."""
+    """One prepared statement with server-side parameters: PostgreSQL plans it once per
+    connection instead of on every call (Django binds on the client and never prepares; for
+    these CTEs planning cost more than running them)."""
     connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(statement, params)
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        # Django turns preparation off (None); a threshold no statement reaches turns it back on
+        # for the statements that ask for it, and for those only.
+        raw.prepare_threshold = _NEVER_BY_COUNT
+    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+        cursor.execute(statement, params, prepare=True)
         return cursor.fetchone()
 
 
@@ -167,7 +195,7 @@ def _renew(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | No
     if resource is None or fence is None or process_id is None:
         return None
     params = {**key, "resource": resource, "fence": fence, "process_id": process_id}
-    row = _row(engine.render(_renew_template(), **_KEY_CALLER), params)
+    row = _row(_statement("renew", now_sql()), params)
     return (200, lease_json(engine.snapshot(row))) if row else None
 
 
@@ -194,7 +222,7 @@ def _acquire(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | 
         "grace_s": 0.0,
         "event_data": json.dumps({"ttl_s": ttl_s, "process_id": process_id}),
     }
-    row = _row(engine.render(_acquire_template(), **_KEY_CALLER), params)
+    row = _row(_statement("acquire", now_sql()), params)
     return (201, lease_json(engine.snapshot(row))) if row else None
 
 
@@ -224,14 +252,7 @@ def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | N
             details=details,
         ),
     }
-    statement = fleet.report_statement(
-        with_percent=percent is not None,
-        caller_ctes=engine.render(_key_ctes()) + ", ",
-        caller_workspace="(SELECT key_workspace_id FROM key)",
-        caller_hand="(SELECT key_hand_id FROM key)",
-        # A lane-limited key reaches only its lane's attempts.
-        caller_lane="AND lane_id = COALESCE((SELECT key_lane_id FROM key), lane_id) ",
-    )
+    statement = _statement("report_percent" if percent is not None else "report", now_sql())
     row = _row(statement, params)
     if row is None:
         return None
