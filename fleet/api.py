@@ -151,7 +151,7 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
             "lost_at": limits.lost_at if limits else None,
         },
         "claimed_at": attempt.claimed_at,
-        "last_report_at": attempt.last_report_at,
+        "last_report_at": selectors.last_report_at(attempt, lease),
         "progress_percent": attempt.progress_percent,
         "ended_at": attempt.ended_at,
         "end_reason": attempt.end_reason or None,

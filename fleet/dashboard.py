@@ -43,7 +43,13 @@ from fleet.models import (
     Slot,
     WorkPackage,
 )
-from fleet.selectors import ATTEMPT_STATES, attempt_state, lane_get, work_package_get
+from fleet.selectors import (
+    ATTEMPT_STATES,
+    attempt_state,
+    lane_get,
+    last_report_at,
+    work_package_get,
+)
 from fleet.selectors import _PlusSeconds as PlusSeconds  # the one clock-aware `ts + s`
 from leases.clock import db_now
 from leases.engine import LeaseSnapshot
@@ -155,7 +161,7 @@ class AttemptRow:
 
     @property
     def last_seen_at(self) -> datetime:
-        return self.attempt.last_report_at or self.attempt.claimed_at
+        return last_report_at(self.attempt, self.lease) or self.attempt.claimed_at
 
     @property
     def since_s(self) -> float:
@@ -205,7 +211,7 @@ class AttemptRow:
             self.state,
             a.directive,
             a.end,
-            a.last_report_at,
+            self.last_seen_at,
             a.progress_percent,
             self.lease.fence,
             self.lease.deadline,

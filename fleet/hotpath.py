@@ -35,7 +35,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.http.request import split_domain_port, validate_host
 from rest_framework.renderers import JSONRenderer
 
@@ -158,6 +158,7 @@ def _statement(name: str, clock: str) -> str:
         return engine.render(_acquire_template(), **_KEY_CALLER)
     return fleet.report_statement(
         with_percent=name == "report_percent",
+        bare=name == "heartbeat",
         caller_ctes=engine.render(_key_ctes()) + ", ",
         caller_workspace="(SELECT key_workspace_id FROM key)",
         caller_hand="(SELECT key_hand_id FROM key)",
@@ -170,13 +171,14 @@ def _row(statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
     """One prepared statement with server-side parameters: PostgreSQL plans it once per
     connection instead of on every call (Django binds on the client and never prepares; for
     these CTEs planning cost more than running them)."""
-    connection.ensure_connection()
-    raw = connection.connection
+    db = connections[DEFAULT_DB_ALIAS]  # one thread-local lookup, not one per attribute
+    db.ensure_connection()
+    raw = db.connection
     if raw.prepare_threshold is None:
         # Django turns preparation off (None); a threshold no statement reaches turns it back on
         # for the statements that ask for it, and for those only.
         raw.prepare_threshold = _NEVER_BY_COUNT
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+    with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         cursor.execute(statement, params, prepare=True)
         return cursor.fetchone()
 
@@ -252,7 +254,11 @@ def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | N
             details=details,
         ),
     }
-    statement = _statement("report_percent" if percent is not None else "report", now_sql())
+    if fleet.is_bare_heartbeat(kind, message or "", percent, details):
+        name = "heartbeat"
+    else:
+        name = "report_percent" if percent is not None else "report"
+    statement = _statement(name, now_sql())
     row = _row(statement, params)
     if row is None:
         return None
@@ -328,8 +334,9 @@ class HotPath:
             "key_secret_hash": secret_hash,
             "key_scope": f'["{scope}"]',
         }
-        if not connection.in_atomic_block:
-            connection.close_if_unusable_or_obsolete()  # what Django does as a request starts
+        db = connections[DEFAULT_DB_ALIAS]
+        if not db.in_atomic_block:
+            db.close_if_unusable_or_obsolete()  # what Django does as a request starts
         try:
             answer = call(data, key, match)
         except Exception:  # noqa: BLE001 - Django does the call again and answers it

@@ -20,6 +20,18 @@ from leases.errors import NotFound
 from leases.models import Event, Lease, LeaseKind, LeaseState, LeaseStatus, Refusal
 
 
+def last_report_at(attempt: Attempt, lease: LeaseSnapshot) -> datetime | None:
+    """When the hand last reported: the attempt's record, or the slot lease's latest renewal in
+    the attempt's tenure (a bare heartbeat renews without a record up to a minute)."""
+    recorded = attempt.last_report_at
+    if lease.fence != attempt.fence or lease.renewed_at is None or lease.acquired_at is None:
+        return recorded
+    renewed = lease.renewed_at if lease.renewed_at > lease.acquired_at else None
+    if recorded is None or (renewed is not None and renewed > recorded):
+        return renewed
+    return recorded
+
+
 @dataclass(frozen=True)
 class AttemptView:
     """An attempt with the lease of its slot, as of `lease.server_time`."""

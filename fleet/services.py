@@ -635,22 +635,46 @@ def _refuse_ended(attempt: Attempt) -> None:
         raise LeaseLost(f"attempt {attempt.pk} has ended ({attempt.end})", end=attempt.end)
 
 
+# A bare heartbeat (kind heartbeat, no message, percent or details) is a renewal of the slot lease.
+# It is kept on record, as a report row and the attempt's last_report_at, at most once a minute
+# per attempt, like a key's last_used_at: the timeline still shows that the hand was alive
+# without a row per beat, and a heartbeat writes what a resource renewal writes (one row) almost
+# always. The lease's renewed_at is the exact time of the latest one
+# (`fleet.selectors.last_report_at`).
+HEARTBEAT_RECORD_S = 60
+
+
+def is_bare_heartbeat(
+    kind: str, message: str, percent: float | None, details: dict[str, Any] | None
+) -> bool:
+    return kind == ReportKind.HEARTBEAT and not message and percent is None and not details
+
+
 @functools.cache
-def _report_template(with_percent: bool) -> str:
+def _report_template(with_percent: bool, bare: bool) -> str:
     """PostgreSQL: a renewing report as one statement. It finds the caller's open attempt at its
     fence, renews the slot lease with the engine's own conditions (rendered per call), inserts
-    the report and stamps the attempt, and returns what the answer shows; it matches nothing
-    (and writes nothing) unless every check of the step-by-step path would pass.
+    the report and stamps the attempt (a bare heartbeat: at most once a minute), and returns
+    what the answer shows; it matches nothing (and writes nothing) unless every check of the
+    step-by-step path would pass.
 
-    The caller is a set of slots (`report_caller`): parameters here, or the hot path's key check
-    (fleet/hotpath.py), which adds its CTEs in front through {caller_ctes}."""
+    The caller is a set of slots (`report_statement`): parameters here, or the hot path's key
+    check (fleet/hotpath.py), which adds its CTEs in front through {caller_ctes}."""
     quote = connection.ops.quote_name
     lease_table, attempt_table = Lease._meta.db_table, Attempt._meta.db_table
-    attempt_columns = ", ".join(f"attempt.{quote(f.column)}" for f in Attempt._meta.concrete_fields)
+    names = [quote(f.column) for f in Attempt._meta.concrete_fields]
+    # The attempt as the statement leaves it: the stamped row if it was stamped, else as read.
+    attempt_columns = ", ".join(f"COALESCE(stamped.{n}, attempt.{n})" for n in names)
     percent = ", progress_percent = %(percent)s" if with_percent else ""
+    record = (
+        "(mine.last_report_at IS NULL OR mine.last_report_at <= "
+        f"renewed.server_time - interval '{HEARTBEAT_RECORD_S} seconds')"
+        if bare
+        else "true"
+    )
     return (
         "WITH {caller_ctes}mine AS ("
-        f"SELECT id, lease_id, fence FROM {attempt_table} "
+        f"SELECT id, lease_id, fence, last_report_at FROM {attempt_table} "
         "WHERE id = %(attempt_id)s AND workspace_id = {caller_workspace} "
         f"AND hand_id = {{caller_hand}} AND fence = %(fence)s AND {quote('end')} IS NULL "
         "{caller_lane}"
@@ -671,24 +695,25 @@ def _report_template(with_percent: bool) -> str:
         f"INSERT INTO {Report._meta.db_table} "
         "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
         "SELECT mine.id, %(kind)s, renewed.server_time, %(process_id)s, true, %(message)s, "
-        "%(percent)s, CAST(%(details)s AS jsonb) FROM mine, renewed"
-        "), attempt AS ("
+        f"%(percent)s, CAST(%(details)s AS jsonb) FROM mine, renewed WHERE {record}"
+        "), stamped AS ("
         f"UPDATE {attempt_table} SET last_report_at = renewed.server_time{percent} "
-        f"FROM renewed WHERE {attempt_table}.id = %(attempt_id)s "
+        f"FROM mine, renewed WHERE {attempt_table}.id = mine.id AND {record} "
         f"RETURNING {attempt_table}.*"
         ") "
         f"SELECT renewed.*, {attempt_columns}, run.heartbeat_interval_s, run.grace_s, "
-        "slot.index, lane.slug FROM renewed, attempt "
+        f"slot.index, lane.slug FROM renewed JOIN {attempt_table} attempt "
+        "ON attempt.id = %(attempt_id)s LEFT JOIN stamped ON true "
         f"JOIN {Run._meta.db_table} run ON run.id = attempt.run_id "
         f"JOIN {Slot._meta.db_table} slot ON slot.id = attempt.slot_id "
         f"JOIN {Lane._meta.db_table} lane ON lane.id = attempt.lane_id"
     )
 
 
-def report_statement(*, with_percent: bool, **caller: str) -> str:
+def report_statement(*, with_percent: bool, bare: bool, **caller: str) -> str:
     """The renewing report for the caller's slots: `caller_ctes`, `caller_workspace`,
     `caller_hand` and `caller_lane` (a condition on the attempt's lane)."""
-    return engine.render(_report_template(with_percent), caller_from="", **caller)
+    return engine.render(_report_template(with_percent, bare), caller_from="", **caller)
 
 
 def report_params(
@@ -761,6 +786,7 @@ def _report_renewing(
     # The template is built once; the engine renders its clock into it on every call.
     statement = report_statement(
         with_percent=percent is not None,
+        bare=is_bare_heartbeat(kind, message, percent, details),
         caller_ctes="",
         caller_workspace="%(workspace_id)s",
         caller_hand="%(hand_id)s",
@@ -842,22 +868,27 @@ def attempt_report(
             raise _tenure_error(
                 attempt, engine.read(workspace_id=hand.workspace_id, resource=resource), process_id
             )
-        Report.objects.create(
-            attempt=attempt,
-            kind=kind,
-            at=lease.server_time,
-            process_id=process_id or "",
-            renewed=renewed,
-            message=message,
-            percent=percent,
-            details=details or {},
-        )
-        updates: dict[str, Any] = {"last_report_at": lease.server_time}
-        if percent is not None:
-            updates["progress_percent"] = percent
-        Attempt.objects.filter(pk=attempt.pk).update(**updates)
-        for name, value in updates.items():
-            setattr(attempt, name, value)
+        recorded = attempt.last_report_at
+        if not (renewed and is_bare_heartbeat(kind, message, percent, details)) or (
+            recorded is None
+            or recorded <= lease.server_time - timedelta(seconds=HEARTBEAT_RECORD_S)
+        ):
+            Report.objects.create(
+                attempt=attempt,
+                kind=kind,
+                at=lease.server_time,
+                process_id=process_id or "",
+                renewed=renewed,
+                message=message,
+                percent=percent,
+                details=details or {},
+            )
+            updates: dict[str, Any] = {"last_report_at": lease.server_time}
+            if percent is not None:
+                updates["progress_percent"] = percent
+            Attempt.objects.filter(pk=attempt.pk).update(**updates)
+            for name, value in updates.items():
+                setattr(attempt, name, value)
     return renewed, AttemptView(attempt, lease)
 
 

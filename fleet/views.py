@@ -45,6 +45,7 @@ from fleet.forms import (
     WorkspaceSwitchForm,
 )
 from fleet.models import Directive, Membership, PlanState, Role
+from fleet.selectors import last_report_at
 from leases import engine
 from leases.clock import db_now
 from leases.errors import GroundControlError, NotFound
@@ -250,13 +251,22 @@ def _bars(
                 start=attempt.claimed_at,
                 end=row.drawn_end,
                 state=row.state,
-                ticks=[report.at for report in attempt.latest_reports],
+                ticks=_ticks(row),
                 markers=[(item.at, item.kind) for item in attempt.evidence.all()],
                 href=href(row),
                 detail=f"attempt {attempt.pk}, fence {attempt.fence}",
             )
         )
     return bars
+
+
+def _ticks(row: AttemptRow) -> list[datetime]:
+    """The latest reports, and the latest heartbeat (a bare one is on record once a minute)."""
+    ticks = [report.at for report in row.attempt.latest_reports]
+    latest = last_report_at(row.attempt, row.lease)
+    if latest is not None and latest not in ticks:
+        ticks.append(latest)
+    return ticks
 
 
 def _evidence(rows: list[AttemptRow]) -> list[tuple[AttemptRow, Any]]:

@@ -11,13 +11,15 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleet import services as fleet
-from fleet.models import Attempt, Hand, Run
+from fleet.models import Attempt, Hand, Report, Run
+from leases.models import Lease
 
 GCTL = str(Path(sys.executable).parent / "gctl")
 PR_URL = "https://github.com/acme/app/pull/7"
@@ -84,3 +86,15 @@ def wait_for(condition: Callable[[], Any], timeout: float = 15.0, step: float = 
             return value
         time.sleep(step)
     raise AssertionError(f"not within {timeout} s: {condition}")
+
+
+def assert_heartbeats_kept_the_claim(record: Attempt, *, for_s: float) -> None:
+    """A bare heartbeat is on record once a minute (`fleet.services.HEARTBEAT_RECORD_S`): the
+    first one is, with the claim's process, and the slot lease's latest renewal in the attempt's
+    tenure shows that the hand kept renewing for `for_s` seconds."""
+    heartbeats = Report.objects.filter(attempt=record, kind="heartbeat", renewed=True)
+    assert heartbeats.count() >= 1
+    assert set(heartbeats.values_list("process_id", flat=True)) == {record.process_id}
+    lease = Lease.objects.get(pk=record.lease_id)
+    assert lease.fence == record.fence
+    assert lease.renewed_at >= lease.acquired_at + timedelta(seconds=for_s)

@@ -15,7 +15,16 @@ import pytest
 from evidence.models import Evidence
 from fleet import services as fleet
 from fleet.models import Attempt, AttemptEnd, Hand, Report
-from tests.client.conftest import GCTL, INTERVAL_S, PR_URL, Fleet, attempts_of, mint, wait_for
+from tests.client.conftest import (
+    GCTL,
+    INTERVAL_S,
+    PR_URL,
+    Fleet,
+    assert_heartbeats_kept_the_claim,
+    attempts_of,
+    mint,
+    wait_for,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -148,7 +157,7 @@ def test_it_runs_a_command_under_a_claim_and_finishes_with_the_evidence_it_wrote
     assert seen.read_text().split() == [str(record.pk), str(run.pk), "0"]
     # It ran three times the interval: the wrapper's heartbeats kept the claim.
     assert record.end == AttemptEnd.FINISHED
-    assert Report.objects.filter(attempt=record, kind="heartbeat", renewed=True).count() >= 6
+    assert_heartbeats_kept_the_claim(record, for_s=2 * INTERVAL_S)
     assert [(e.kind, e.url) for e in Evidence.objects.filter(attempt=record)] == [
         ("pull_request", PR_URL)
     ]

@@ -16,8 +16,15 @@ from mcp import StdioServerParameters
 from mcp.types import CallToolResult
 
 from evidence.models import Evidence
-from fleet.models import AttemptEnd, Report
-from tests.client.conftest import GCTL, INTERVAL_S, PR_URL, Fleet, attempts_of
+from fleet.models import AttemptEnd
+from tests.client.conftest import (
+    GCTL,
+    INTERVAL_S,
+    PR_URL,
+    Fleet,
+    assert_heartbeats_kept_the_claim,
+    attempts_of,
+)
 from tests.client.fakes import FakeServer, error
 
 TOOLS = {
@@ -185,7 +192,7 @@ def test_it_claims_reports_and_finishes_through_a_real_mcp_session(gc: Fleet) ->
     record.refresh_from_db()
     assert record.end == AttemptEnd.FINISHED and record.summary == "done"
     assert list(Evidence.objects.filter(attempt=record).values_list("url", flat=True)) == [PR_URL]
-    assert Report.objects.filter(attempt=record, kind="heartbeat", renewed=True).count() >= 6
+    assert_heartbeats_kept_the_claim(record, for_s=1.5 * INTERVAL_S)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -8,6 +8,7 @@ import pytest
 
 from evidence.models import Evidence
 from evidence.services import attempt_finish
+from fleet import selectors
 from fleet import services as fleet
 from fleet.models import Attempt, Report
 from leases import clock
@@ -145,12 +146,42 @@ def test_a_report_renews_only_with_the_claims_process_identity(owner, run, froze
     assert renewed is False
     with pytest.raises(ProcessMismatch):
         report(owner, view, process="host:999")
-    renewed, after = report(owner, view)
+    # With a message, so that it is on record at once (a bare heartbeat: the next test).
+    renewed, after = report(owner, view, message="still here")
     assert renewed is True
     assert after.lease.deadline == frozen_clock + timedelta(seconds=150)
     kinds = list(Report.objects.order_by("id").values_list("kind", "renewed", "percent"))
     assert kinds == [("progress", False, 40.0), ("heartbeat", True, None)]
     assert Refusal.objects.get().code == "process_mismatch"
+
+
+def test_a_bare_heartbeat_renews_every_time_and_is_recorded_once_a_minute(
+    owner, run, frozen_clock
+):
+    view = claim(owner, run)
+    assert view.attempt.last_report_at is None
+    beats = []
+    for _ in range(4):  # at 0, 20, 40 and 60 s after the claim
+        renewed, after = report(owner, view)
+        assert renewed is True
+        assert after.lease.deadline == clock.db_now() + timedelta(seconds=100)
+        beats.append(clock.db_now())
+        clock.advance(20)
+    recorded = list(Report.objects.order_by("id").values_list("at", flat=True))
+    assert recorded == [beats[0], beats[3]]
+    attempt = Attempt.objects.get(pk=view.attempt.pk)
+    assert attempt.last_report_at == beats[3]
+    # Between records the answer's last_report_at is the latest renewal, not the record.
+    report(owner, view)
+    current = selectors.attempt_view(
+        selectors.attempt_get(workspace_id=run.workspace_id, attempt_id=view.attempt.pk)
+    )
+    assert Attempt.objects.get(pk=view.attempt.pk).last_report_at == beats[3]
+    assert selectors.last_report_at(current.attempt, current.lease) == clock.db_now()
+    # A report with anything in it is recorded every time.
+    report(owner, view, kind="progress", percent=10)
+    report(owner, view, message="tests pass")
+    assert Report.objects.count() == 4
 
 
 def test_a_hand_cannot_act_on_another_hands_attempt(owner, teammate, run):
