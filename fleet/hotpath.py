@@ -33,11 +33,11 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import orjson
 import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.http.request import split_domain_port, validate_host
-from rest_framework.renderers import JSONRenderer
 
 from fleet import services as fleet
 from fleet.api import MAX_NAME, MAX_REASON, attempt_json, lease_json
@@ -65,7 +65,8 @@ JSON = "application/json"
 _PLAIN_ACCEPT = frozenset({None, "*/*", JSON, "application/*"})
 _PLAIN_CONTENT_TYPES = frozenset({JSON, "application/json; charset=utf-8"})
 _REPORTS = re.compile(r"^/api/v1/attempts/([1-9][0-9]{0,17})/reports$")
-_renderer = JSONRenderer()
+_REPORT_KINDS = frozenset(ReportKind.values)
+_UTC_Z = orjson.OPT_UTC_Z
 
 StartResponse = Callable[..., Any]
 
@@ -179,7 +180,8 @@ def _row(statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         # for the statements that ask for it, and for those only.
         raw.prepare_threshold = _NEVER_BY_COUNT
     with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-        cursor.execute(statement, params, prepare=True)
+        # Binary results: PostgreSQL's timestamps arrive without text to parse.
+        cursor.execute(statement, params, prepare=True, binary=True)
         return cursor.fetchone()
 
 
@@ -234,7 +236,7 @@ def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | N
     percent, details = data.get("percent"), data.get("details")
     if (
         fence is None
-        or kind not in ReportKind.values
+        or kind not in _REPORT_KINDS
         # Without a process identity a report renews nothing: Django records it.
         or plain_text(process_id, max_length=MAX_NAME) is None
         or (message is not None and plain_text(message, max_length=MAX_REASON) is None)
@@ -262,11 +264,7 @@ def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | N
     row = _row(statement, params)
     if row is None:
         return None
-    lease = engine.snapshot(row[: len(engine.COLUMNS) + 1])
-    hand = Hand(id=None, workspace_id=lease.workspace_id, name=lease.holder)
-    view = fleet.report_view(row, hand)
-    hand.id = view.attempt.hand_id
-    return 200, {"renewed": True, "attempt": attempt_json(view)}
+    return 200, {"renewed": True, "attempt": attempt_json(fleet.report_view(row))}
 
 
 # path -> (scope, call); the reports path is matched by _REPORTS.
@@ -345,7 +343,10 @@ class HotPath:
         if answer is None:
             return None
         status, payload = answer
-        return f"{status} {'OK' if status == 200 else 'Created'}", _renderer.render(payload)
+        # orjson writes what DRF's JSONRenderer writes for these answers (compact, UTF-8, a UTC
+        # time with Z), at a tenth of the cost; the tests compare the two.
+        body = orjson.dumps(payload, option=_UTC_Z)
+        return f"{status} {'OK' if status == 200 else 'Created'}", body
 
     def _response_headers(self, environ: dict[str, Any], body: bytes) -> list[tuple[str, str]]:
         if self._headers is None:

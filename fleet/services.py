@@ -737,15 +737,20 @@ def report_params(
     }
 
 
-def report_view(row: tuple[Any, ...], hand: Hand) -> AttemptView:
-    """The attempt and its lease from a row of the renewing report."""
+def report_view(row: tuple[Any, ...], hand: Hand | None = None) -> AttemptView:
+    """The attempt and its lease from a row of the renewing report (and its hand: the lease's
+    holder, if not given)."""
     width = len(engine.COLUMNS) + 1
     lease = engine.snapshot(row[:width])
     fields = Attempt._meta.concrete_fields
     attempt_row = row[width : width + len(fields)]
     interval_s, grace_s, index, slug = row[width + len(fields) :]
     attempt = Attempt.from_db(connection.alias, [f.attname for f in fields], attempt_row)
-    attempt.hand = hand
+    attempt.hand = hand or Hand.from_db(
+        connection.alias,
+        ["id", "workspace_id", "name"],
+        [attempt.hand_id, lease.workspace_id, lease.holder],
+    )
     attempt.run = Run.from_db(
         connection.alias,
         ["id", "heartbeat_interval_s", "grace_s"],
