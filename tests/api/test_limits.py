@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from groundcontrol import api as infrastructure
@@ -60,3 +61,31 @@ def test_the_rate_limit_fails_open_when_the_cache_is_down(api_a: Api, monkeypatc
     for _ in range(3):
         assert api_a.get("/me").status_code == 200
     assert not Refusal.objects.exists()
+
+
+@pytest.mark.skipif(
+    not getattr(settings, "REDIS_URL", ""), reason="needs Redis (the embedded default has none)"
+)
+@override_settings(GC_RATE_LIMIT_PER_MINUTE=100)
+def test_the_count_survives_a_redis_that_forgot_its_scripts_and_dropped_the_connection(
+    api_a: Api,
+) -> None:
+    """`incr` runs on the thread's own connection (groundcontrol/cache.py): after SCRIPT FLUSH
+    it loads the script again; after the server closed the connection it connects again."""
+    import redis
+
+    server = redis.Redis.from_url(settings.REDIS_URL)
+
+    def counted() -> int:
+        return sum(int(server.get(name) or 0) for name in server.scan_iter("*gc:rate:*"))
+
+    assert api_a.get("/me").status_code == 200
+    before = counted()
+    server.script_flush()
+    assert api_a.get("/me").status_code == 200
+    assert counted() == before + 1
+    server.client_kill_filter(_type="normal", skipme=True)
+    assert api_a.get("/me").status_code == 200  # counted, or not (fails open) while reconnecting
+    before = counted()
+    assert api_a.get("/me").status_code == 200
+    assert counted() == before + 1
