@@ -115,32 +115,35 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
                 return execute(statement, params).fetchone() is not None
 
         elif operation == "heartbeat":
-            # A heartbeat's writes: the slot lease's renewal, the report and the attempt's
-            # last_report_at, in one transaction.
-            statement, params = engine_statement(
-                engine.renew,
-                workspace_id=workspace_id,
-                resource=me["slot_resource"],
-                holder=me["hand"],
-                fence=me["attempt_fence"],
-                process_id=me["process_id"],
+            # A bare heartbeat: the fleet's one-statement renewing report (the slot lease's
+            # renewal; the report row and the attempt's stamp at most once a minute), with the
+            # caller as parameters, as the services send it.
+            from fleet import services as fleet_services
+
+            statement = fleet_services.report_statement(
+                with_percent=False,
+                bare=True,
+                caller_ctes="",
+                caller_workspace="%(workspace_id)s",
+                caller_hand="%(hand_id)s",
+                caller_lane="",
             )
-            report = (
-                "INSERT INTO fleet_report (attempt_id, kind, at, process_id, renewed, message, "
-                "details) VALUES (%s, 'heartbeat', %s, %s, true, '', '{}')"
-            )
-            touch = "UPDATE fleet_attempt SET last_report_at = %s WHERE id = %s"
-            attempt_id, process_id = me["attempt_id"], me["process_id"]
+            params = {
+                **fleet_services.report_params(
+                    attempt_id=me["attempt_id"],
+                    fence=me["attempt_fence"],
+                    kind="heartbeat",
+                    process_id=me["process_id"],
+                    message="",
+                    percent=None,
+                    details=None,
+                ),
+                "workspace_id": workspace_id,
+                "hand_id": me["hand_id"],
+            }
 
             def op() -> bool:
-                with conn.transaction():
-                    row = execute(statement, params).fetchone()
-                    if row is None:
-                        return False
-                    now = row[-1]
-                    execute(report, (attempt_id, now, process_id))
-                    execute(touch, (now, attempt_id))
-                return True
+                return execute(statement, params).fetchone() is not None
 
         elif operation == "acquire":
             statement, params = engine_statement(

@@ -46,6 +46,7 @@ def make(clients: int) -> dict[str, object]:
         out.append(
             {
                 "hand": hand.name,
+                "hand_id": hand.pk,
                 "key": key,
                 "process_id": process_id,
                 "attempt_id": view.attempt.pk,
