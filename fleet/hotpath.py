@@ -409,8 +409,14 @@ def _plain_request(environ: dict[str, Any]) -> bool:
     if settings.SECURE_SSL_REDIRECT and not _is_secure(environ):
         return False  # Django redirects it to https
     # `HttpRequest.get_host()`'s check (X-Forwarded-Host was sent to Django above).
-    domain, _ = split_domain_port(environ.get("HTTP_HOST") or environ.get("SERVER_NAME", ""))
-    return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
+    host = environ.get("HTTP_HOST") or environ.get("SERVER_NAME", "")
+    return _allowed_host(host, tuple(settings.ALLOWED_HOSTS))
+
+
+@functools.lru_cache(maxsize=256)
+def _allowed_host(host: str, allowed: tuple[str, ...]) -> bool:
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
 
 
 def _bearer(environ: dict[str, Any]) -> tuple[str, str] | None:

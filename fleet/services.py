@@ -737,27 +737,29 @@ def report_params(
     }
 
 
+@functools.cache
+def _attempt_attnames() -> list[str]:
+    return [f.attname for f in Attempt._meta.concrete_fields]
+
+
 def report_view(row: tuple[Any, ...], hand: Hand | None = None) -> AttemptView:
     """The attempt and its lease from a row of the renewing report (and its hand: the lease's
     holder, if not given)."""
     width = len(engine.COLUMNS) + 1
     lease = engine.snapshot(row[:width])
-    fields = Attempt._meta.concrete_fields
-    attempt_row = row[width : width + len(fields)]
-    interval_s, grace_s, index, slug = row[width + len(fields) :]
-    attempt = Attempt.from_db(connection.alias, [f.attname for f in fields], attempt_row)
+    names = _attempt_attnames()
+    attempt_row = row[width : width + len(names)]
+    interval_s, grace_s, index, slug = row[width + len(names) :]
+    alias = connection.alias
+    attempt = Attempt.from_db(alias, names, attempt_row)
     attempt.hand = hand or Hand.from_db(
-        connection.alias,
-        ["id", "workspace_id", "name"],
-        [attempt.hand_id, lease.workspace_id, lease.holder],
+        alias, ["id", "workspace_id", "name"], [attempt.hand_id, lease.workspace_id, lease.holder]
     )
     attempt.run = Run.from_db(
-        connection.alias,
-        ["id", "heartbeat_interval_s", "grace_s"],
-        [attempt.run_id, interval_s, grace_s],
+        alias, ["id", "heartbeat_interval_s", "grace_s"], [attempt.run_id, interval_s, grace_s]
     )
-    attempt.slot = Slot.from_db(connection.alias, ["id", "index"], [attempt.slot_id, index])
-    attempt.lane = Lane.from_db(connection.alias, ["id", "slug"], [attempt.lane_id, slug])
+    attempt.slot = Slot.from_db(alias, ["id", "index"], [attempt.slot_id, index])
+    attempt.lane = Lane.from_db(alias, ["id", "slug"], [attempt.lane_id, slug])
     return AttemptView(attempt, lease)
 
 

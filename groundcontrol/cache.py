@@ -70,3 +70,8 @@ class RedisCache(DjangoRedisCache):
     def __init__(self, server: Any, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = RedisCacheClient
+
+    def incr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        # Without the memcached key checks (a loop over every character, on every hand call):
+        # Redis takes any key, and the rate limiter's are plain ASCII.
+        return self._cache.incr(self.make_key(key, version=version), delta)
