@@ -1,0 +1,101 @@
+"""The hot path's one-statement acquire (fleet/hotpath.py: the key check, `insert` and `take` on one
+snapshot, and the event) under contention: many threads, each with its own PostgreSQL
+connection, ask for the same resource at the same instant, through the WSGI application as
+gunicorn calls it. Exactly one is granted each time, with the next fence and one event; every
+other caller is answered by Django with lease_held."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from django.db import connection
+from django.test import RequestFactory
+
+from fleet import services as fleet
+from fleet.hotpath import HotPath
+from groundcontrol.wsgi import application
+from leases import services as leases
+from leases.models import Event, Lease
+from tests.api.conftest import mint
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+THREADS = 12
+ROUNDS = 4
+
+
+def _acquire(key: str, resource: str) -> tuple[int, dict, bool]:
+    """One acquire through the production WSGI application: status, body, whether the hot path
+    answered it."""
+    body = json.dumps({"resource": resource, "ttl_s": 30, "process_id": "p"})
+    request = RequestFactory().post(
+        "/api/v1/leases/acquire",
+        data=body,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {key}", "Host": "localhost"},
+    )
+    environ = request.environ
+    answered = application.respond(environ)
+    if answered is not None:
+        status, _, content = answered
+        return int(status.split()[0]), json.loads(content), True
+    captured: list[str] = []
+    chunks = application.app(environ, lambda status, headers, *_: captured.append(status))
+    content = b"".join(chunks)
+    return int(captured[0].split()[0]), json.loads(content), False
+
+
+def _race(keys: list[tuple[str, str]], resource: str) -> list[tuple[str, int, dict, bool]]:
+    """Every key asks for `resource` at once, each thread on its own connection."""
+    start = threading.Barrier(len(keys))
+    answers: list[tuple[str, int, dict, bool]] = []
+    lock = threading.Lock()
+
+    def race(name: str, key: str) -> None:
+        try:
+            start.wait()
+            status, body, hot = _acquire(key, resource)
+            with lock:
+                answers.append((name, status, body, hot))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=race, args=pair) for pair in keys]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def test_one_caller_of_many_gets_a_free_resource_each_time(workspace) -> None:
+    assert isinstance(application, HotPath)
+    keys = []
+    for i in range(THREADS):
+        hand, _ = fleet.hand_create(workspace=workspace, name=f"racer-{i}")
+        keys.append((hand.name, mint(hand, ["leases"])))
+
+    for round_number in range(ROUNDS):
+        answers = _race(keys, "db/migrate")
+        granted = [a for a in answers if a[1] == 201]
+        assert len(answers) == THREADS
+        assert len(granted) == 1, answers
+        winner, _, lease, served_by_hot_path = granted[0]
+        assert lease["fence"] == round_number + 1 and lease["holder"] == winner
+        assert served_by_hot_path  # the losers' statements matched nothing and went to Django
+        assert all(
+            status == 409 and body["error"]["code"] == "lease_held"
+            for _, status, body, _ in answers
+            if status != 201
+        ), answers
+        events = Event.objects.filter(kind="lease_acquired", resource="db/migrate")
+        assert list(events.values_list("fence", flat=True)) == list(range(1, round_number + 2))
+
+        # The winner releases: the next round takes the free row (the `take` branch).
+        row = Lease.objects.get(resource="db/migrate")
+        assert (row.holder, row.fence) == (winner, round_number + 1)
+        leases.lease_release(
+            workspace_id=workspace.pk, resource="db/migrate", holder=winner, fence=row.fence
+        )
