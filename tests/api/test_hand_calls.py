@@ -349,3 +349,18 @@ def test_it_refuses_a_claim_on_a_key_without_the_work_scope(boss: Api, owner, ru
     )
     assert error["required_scope"] == "work"
     assert refusals("scope_denied")[0].details == {"required_scope": "work"}
+
+
+def test_last_report_at_is_the_latest_heartbeat_even_between_records(
+    api_a: Api, run, frozen_clock: datetime
+) -> None:
+    attempt = claim(api_a, run)
+    assert report(api_a, attempt).status_code == 200  # on record: the attempt's first
+    clock.advance(20)
+    beat = report(api_a, attempt)  # within the minute: a renewal without a record
+    assert beat.status_code == 200 and beat.json()["renewed"] is True
+    latest = frozen_clock.replace(second=20).isoformat().replace("+00:00", "Z")
+    assert beat.json()["attempt"]["last_report_at"] == latest
+    assert api_a.get(f"/attempts/{attempt['id']}").json()["last_report_at"] == latest
+    assert Report.objects.filter(attempt_id=attempt["id"]).count() == 1
+    assert Attempt.objects.get(pk=attempt["id"]).last_report_at == frozen_clock

@@ -3,10 +3,15 @@ brief says can run in the browser."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from evidence.services import attempt_finish
 from fleet import services as fleet
+from fleet.models import Report
+from fleet.templatetags.dashboard import iso
+from leases import clock
 from leases.errors import LeaseHeld
 from leases.models import Refusal
 from leases.services import lease_acquire
@@ -113,3 +118,21 @@ def test_the_lanes_and_lane_pages_list_the_plan(admin_client, make_run):
     package_html = admin_client.get(f"/work-packages/{run.work_package_id}/").content.decode()
     assert f'href="/runs/{run.pk}/"' in package_html
     assert admin_client.get("/lanes/nope/").status_code == 404
+
+
+def test_the_board_and_the_timeline_show_a_heartbeat_that_is_not_on_record(
+    admin_client, owner, make_run, frozen_clock
+):
+    run = make_run(heartbeat_interval_s=100, grace_s=60)
+    view = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    beat = {"hand": owner, "attempt_id": view.attempt.pk, "fence": 1, "kind": "heartbeat"}
+    fleet.attempt_report(process_id="host:1", **beat)  # on record
+    clock.advance(20)
+    fleet.attempt_report(process_id="host:1", **beat)  # a renewal only, within the minute
+    latest = frozen_clock + timedelta(seconds=20)
+    assert Report.objects.count() == 1
+    board = admin_client.get("/").content.decode()
+    assert f'data-since="{iso(latest)}"' in board
+    html = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    timeline = html.split('id="run-timeline">')[1].split("</figure>")[0]
+    assert timeline.count('class="tick"') == 2  # the recorded one and the latest renewal
