@@ -33,7 +33,8 @@ The checkers, all by the database's times:
 - no renewal succeeded after its tenure was lost;
 - every grant reported a live lease with a full TTL ahead of it (never an expired one);
 - every state change has exactly one event: one grant event per tenure, one end (released,
-  finished, broken, expired or lost) per tenure, late and stalled at most once, each reported
+  finished, broken, expired or lost) per tenure, late and stalled at most once per episode
+  (a second one only after a renewal brought the holder back), each reported
   grant and release matched by its event;
 - no call answered 5xx.
 """
@@ -515,7 +516,9 @@ class Tenure:
     slot: bool
     length: timedelta  # from the grant to its first deadline, plus grace
     ends: list[tuple[str, datetime, dict[str, Any]]] = field(default_factory=list)
-    watched: Counter[str] = field(default_factory=Counter)  # late, stalled
+    # late and stalled: the `since` of each event of that kind
+    watched: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
+    renewed_at: list[datetime] = field(default_factory=list)  # successful renewals
     lost_at: datetime = field(init=False)  # the latest deadline (+ grace) known
 
     def __post_init__(self) -> None:
@@ -574,7 +577,8 @@ def check(history: list[dict[str, Any]], store_log: list[dict[str, Any]],
                 continue
             tenures[key].ends.append((event["kind"], at, event["data"]))
         elif key in tenures:
-            tenures[key].watched[event["kind"]] += 1
+            since = ts(event["data"].get("since")) or at
+            tenures[key].watched[event["kind"]].append(since)
 
     # 2. Each recorded success against its tenure, in the database's time order.
     def lease_of(op: dict[str, Any]) -> dict[str, Any]:
@@ -662,6 +666,7 @@ def check(history: list[dict[str, Any]], store_log: list[dict[str, Any]],
             continue
         # 3. A renewal succeeds only while its tenure is alive.
         renewals += 1
+        tenure.renewed_at.append(now)
         if now > tenure.lost_at and key not in uncertain:
             flag(f"{op['kind']} on {key} renewed at {now}, lost since {tenure.lost_at}")
         if deadline is not None:
@@ -678,14 +683,25 @@ def check(history: list[dict[str, Any]], store_log: list[dict[str, Any]],
         if fences != sorted(set(fences)):
             flag(f"fences of {resource} did not strictly increase in time order: {fences}")
     by_resource: dict[str, list[Tenure]] = defaultdict(list)
+    watched_again = 0  # late or stalled again after a renewal in the same tenure
     for tenure in tenures.values():
         by_resource[tenure.resource].append(tenure)
         kinds = [kind for kind, _, _ in tenure.ends]
         if len(kinds) != 1:
             flag(f"tenure {(tenure.resource, tenure.fence)} ended {len(kinds)} times: {kinds}")
-        for kind, count in tenure.watched.items():
-            if count > 1:
-                flag(f"{kind} recorded {count} times for {(tenure.resource, tenure.fence)}")
+        # A late or stalled holder that reports in is live again (rule 4) and can fall behind
+        # again: one event per episode, so two events of a kind need a renewal between them.
+        key = (tenure.resource, tenure.fence)
+        for kind, sinces in tenure.watched.items():
+            sinces.sort()
+            for first, second in zip(sinces, sinces[1:], strict=False):
+                if key in uncertain:
+                    continue
+                if any(first < renewed < second for renewed in tenure.renewed_at):
+                    watched_again += 1
+                else:
+                    flag(f"{kind} recorded twice for {key} with no renewal between "
+                         f"(since {first} and {second})")
     overlaps_checked = 0
     for resource, spans in by_resource.items():
         spans.sort(key=lambda t: t.start)
@@ -740,6 +756,7 @@ def check(history: list[dict[str, Any]], store_log: list[dict[str, Any]],
         "grants_reported": grants,
         "renewals": renewals,
         "overlaps_checked": overlaps_checked,
+        "behind_again": watched_again,
         "writes_applied": applied,
         "writes_refused": refused_writes,
         "events": len(events),

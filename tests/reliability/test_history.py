@@ -170,3 +170,28 @@ def test_it_flags_fences_that_go_backwards_and_any_5xx() -> None:
     anomalies = story.check()
     assert any("did not strictly increase" in a for a in anomalies)
     assert any("answered 500" in a for a in anomalies)
+
+
+def late_twice(renewed_between: bool) -> Story:
+    """A slot's fence 1 claimed at 0 (deadline 2), late from 2; renewed at 2.5 or not; late
+    again."""
+    story = Story()
+    story.event("claimed", 0, 1)
+    story.acquire(0, 0, 1)
+    story.event("late", 2.1, 1, since=at(2))
+    if renewed_between:
+        story.renew(0, 2.5, 1)  # late, reports in: live again until 4.5
+        story.event("late", 4.6, 1, since=at(4.5))
+    else:
+        story.event("late", 2.2, 1, since=at(2))
+    story.event("released", 4.7 if renewed_between else 2.3, 1)
+    return story
+
+
+def test_it_accepts_a_holder_late_again_after_it_reported_in() -> None:
+    assert late_twice(renewed_between=True).check() == []
+
+
+def test_it_flags_late_recorded_twice_for_one_episode() -> None:
+    anomalies = late_twice(renewed_between=False).check()
+    assert any("late recorded twice" in a and "no renewal between" in a for a in anomalies)
