@@ -43,9 +43,8 @@ from groundcontrol.api import (
     check_body_size,
     error_responses,
     paginated,
-    rate_caller,
-    rate_limit,
 )
+from groundcontrol.ratelimit import rate_caller, rate_limit
 from leases import services as lease_services
 from leases.engine import LeaseSnapshot
 from leases.errors import RateLimited, ValidationFailed

@@ -47,10 +47,9 @@ from groundcontrol.api import (
     RATE_COUNTED,
     REQUEST_ID_HEADER,
     max_body_bytes,
-    rate_caller,
-    rate_limit,
     request_id_for_header,
 )
+from groundcontrol.ratelimit import rate_caller, rate_limit
 from leases import engine
 from leases import services as lease_services
 from leases.clock import now_sql

@@ -16,7 +16,6 @@ import json
 import logging
 import math
 import re
-import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -24,7 +23,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import InterfaceError, OperationalError
 from django.db.models import QuerySet
@@ -260,45 +258,6 @@ class LimitedJSONParser(JSONParser):
 # taking its rate-limit count: True, or the RateLimited refusal Django answers once the key is
 # authenticated.
 RATE_COUNTED = "gc.rate_counted"
-
-
-def rate_caller(prefix: str, secret_hash: str) -> str:
-    """Whom a call is counted against: the key's prefix and part of its secret's hash. A caller
-    who knows a prefix but not its secret (prefixes are shown to supervisors) fills a counter of
-    its own, never the key's, even where the count is taken before the key is checked
-    (fleet/hotpath.py)."""
-    return f"{prefix}:{secret_hash[:16]}"
-
-
-def rate_limit(caller: str) -> None:
-    """A fixed one-minute window per key (`rate_caller`), counted in the cache (Redis in
-    production).
-
-    The count is advisory, so when the cache is down the call goes through: Redis is never what
-    decides whether a lease is valid, and an outage of it must not stop the fleet.
-    """
-    limit = int(getattr(settings, "GC_RATE_LIMIT_PER_MINUTE", 0))
-    if limit <= 0:
-        return
-    now = time.time()
-    window = int(now // 60)
-    name = f"gc:rate:{caller}:{window}"
-    try:
-        # One round trip in the steady state; the window's first call creates the counter.
-        try:
-            count = cache.incr(name)
-        except ValueError:
-            count = 1 if cache.add(name, 1, timeout=120) else cache.incr(name)
-    except Exception:  # noqa: BLE001 - any cache failure fails open, on purpose
-        logger.warning("rate limit cache unavailable; not counting", exc_info=True)
-        return
-    if count > limit:
-        retry_after = round((window + 1) * 60 - now, 3)
-        raise RateLimited(
-            f"more than {limit} calls a minute for this key; retry in {retry_after:.0f}s",
-            retry_after_s=retry_after,
-            limit_per_minute=limit,
-        )
 
 
 # --- Cursor pagination --------------------------------------------------------------------------
