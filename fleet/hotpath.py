@@ -263,7 +263,10 @@ def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | N
     row = _row(statement, params)
     if row is None:
         return None
-    return 200, {"renewed": True, "attempt": attempt_json(fleet.report_view(row))}
+    view = fleet.report_view(row)
+    if fleet.report_record_due(row):
+        fleet.heartbeat_record(view, process_id)
+    return 200, {"renewed": True, "attempt": attempt_json(view)}
 
 
 # path -> (scope, call); the reports path is matched by _REPORTS.

@@ -654,27 +654,49 @@ def is_bare_heartbeat(
 def _report_template(with_percent: bool, bare: bool) -> str:
     """PostgreSQL: a renewing report as one statement. It finds the caller's open attempt at its
     fence, renews the slot lease with the engine's own conditions (rendered per call), inserts
-    the report and stamps the attempt (a bare heartbeat: at most once a minute), and returns
-    what the answer shows; it matches nothing (and writes nothing) unless every check of the
-    step-by-step path would pass.
+    the report and stamps the attempt, and returns what the answer shows; it matches nothing (and
+    writes nothing) unless every check of the step-by-step path would pass.
+
+    A bare heartbeat writes only the renewal: its last column says whether the once-a-minute
+    record is due, which `heartbeat_record` then writes (data-modifying CTEs that write nothing
+    still cost a third of the statement: every index of their tables is opened and locked).
 
     The caller is a set of slots (`report_statement`): parameters here, or the hot path's key
-    check (fleet/hotpath.py), which adds its CTEs in front through {caller_ctes}."""
+    check (fleet/hotpath.py), which adds its CTEs in front through {caller_ctes} and columns of
+    its own at the end through {caller_columns}."""
     quote = connection.ops.quote_name
     lease_table, attempt_table = Lease._meta.db_table, Attempt._meta.db_table
     names = [quote(f.column) for f in Attempt._meta.concrete_fields]
-    # The attempt as the statement leaves it: the stamped row if it was stamped, else as read.
-    attempt_columns = ", ".join(f"COALESCE(stamped.{n}, attempt.{n})" for n in names)
     percent = ", progress_percent = %(percent)s" if with_percent else ""
-    record = (
-        "(mine.last_report_at IS NULL OR mine.last_report_at <= "
-        f"renewed.server_time - interval '{HEARTBEAT_RECORD_S} seconds')"
-        if bare
-        else "true"
-    )
+    if bare:
+        records = ""
+        # The attempt as read: nothing in this statement writes it.
+        attempt_columns = ", ".join(f"attempt.{n}" for n in names)
+        due = (
+            "(attempt.last_report_at IS NULL OR attempt.last_report_at <= "
+            f"renewed.server_time - interval '{HEARTBEAT_RECORD_S} seconds')"
+        )
+        stamped_join = ""
+    else:
+        records = (
+            ", report AS ("
+            f"INSERT INTO {Report._meta.db_table} "
+            "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
+            "SELECT mine.id, %(kind)s, renewed.server_time, %(process_id)s, true, %(message)s, "
+            "%(percent)s, CAST(%(details)s AS jsonb) FROM mine, renewed"
+            "), stamped AS ("
+            f"UPDATE {attempt_table} SET last_report_at = renewed.server_time{percent} "
+            f"FROM mine, renewed WHERE {attempt_table}.id = mine.id "
+            f"RETURNING {attempt_table}.*"
+            ")"
+        )
+        # The attempt as the statement leaves it.
+        attempt_columns = ", ".join(f"stamped.{n}" for n in names)
+        due = "false"
+        stamped_join = "JOIN stamped ON true "
     return (
         "WITH {caller_ctes}mine AS ("
-        f"SELECT id, lease_id, fence, last_report_at FROM {attempt_table} "
+        f"SELECT id, lease_id, fence FROM {attempt_table} "
         "WHERE id = %(attempt_id)s AND workspace_id = {caller_workspace} "
         f"AND hand_id = {{caller_hand}} AND fence = %(fence)s AND {quote('end')} IS NULL "
         "{caller_lane}"
@@ -691,19 +713,10 @@ def _report_template(with_percent: bool, bare: bool) -> str:
         "AND {alive} "
         f"RETURNING {', '.join(f'{lease_table}.{c}' for c in engine.COLUMNS)}, "
         "{now} AS server_time"
-        "), report AS ("
-        f"INSERT INTO {Report._meta.db_table} "
-        "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
-        "SELECT mine.id, %(kind)s, renewed.server_time, %(process_id)s, true, %(message)s, "
-        f"%(percent)s, CAST(%(details)s AS jsonb) FROM mine, renewed WHERE {record}"
-        "), stamped AS ("
-        f"UPDATE {attempt_table} SET last_report_at = renewed.server_time{percent} "
-        f"FROM mine, renewed WHERE {attempt_table}.id = mine.id AND {record} "
-        f"RETURNING {attempt_table}.*"
-        ") "
+        f"){records} "
         f"SELECT renewed.*, {attempt_columns}, run.heartbeat_interval_s, run.grace_s, "
-        f"slot.index, lane.slug FROM renewed JOIN {attempt_table} attempt "
-        "ON attempt.id = %(attempt_id)s LEFT JOIN stamped ON true "
+        f"slot.index, lane.slug, {due}{{caller_columns}} FROM renewed "
+        f"JOIN {attempt_table} attempt ON attempt.id = %(attempt_id)s {stamped_join}"
         f"JOIN {Run._meta.db_table} run ON run.id = attempt.run_id "
         f"JOIN {Slot._meta.db_table} slot ON slot.id = attempt.slot_id "
         f"JOIN {Lane._meta.db_table} lane ON lane.id = attempt.lane_id"
@@ -712,7 +725,9 @@ def _report_template(with_percent: bool, bare: bool) -> str:
 
 def report_statement(*, with_percent: bool, bare: bool, **caller: str) -> str:
     """The renewing report for the caller's slots: `caller_ctes`, `caller_workspace`,
-    `caller_hand` and `caller_lane` (a condition on the attempt's lane)."""
+    `caller_hand` and `caller_lane` (a condition on the attempt's lane), and any
+    `caller_columns` to add to its row."""
+    caller.setdefault("caller_columns", "")
     return engine.render(_report_template(with_percent, bare), caller_from="", **caller)
 
 
@@ -742,16 +757,20 @@ def _attempt_attnames() -> list[str]:
     return [f.attname for f in Attempt._meta.concrete_fields]
 
 
+def _report_layout() -> tuple[int, int]:
+    """Where the attempt's columns start in a renewing report's row, and how many there are."""
+    return len(engine.COLUMNS) + 1, len(_attempt_attnames())
+
+
 def report_view(row: tuple[Any, ...], hand: Hand | None = None) -> AttemptView:
     """The attempt and its lease from a row of the renewing report (and its hand: the lease's
     holder, if not given)."""
-    width = len(engine.COLUMNS) + 1
+    width, count = _report_layout()
     lease = engine.snapshot(row[:width])
-    names = _attempt_attnames()
-    attempt_row = row[width : width + len(names)]
-    interval_s, grace_s, index, slug = row[width + len(names) :]
+    attempt_row = row[width : width + count]
+    interval_s, grace_s, index, slug = row[width + count : width + count + 4]
     alias = connection.alias
-    attempt = Attempt.from_db(alias, names, attempt_row)
+    attempt = Attempt.from_db(alias, _attempt_attnames(), attempt_row)
     attempt.hand = hand or Hand.from_db(
         alias, ["id", "workspace_id", "name"], [attempt.hand_id, lease.workspace_id, lease.holder]
     )
@@ -761,6 +780,40 @@ def report_view(row: tuple[Any, ...], hand: Hand | None = None) -> AttemptView:
     attempt.slot = Slot.from_db(alias, ["id", "index"], [attempt.slot_id, index])
     attempt.lane = Lane.from_db(alias, ["id", "slug"], [attempt.lane_id, slug])
     return AttemptView(attempt, lease)
+
+
+def report_record_due(row: tuple[Any, ...]) -> bool:
+    """Whether a bare heartbeat's row says its once-a-minute record is due."""
+    width, count = _report_layout()
+    return bool(row[width + count + 4])
+
+
+def heartbeat_record(view: AttemptView, process_id: str) -> None:
+    """The once-a-minute record of a bare heartbeat (PostgreSQL): the attempt's stamp and the
+    report row, at the renewal's time, in one statement. The stamp is conditional, so of
+    heartbeats that found the record due at once only one writes it."""
+    attempt, at = view.attempt, view.lease.server_time
+    attempt_table = Attempt._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH stamped AS (UPDATE {attempt_table} SET last_report_at = %(at)s "
+            "WHERE id = %(attempt_id)s AND fence = %(fence)s "
+            f"AND {connection.ops.quote_name('end')} IS NULL "
+            "AND (last_report_at IS NULL OR last_report_at <= "
+            f"%(at)s - interval '{HEARTBEAT_RECORD_S} seconds') RETURNING id) "
+            f"INSERT INTO {Report._meta.db_table} "
+            "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
+            "SELECT id, %(kind)s, %(at)s, %(process_id)s, true, '', NULL, '{}' FROM stamped",
+            {
+                "at": at,
+                "attempt_id": attempt.pk,
+                "fence": attempt.fence,
+                "kind": ReportKind.HEARTBEAT.value,
+                "process_id": process_id,
+            },
+        )
+        if cursor.rowcount:
+            attempt.last_report_at = at
 
 
 def _report_renewing(
@@ -802,7 +855,12 @@ def _report_renewing(
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         row = cursor.fetchone()
-    return report_view(row, hand) if row is not None else None
+    if row is None:
+        return None
+    view = report_view(row, hand)
+    if report_record_due(row):
+        heartbeat_record(view, process_id)
+    return view
 
 
 @refusals_recorded

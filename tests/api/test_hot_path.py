@@ -110,6 +110,13 @@ def test_a_heartbeat_and_a_renewal_are_one_statement_each(
 ) -> None:
     attempt = claim(api_a, run)
     api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p1"})
+    # The first heartbeat of a minute also writes its record (the stamp and the report row).
+    with (
+        mock.patch.object(hotpath, "_row", wraps=hotpath._row) as statements,
+        django_assert_num_queries(1),
+    ):
+        first = report(api_a, attempt)
+    assert first.status_code == 200 and statements.call_count == 1
     with (
         mock.patch.object(hotpath, "_row", wraps=hotpath._row) as statements,
         django_assert_num_queries(0),

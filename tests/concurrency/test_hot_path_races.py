@@ -1,13 +1,17 @@
-"""The hot path's one-statement acquire (fleet/hotpath.py: the key check, `insert` and `take` on one
-snapshot, and the event) under contention: many threads, each with its own PostgreSQL
-connection, ask for the same resource at the same instant, through the WSGI application as
-gunicorn calls it. Exactly one is granted each time, with the next fence and one event; every
-other caller is answered by Django with lease_held."""
+"""The hot path (fleet/hotpath.py) under contention, through the WSGI application as gunicorn
+calls it, each thread with its own PostgreSQL connection:
+
+- the one-statement acquire (the key check, `insert` and `take` on one snapshot, and the event):
+  many callers ask for the same resource at the same instant; exactly one is granted each time,
+  with the next fence and one event; every other caller is answered by Django with lease_held;
+- a bare heartbeat's once-a-minute record (`fleet.services.heartbeat_record`): many heartbeats
+  of one attempt find it due at once; every one renews, and one report row is written."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 
 import pytest
 from django.db import connection
@@ -15,6 +19,7 @@ from django.test import RequestFactory
 
 from fleet import services as fleet
 from fleet.hotpath import HotPath
+from fleet.models import Report
 from groundcontrol.wsgi import application
 from leases import services as leases
 from leases.models import Event, Lease
@@ -27,12 +32,17 @@ ROUNDS = 4
 
 
 def _acquire(key: str, resource: str) -> tuple[int, dict, bool]:
-    """One acquire through the production WSGI application: status, body, whether the hot path
+    return _post(
+        key, "/api/v1/leases/acquire", {"resource": resource, "ttl_s": 30, "process_id": "p"}
+    )
+
+
+def _post(key: str, path: str, payload: dict) -> tuple[int, dict, bool]:
+    """One call through the production WSGI application: status, body, whether the hot path
     answered it."""
-    body = json.dumps({"resource": resource, "ttl_s": 30, "process_id": "p"})
     request = RequestFactory().post(
-        "/api/v1/leases/acquire",
-        data=body,
+        path,
+        data=json.dumps(payload),
         content_type="application/json",
         headers={"Authorization": f"Bearer {key}", "Host": "localhost"},
     )
@@ -47,8 +57,12 @@ def _acquire(key: str, resource: str) -> tuple[int, dict, bool]:
     return int(captured[0].split()[0]), json.loads(content), False
 
 
-def _race(keys: list[tuple[str, str]], resource: str) -> list[tuple[str, int, dict, bool]]:
-    """Every key asks for `resource` at once, each thread on its own connection."""
+def _race(
+    keys: list[tuple[str, str]],
+    resource: str,
+    call: Callable[[str, str], tuple[int, dict, bool]] = _acquire,
+) -> list[tuple[str, int, dict, bool]]:
+    """Every key makes its call on `resource` at once, each thread on its own connection."""
     start = threading.Barrier(len(keys))
     answers: list[tuple[str, int, dict, bool]] = []
     lock = threading.Lock()
@@ -56,7 +70,7 @@ def _race(keys: list[tuple[str, str]], resource: str) -> list[tuple[str, int, di
     def race(name: str, key: str) -> None:
         try:
             start.wait()
-            status, body, hot = _acquire(key, resource)
+            status, body, hot = call(key, resource)
             with lock:
                 answers.append((name, status, body, hot))
         finally:
@@ -99,3 +113,21 @@ def test_one_caller_of_many_gets_a_free_resource_each_time(workspace) -> None:
         leases.lease_release(
             workspace_id=workspace.pk, resource="db/migrate", holder=winner, fence=row.fence
         )
+
+
+def test_heartbeats_that_find_the_record_due_at_once_write_it_once(workspace, make_run) -> None:
+    hand, _ = fleet.hand_create(workspace=workspace, name="beater")
+    key = mint(hand, ["work"])
+    attempt = fleet.attempt_claim(hand=hand, run_id=make_run().pk, process_id="p").attempt
+    path = f"/api/v1/attempts/{attempt.pk}/reports"
+    beat = {"fence": attempt.fence, "process_id": "p", "kind": "heartbeat"}
+
+    def heartbeat(key: str, path: str) -> tuple[int, dict, bool]:
+        return _post(key, path, beat)
+
+    for _ in range(2):  # due at first (never recorded), then not (recorded just now)
+        answers = _race([(f"beat-{i}", key) for i in range(THREADS)], path, heartbeat)
+        assert [(status, body["renewed"], hot) for _, status, body, hot in answers] == [
+            (200, True, True)
+        ] * THREADS, answers
+        assert Report.objects.filter(attempt_id=attempt.pk).count() == 1
