@@ -7,8 +7,9 @@ instances, and two round trips to the database (the key, then the renewal). `Hot
 WSGI application and, for a plain POST to one of the three endpoints, does the same checks in
 one statement: the key check (prefix, secret's hash, not revoked, not expired, the scope) is a
 CTE in front of the engine's own statement, rendered with the key as its caller
-(`leases.engine.PARAMETER_CALLER`), and `last_used_at` is stamped by the same statement at most
-once a minute, as `fleet.services.key_authenticate` does.
+(`leases.engine.PARAMETER_CALLER`). The row carries the key's `last_used_at`, which a statement
+of its own stamps when it is a minute old (`fleet.services.key_mark_used`, as
+`fleet.services.key_authenticate` does).
 
 It answers only a success. Anything else goes to Django untouched, which answers exactly as
 before and records the refusal: a request that is not plain (a query string, an Accept or
@@ -42,7 +43,6 @@ from django.http.request import split_domain_port, validate_host
 from fleet import services as fleet
 from fleet.api import MAX_NAME, MAX_REASON, attempt_json, lease_json
 from fleet.models import Hand, HandKey, ReportKind
-from fleet.services import LAST_USED_RESOLUTION_S
 from groundcontrol.api import (
     RATE_COUNTED,
     REQUEST_ID_HEADER,
@@ -97,23 +97,25 @@ def plain_float(value: object, *, minimum: float, maximum: float) -> float | Non
 # --- The key check, as SQL in front of each statement ------------------------------------------
 
 
-def _key_ctes() -> str:
-    """`key`: the caller's key if it is valid for the scope now (one row or none); `used`: its
-    `last_used_at`, stamped at most once a minute. The secret is compared as its SHA-256 hash
-    (the stored form), so the comparison's timing says nothing about the secret."""
+def _key_cte() -> str:
+    """`key`: the caller's key if it is valid for the scope now (one row or none), with its
+    `last_used_at`. The secret is compared as its SHA-256 hash (the stored form), so the
+    comparison's timing says nothing about the secret.
+
+    `last_used_at` is stamped by a statement of its own when the row says it is a minute old
+    (`fleet.services.key_mark_used`), not by a CTE here: a data-modifying CTE costs its table's
+    index locks on every call even when it writes nothing (about a tenth of a renewal's
+    statement, measured)."""
     key, hand = HandKey._meta.db_table, Hand._meta.db_table
     return (
         "key AS ("
         "SELECT k.id AS key_id, h.id AS key_hand_id, h.name AS key_holder, "
-        "h.workspace_id AS key_workspace_id, k.lane_id AS key_lane_id "
+        "h.workspace_id AS key_workspace_id, k.lane_id AS key_lane_id, "
+        "k.last_used_at AS key_used_at "
         f"FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
         "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s "
         "AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > {now}) "
         "AND k.scopes @> CAST(%(key_scope)s AS jsonb)"
-        "), used AS ("
-        f"UPDATE {key} SET last_used_at = {{now}} FROM key WHERE {key}.id = key.key_id "
-        f"AND ({key}.last_used_at IS NULL OR {key}.last_used_at < "
-        f"{{now}} - interval '{LAST_USED_RESOLUTION_S} seconds')"
         ")"
     )
 
@@ -125,8 +127,15 @@ _KEY_CALLER = {
 }
 
 
+# Every statement's row ends with the key's id and last use (`_key_used`).
+_KEY_COLUMNS = "key.key_id, key.key_used_at"
+
+
 def _renew_template() -> str:
-    return f"WITH {_key_ctes()} {engine.RENEW}"
+    return (
+        f"WITH {_key_cte()}, renewed AS ({engine.RENEW}) "
+        f"SELECT renewed.*, {_KEY_COLUMNS} FROM renewed, key"
+    )
 
 
 def _acquire_template() -> str:
@@ -135,13 +144,13 @@ def _acquire_template() -> str:
     invisible to the UPDATE, so at most one of them grants."""
     event = Event._meta.db_table
     return (
-        f"WITH {_key_ctes()}, inserted AS ({engine.INSERT}), taken AS ({engine.TAKE}), "
+        f"WITH {_key_cte()}, inserted AS ({engine.INSERT}), taken AS ({engine.TAKE}), "
         "granted AS (SELECT * FROM inserted UNION ALL SELECT * FROM taken), "
         f"event AS (INSERT INTO {event} "
         "(workspace_id, kind, at, actor, hand, resource, fence, data) "
         f"SELECT workspace_id, '{EventKind.LEASE_ACQUIRED.value}', server_time, holder, holder, "
         "resource, fence, CAST(%(event_data)s AS jsonb) FROM granted) "
-        "SELECT * FROM granted"
+        f"SELECT granted.*, {_KEY_COLUMNS} FROM granted, key"
     )
 
 
@@ -159,11 +168,12 @@ def _statement(name: str, clock: str) -> str:
     return fleet.report_statement(
         with_percent=name == "report_percent",
         bare=name == "heartbeat",
-        caller_ctes=engine.render(_key_ctes()) + ", ",
+        caller_ctes=engine.render(_key_cte()) + ", ",
         caller_workspace="(SELECT key_workspace_id FROM key)",
         caller_hand="(SELECT key_hand_id FROM key)",
         # A lane-limited key reaches only its lane's attempts.
         caller_lane="AND lane_id = COALESCE((SELECT key_lane_id FROM key), lane_id) ",
+        caller_columns=", (SELECT key_id FROM key), (SELECT key_used_at FROM key)",
     )
 
 
@@ -181,7 +191,20 @@ def _row(statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
     with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         # Binary results: PostgreSQL's timestamps arrive without text to parse.
         cursor.execute(statement, params, prepare=True, binary=True)
-        return cursor.fetchone()
+        row = cursor.fetchone()
+    return _key_used(row) if row is not None else None
+
+
+def _key_used(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The row without its last two columns (the key's id and last use), after stamping the
+    key's `last_used_at` if it is a minute old. The row's server time is the statement's
+    (`server_time`, the first column after the lease's in every statement here)."""
+    key_id, used_at = row[-2:]
+    fleet.key_mark_used(key_id, used_at, row[_SERVER_TIME])
+    return row[:-2]
+
+
+_SERVER_TIME = len(engine.COLUMNS)
 
 
 # --- The three calls: parse the body, run the statement, or None for Django ---------------------

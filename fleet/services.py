@@ -476,14 +476,18 @@ def key_authenticate(raw: str) -> HandKey:
         raise KeyRevoked(f"key {prefix} was revoked", revoked_at=key.revoked_at.isoformat())
     if key.expires_at is not None and key.expires_at <= now:
         raise KeyExpired(f"key {prefix} expired", expired_at=key.expires_at.isoformat())
-    if key.last_used_at is None or key.last_used_at < now - timedelta(
-        seconds=LAST_USED_RESOLUTION_S
-    ):
-        stale = now - timedelta(seconds=LAST_USED_RESOLUTION_S)
-        HandKey.objects.filter(pk=key.pk).filter(
+    key_mark_used(key.pk, key.last_used_at, now)
+    return key
+
+
+def key_mark_used(key_id: int, last_used_at: datetime | None, now: datetime) -> None:
+    """Stamp a key's `last_used_at` with `now` if it is a minute old: at most one write a minute
+    per key, conditional, so callers that find it stale at once write it once."""
+    stale = now - timedelta(seconds=LAST_USED_RESOLUTION_S)
+    if last_used_at is None or last_used_at < stale:
+        HandKey.objects.filter(pk=key_id).filter(
             Q(last_used_at=None) | Q(last_used_at__lt=stale)
         ).update(last_used_at=now)
-    return key
 
 
 def key_require_scope(key: HandKey, scope: str) -> None:
