@@ -140,8 +140,11 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
             "fence": attempt.fence,
             "current_fence": lease.fence,
             "holder": attempt.hand.name,
-            "heartbeat_interval_s": _num(attempt.run.heartbeat_interval_s),
-            "grace_s": _num(attempt.run.grace_s),
+            # The tenure's own: a run's settings are copied into the lease at the claim.
+            "heartbeat_interval_s": _num(
+                lease.interval_s if current else attempt.run.heartbeat_interval_s
+            ),
+            "grace_s": _num(lease.grace_s if current else attempt.run.grace_s),
             "expires_at": deadline,
             "expires_in_s": seconds_until(deadline, now),
             "server_time": now,

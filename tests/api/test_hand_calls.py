@@ -364,3 +364,17 @@ def test_last_report_at_is_the_latest_heartbeat_even_between_records(
     assert api_a.get(f"/attempts/{attempt['id']}").json()["last_report_at"] == latest
     assert Report.objects.filter(attempt_id=attempt["id"]).count() == 1
     assert Attempt.objects.get(pk=attempt["id"]).last_report_at == frozen_clock
+
+
+def test_an_attempt_shows_the_interval_and_grace_of_its_tenure(api_a: Api, run) -> None:
+    """The lease keeps the run's settings as they were at the claim; an edit of the run
+    afterwards (the admin site allows one) governs later tenures, so the attempt shows the
+    tenure's own, on every path that answers it."""
+    attempt = claim(api_a, run)
+    type(run).objects.filter(pk=run.pk).update(heartbeat_interval_s=5, grace_s=2)
+    beat = report(api_a, attempt).json()["attempt"]
+    progress = report(api_a, attempt, kind="progress", message="m").json()["attempt"]
+    read = api_a.get(f"/attempts/{attempt['id']}").json()
+    for answer in (beat, progress, read):
+        assert (answer["lease"]["heartbeat_interval_s"], answer["lease"]["grace_s"]) == (100, 60)
+        assert answer["lease"]["expires_in_s"] > 90
