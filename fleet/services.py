@@ -40,7 +40,14 @@ from fleet.models import (
     WorkPackage,
     Workspace,
 )
-from fleet.selectors import AttemptView, attempt_get, attempt_view, run_get
+from fleet.selectors import (
+    AttemptView,
+    Named,
+    ReportedAttempt,
+    attempt_get,
+    attempt_view,
+    run_get,
+)
 from leases import engine
 from leases import services as lease_services
 from leases.audit import record_event, refusals_recorded
@@ -774,21 +781,16 @@ def _report_layout() -> tuple[int, int]:
 
 def report_view(row: tuple[Any, ...], hand: Hand | None = None) -> AttemptView:
     """The attempt and its lease from a row of the renewing report (and its hand: the lease's
-    holder, if not given)."""
+    holder, if not given). The tenure's interval and grace are the lease's, the slot's index is
+    in the lease's name (fleet.api.attempt_json)."""
     width, count = _report_layout()
     lease = engine.snapshot(row[:width])
-    attempt_row = row[width : width + count]
-    alias = connection.alias
-    attempt = Attempt.from_db(alias, _attempt_attnames(), attempt_row)
-    attempt.hand = hand or Hand.from_db(
-        alias, ["id", "workspace_id", "name"], [attempt.hand_id, lease.workspace_id, lease.holder]
+    attempt = ReportedAttempt(
+        **dict(zip(_attempt_attnames(), row[width : width + count], strict=True)),
+        hand=Named(name=hand.name if hand else lease.holder),
+        slot=Named(index=slot_index(lease.resource)),
+        lane=Named(slug=row[width + count]),
     )
-    # The run is not read: an attempt answered with its current tenure shows the lease's
-    # interval and grace (fleet.api.attempt_json).
-    attempt.slot = Slot.from_db(
-        alias, ["id", "index"], [attempt.slot_id, slot_index(lease.resource)]
-    )
-    attempt.lane = Lane.from_db(alias, ["id", "slug"], [attempt.lane_id, row[width + count]])
     return AttemptView(attempt, lease)
 
 
