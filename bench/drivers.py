@@ -124,7 +124,6 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
                 with_percent=False,
                 bare=True,
                 caller_ctes="",
-                caller_workspace="%(workspace_id)s",
                 caller_hand="%(hand_id)s",
                 caller_lane="",
             )
@@ -138,7 +137,6 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
                     percent=None,
                     details=None,
                 ),
-                "workspace_id": workspace_id,
                 "hand_id": me["hand_id"],
             }
 

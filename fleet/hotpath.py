@@ -97,22 +97,33 @@ def plain_float(value: object, *, minimum: float, maximum: float) -> float | Non
 # --- The key check, as SQL in front of each statement ------------------------------------------
 
 
-def _key_cte() -> str:
+def _key_cte(*, with_hand: bool = True) -> str:
     """`key`: the caller's key if it is valid for the scope now (one row or none), with its
     `last_used_at`. The secret is compared as its SHA-256 hash (the stored form), so the
     comparison's timing says nothing about the secret.
+
+    A lease statement needs the hand's name (a lease's holder) and workspace, so it joins the
+    hand (`with_hand`); a report needs only the hand's id, which the key row holds.
 
     `last_used_at` is stamped by a statement of its own when the row says it is a minute old
     (`fleet.services.key_mark_used`), not by a CTE here: a data-modifying CTE costs its table's
     index locks on every call even when it writes nothing (about a tenth of a renewal's
     statement, measured)."""
     key, hand = HandKey._meta.db_table, Hand._meta.db_table
+    if with_hand:
+        columns = (
+            "k.id AS key_id, h.id AS key_hand_id, h.name AS key_holder, "
+            "h.workspace_id AS key_workspace_id, k.lane_id AS key_lane_id, "
+            "k.last_used_at AS key_used_at "
+            f"FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
+        )
+    else:
+        columns = (
+            "k.id AS key_id, k.hand_id AS key_hand_id, k.lane_id AS key_lane_id, "
+            f"k.last_used_at AS key_used_at FROM {key} k "
+        )
     return (
-        "key AS ("
-        "SELECT k.id AS key_id, h.id AS key_hand_id, h.name AS key_holder, "
-        "h.workspace_id AS key_workspace_id, k.lane_id AS key_lane_id, "
-        "k.last_used_at AS key_used_at "
-        f"FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
+        f"key AS (SELECT {columns}"
         "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s "
         "AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > {now}) "
         "AND k.scopes @> CAST(%(key_scope)s AS jsonb)"
@@ -168,8 +179,7 @@ def _statement(name: str, clock: str) -> str:
     return fleet.report_statement(
         with_percent=name == "report_percent",
         bare=name == "heartbeat",
-        caller_ctes=engine.render(_key_cte()) + ", ",
-        caller_workspace="(SELECT key_workspace_id FROM key)",
+        caller_ctes=engine.render(_key_cte(with_hand=False)) + ", ",
         caller_hand="(SELECT key_hand_id FROM key)",
         # A lane-limited key reaches only its lane's attempts.
         caller_lane="AND lane_id = COALESCE((SELECT key_lane_id FROM key), lane_id) ",
