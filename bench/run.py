@@ -9,8 +9,9 @@
    (Lua CAS with a fence counter) and etcd (lease grant + txn, keepalive). The order of the
    systems rotates with each repeat, so drift of the shared machine hits all of them alike.
 3. Reports the median of the repeats (p50 and p99 from the median run), the ratios, the targets,
-   the scale figures (`bench.scale`) and the gunicorn workers' memory, and writes
-   `results.csv`, `throughput.png`, `scale.json` and `results.md` into `--out`.
+   the scale figures (`bench.scale`, on a fresh database of their own) and the gunicorn
+   workers' memory, and writes `results.csv`, `throughput.png`, `scale.json` and `results.md`
+   into `--out`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from bench import drivers, load, report, services
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DATABASE = "gc_bench"
+SCALE_DATABASE = "gc_bench_scale"
 GC_OPS = ("heartbeat", "acquire", "renew")
 
 
@@ -249,15 +251,23 @@ class Bench:
         return out
 
     def scale(self) -> list[dict[str, Any]]:
+        """The scale figures, on a database of their own: in the load's database the sweep would
+        also meet the leases the acquire runs left behind (their 60 s run out meanwhile)."""
         print(f"== scale figures: sizes {self.args.sizes}", flush=True)
-        made = subprocess.run(  # noqa: S603
-            [sys.executable, "-m", "bench.scale", "--sizes", self.args.sizes],
-            cwd=services.ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        database = services.create_database(self.args.server_url, SCALE_DATABASE)
+        env = {**self.env, "DATABASE_URL": database}
+        try:
+            services.migrate(env)
+            made = subprocess.run(  # noqa: S603
+                [sys.executable, "-m", "bench.scale", "--sizes", self.args.sizes],
+                cwd=services.ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+        finally:
+            services.drop_database(self.args.server_url, SCALE_DATABASE)
         figures = [json.loads(line) for line in made.stdout.splitlines() if line.startswith("{")]
         for figure in figures:
             print("   " + json.dumps(figure), flush=True)
