@@ -111,19 +111,19 @@ def _key_cte(*, with_hand: bool = True) -> str:
     statement, measured)."""
     key, hand = HandKey._meta.db_table, Hand._meta.db_table
     if with_hand:
-        columns = (
+        select_from = (
             "k.id AS key_id, h.id AS key_hand_id, h.name AS key_holder, "
             "h.workspace_id AS key_workspace_id, k.lane_id AS key_lane_id, "
             "k.last_used_at AS key_used_at "
             f"FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
         )
     else:
-        columns = (
+        select_from = (
             "k.id AS key_id, k.hand_id AS key_hand_id, k.lane_id AS key_lane_id, "
             f"k.last_used_at AS key_used_at FROM {key} k "
         )
     return (
-        f"key AS (SELECT {columns}"
+        f"key AS (SELECT {select_from}"
         "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s "
         "AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > {now}) "
         "AND k.scopes @> CAST(%(key_scope)s AS jsonb)"
