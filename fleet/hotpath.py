@@ -131,9 +131,14 @@ def _key_cte(*, with_hand: bool = True) -> str:
     )
 
 
+# The caller's workspace and name as values of the key check (scalar sub-selects), not columns
+# of a join with it: a lease's conditions then compare columns with values, so PostgreSQL finds
+# the lease by (workspace_id, resource) in the unique index. As a join, a plan made while the
+# table was small scanned a whole index for the resource and joined the key after it. FROM key
+# stays, so that no key means no row.
 _KEY_CALLER = {
-    "caller_workspace": "key.key_workspace_id",
-    "caller_holder": "key.key_holder",
+    "caller_workspace": "(SELECT key_workspace_id FROM key)",
+    "caller_holder": "(SELECT key_holder FROM key)",
     "caller_from": " FROM key",
 }
 

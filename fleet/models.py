@@ -166,8 +166,14 @@ class HandKey(models.Model):
 
     class Meta:
         indexes = [
+            # The revoking job's WHERE: live keys past their expiry. The predicate names
+            # expires_at too, so that the key check's `revoked_at IS NULL` alone does not imply
+            # it: a plan cached while the table was small read every live key per call through
+            # this index instead of finding the one by its prefix (docs/performance.md).
             models.Index(
-                fields=["expires_at"], name="key_expiry_idx", condition=models.Q(revoked_at=None)
+                fields=["expires_at"],
+                name="key_expiry_idx",
+                condition=models.Q(revoked_at=None, expires_at__isnull=False),
             )
         ]
 

@@ -1,0 +1,127 @@
+"""The hot statements' plans (PostgreSQL). The hot path prepares its statements, and after five
+calls PostgreSQL may keep one generic plan, made for the tables as they were then, until the
+plan is invalidated (as autovacuum's ANALYZE does). A renewal's
+`status = 'held'` used to imply the sweep's partial index's predicate, and a generic plan made
+on a small table read the lease through that index: every held lease of the workspace per
+renewal once the table had grown (measured in bench/: 7,700 rows per renewal, a third of the
+rate). The key check's `revoked_at IS NULL` did the same with the revoking job's index of live
+keys. Each statement must find the key by its prefix and the lease by its resource, holder or
+primary key, never through the jobs' indexes; the jobs must still use theirs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+
+from fleet import hotpath
+from leases.clock import now_sql
+from leases.models import Lease, LeaseKind, LeaseStatus
+
+pytestmark = pytest.mark.django_db
+
+SWEEP_INDEX = "lease_due_idx"
+REVOKE_INDEX = "key_expiry_idx"
+
+
+def generic_plan(statement: str, *, seqscan: bool = True) -> str:
+    """EXPLAIN of `statement`'s generic plan: prepared with $n for its %(name)s parameters and
+    explained for NULLs (the plan is the same for every value; nothing is executed)."""
+    names: list[str] = []
+
+    def placeholder(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    prepared = re.sub(r"%\((\w+)\)s", placeholder, statement)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        if not seqscan:  # the tables are tiny here: which index, if one is read at all
+            cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"PREPARE plan_probe AS {prepared}")
+        try:
+            cursor.execute(f"EXPLAIN EXECUTE plan_probe({', '.join(['NULL'] * len(names))})")
+            return "\n".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("DEALLOCATE plan_probe")
+
+
+HOT_STATEMENTS = ["renew", "acquire", "heartbeat", "report", "report_percent"]
+
+
+def lease_lookups(plan: str) -> list[tuple[str, str]]:
+    """(scan line, its index condition or filter) for every read of the lease table."""
+    lines = plan.splitlines()
+    return [
+        (line.strip(), lines[number + 1].strip())
+        for number, line in enumerate(lines)
+        if "Scan" in line and " on leases_lease" in line
+    ]
+
+
+@pytest.mark.parametrize("name", HOT_STATEMENTS)
+def test_a_plan_made_on_small_tables_never_reads_through_the_jobs_indexes(
+    name: str, on_postgres: bool
+) -> None:
+    if not on_postgres:
+        pytest.skip("the hot path's statements are PostgreSQL's")
+    plan = generic_plan(hotpath._statement(name, now_sql()))
+    assert SWEEP_INDEX not in plan, plan
+    assert REVOKE_INDEX not in plan, plan
+    assert "Index Cond: ((prefix)::text = $1)" in plan, plan
+    assert lease_lookups(plan), plan
+    for _, condition in lease_lookups(plan):
+        assert condition.startswith("Index Cond"), plan
+
+
+@pytest.mark.parametrize("name", HOT_STATEMENTS)
+def test_with_statistics_a_plan_reaches_each_lease_by_its_key(
+    name: str, on_postgres: bool, workspace, owner
+) -> None:
+    """With statistics (autovacuum's ANALYZE, which Ground Control's database needs: see
+    docs/operations.md), a statement reads one lease by its id, or by workspace and resource
+    (and holder, in the holder index), never a range of them. Without any, PostgreSQL assumes a
+    workspace holds one lease in two hundred, and an acquire's take of a free lease (which names
+    no holder) plans a scan of the workspace's part of the holder index as cheaply as the unique
+    index, even with 500 leases in the table."""
+    if not on_postgres:
+        pytest.skip("the hot path's statements are PostgreSQL's")
+    Lease.objects.bulk_create(
+        Lease(
+            workspace_id=workspace.id,
+            resource=f"grown/{n}",
+            kind=LeaseKind.RESOURCE,
+            status=LeaseStatus.HELD,
+            holder=owner.name,
+            fence=1,
+        )
+        for n in range(500)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE leases_lease, fleet_handkey, fleet_attempt")
+    plan = generic_plan(hotpath._statement(name, now_sql()))
+    for scan, condition in lease_lookups(plan):
+        by_id = condition.startswith("Index Cond: (id = ")
+        by_key = "workspace_id = " in condition and "(resource)::text = " in condition
+        if "lease_holder_idx" in scan:
+            by_key = by_key and "(holder)::text = " in condition
+        assert by_id or by_key, plan
+
+
+def test_the_jobs_still_find_their_rows_through_their_indexes(on_postgres: bool) -> None:
+    if not on_postgres:
+        pytest.skip("partial indexes are planned like this on PostgreSQL")
+    sweep = generic_plan(
+        "SELECT id FROM leases_lease WHERE status = 'held' AND next_check_at < %(now)s "
+        "ORDER BY next_check_at LIMIT 500",
+        seqscan=False,
+    )
+    assert SWEEP_INDEX in sweep, sweep
+    revoke = generic_plan(
+        "SELECT k.id FROM fleet_handkey k WHERE k.revoked_at IS NULL "
+        "AND k.expires_at IS NOT NULL AND k.expires_at <= %(now)s LIMIT 500",
+        seqscan=False,
+    )
+    assert REVOKE_INDEX in revoke, revoke
