@@ -81,7 +81,7 @@ def test_with_statistics_a_plan_reaches_each_lease_by_its_key(
     name: str, on_postgres: bool, workspace, owner
 ) -> None:
     """With statistics (autovacuum's ANALYZE, which Ground Control's database needs: see
-    docs/operations.md), a statement reads one lease by its id, or by workspace and resource
+    docs/deploy.md), a statement reads one lease by its id, or by workspace and resource
     (and holder, in the holder index), never a range of them. Without any, PostgreSQL assumes a
     workspace holds one lease in two hundred, and an acquire's take of a free lease (which names
     no holder) plans a scan of the workspace's part of the holder index as cheaply as the unique
