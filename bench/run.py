@@ -8,8 +8,9 @@
    Ground Control over HTTP (heartbeat, acquire, renew), the same statements as raw SQL, Redis
    (Lua CAS with a fence counter) and etcd (lease grant + txn, keepalive). The order of the
    systems rotates with each repeat, so drift of the shared machine hits all of them alike.
-   Before Ground Control's and raw SQL's blocks the database is analyzed when its server runs
-   without autovacuum (this machine's does), as autovacuum would have by then in production.
+   Before Ground Control's and raw SQL's blocks the database is vacuumed and analyzed when its
+   server runs without autovacuum (this machine's does), as autovacuum would have by then in
+   production.
 3. Reports the median of the repeats (p50 and p99 from the median run), the ratios, the targets,
    the scale figures (`bench.scale`, on a fresh database of their own) and the gunicorn
    workers' memory, and writes `results.csv`, `throughput.png`, `scale.json` and `results.md`
@@ -150,7 +151,7 @@ class Bench:
     def ground_control(self, c: int) -> None:
         # gunicorn runs only while measured: its persistent connections (workers x threads)
         # would otherwise count against max_connections while raw SQL opens 64 of its own.
-        services.analyze_if_autovacuum_is_off(self.database)
+        services.vacuum_if_autovacuum_is_off(self.database)
         url = services.start_gunicorn(self.procs, self.env, {})
         master = self.procs.procs[-1][1]
         try:
@@ -178,7 +179,7 @@ class Bench:
             self.procs.procs.pop()
 
     def raw_sql(self, c: int) -> None:
-        services.analyze_if_autovacuum_is_off(self.database)
+        services.vacuum_if_autovacuum_is_off(self.database)
         for operation in self.ops():
             self.measure(
                 "raw SQL",
