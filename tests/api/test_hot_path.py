@@ -105,6 +105,17 @@ def test_a_plain_report_answers_as_django_does(api_a: Api, run, frozen_clock: da
     assert fast_row.at == frozen_clock
 
 
+def test_a_reports_details_are_kept_exactly_as_sent(api_a: Api, run) -> None:
+    attempt = claim(api_a, run)
+    details = {"big": 2**70, "small": -(2**63), "ratio": 0.1, "text": "1234567890123456789"}
+    body = {"fence": attempt["fence"], "process_id": "host-a:1", "kind": "progress"}
+    answer = api_a.post(f"/attempts/{attempt['id']}/reports", {**body, "details": details})
+    assert served_by_hot_path(answer) and answer.status_code == 200
+    row = Report.objects.get(attempt_id=attempt["id"], kind="progress")
+    assert row.details == details
+    assert type(row.details["big"]) is int
+
+
 def test_a_heartbeat_and_a_renewal_are_one_statement_each(
     api_a: Api, run, django_assert_num_queries
 ) -> None:
@@ -230,6 +241,31 @@ def test_calls_that_are_not_plain_go_to_django(api_a: Api) -> None:
     ]
     assert [served_by_hot_path(a) for a in answers] == [False] * 4
     assert [a.status_code for a in answers] == [201, 201, 406, 400]
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        # JSON Django's parser reads as it is and the hot path's does not (an integer beyond 64
+        # bits, a lone surrogate) is answered by Django,
+        (b'{"resource": "big/", "ttl_s": 1180591620717411303424, "process_id": "p1"}', 400),
+        (b'{"resource": "sur/\\ud800", "ttl_s": 60, "process_id": "p1"}', 400),
+        # and what neither reads is refused by Django.
+        (b'{"resource": "nan/", "ttl_s": NaN, "process_id": "p1"}', 400),
+        (b'{"resource": "cut/", "ttl_s": 6', 400),
+    ],
+)
+def test_a_body_the_hot_path_does_not_parse_goes_to_django(
+    api_a: Api, raw: bytes, status: int
+) -> None:
+    answer = api_a.client.post(
+        "/api/v1/leases/acquire",
+        data=raw,
+        content_type="application/json",
+        headers=api_a._headers(None),
+    )
+    assert not served_by_hot_path(answer)
+    assert answer.status_code == status, answer.content
 
 
 def test_a_database_error_on_the_hot_path_hands_the_call_to_django(api_a: Api) -> None:
