@@ -42,7 +42,7 @@ from django.http.request import split_domain_port, validate_host
 
 from fleet import services as fleet
 from fleet.api import MAX_NAME, MAX_REASON, attempt_json, lease_json
-from fleet.models import Hand, HandKey, ReportKind
+from fleet.models import Hand, HandKey, ReportKind, Scope
 from groundcontrol.api import (
     RATE_COUNTED,
     REQUEST_ID_HEADER,
@@ -99,10 +99,11 @@ def plain_float(value: object, *, minimum: float, maximum: float) -> float | Non
 # --- The key check, as SQL in front of each statement ------------------------------------------
 
 
-def _key_cte(*, with_hand: bool = True) -> str:
-    """`key`: the caller's key if it is valid for the scope now (one row or none), with its
+def _key_cte(scope: Scope, *, with_hand: bool = True) -> str:
+    """`key`: the caller's key if it is valid for `scope` now (one row or none), with its
     `last_used_at`. The secret is compared as its SHA-256 hash (the stored form), so the
-    comparison's timing says nothing about the secret.
+    comparison's timing says nothing about the secret. The scope is the statement's own, a
+    constant in its text: PostgreSQL reads it as jsonb once per plan, not once per call.
 
     A lease statement needs the hand's name (a lease's holder) and workspace, so it joins the
     hand (`with_hand`); a report needs only the hand's id, which the key row holds.
@@ -128,7 +129,7 @@ def _key_cte(*, with_hand: bool = True) -> str:
         f"key AS (SELECT {select_from}"
         "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s "
         "AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > {now}) "
-        "AND k.scopes @> CAST(%(key_scope)s AS jsonb)"
+        f"AND k.scopes @> CAST('[\"{scope.value}\"]' AS jsonb)"
         ")"
     )
 
@@ -151,7 +152,7 @@ _KEY_COLUMNS = "key.key_id, key.key_used_at"
 
 def _renew_template() -> str:
     return (
-        f"WITH {_key_cte()}, renewed AS ({engine.RENEW}) "
+        f"WITH {_key_cte(Scope.LEASES)}, renewed AS ({engine.RENEW}) "
         f"SELECT renewed.*, {_KEY_COLUMNS} FROM renewed, key"
     )
 
@@ -162,7 +163,7 @@ def _acquire_template() -> str:
     invisible to the UPDATE, so at most one of them grants."""
     event = Event._meta.db_table
     return (
-        f"WITH {_key_cte()}, inserted AS ({engine.INSERT}), taken AS ({engine.TAKE}), "
+        f"WITH {_key_cte(Scope.LEASES)}, inserted AS ({engine.INSERT}), taken AS ({engine.TAKE}), "
         "granted AS (SELECT * FROM inserted UNION ALL SELECT * FROM taken), "
         f"event AS (INSERT INTO {event} "
         "(workspace_id, kind, at, actor, hand, resource, fence, data) "
@@ -186,7 +187,7 @@ def _statement(name: str, clock: str) -> str:
     return fleet.report_statement(
         with_percent=name == "report_percent",
         bare=name == "heartbeat",
-        caller_ctes=engine.render(_key_cte(with_hand=False)) + ", ",
+        caller_ctes=engine.render(_key_cte(Scope.WORK, with_hand=False)) + ", ",
         caller_hand="(SELECT key_hand_id FROM key)",
         # A lane-limited key reaches only its lane's attempts.
         caller_lane="AND lane_id = COALESCE((SELECT key_lane_id FROM key), lane_id) ",
@@ -309,12 +310,11 @@ def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | N
     return 200, {"renewed": True, "attempt": attempt_json(view)}
 
 
-# path -> (scope, call); the reports path is matched by _REPORTS.
-_CALLS: dict[str, tuple[str, Callable[..., Answer | None]]] = {
-    "/api/v1/leases/renew": ("leases", _renew),
-    "/api/v1/leases/acquire": ("leases", _acquire),
+# path -> call (each checks its own scope); the reports path is matched by _REPORTS.
+_CALLS: dict[str, Callable[..., Answer | None]] = {
+    "/api/v1/leases/renew": _renew,
+    "/api/v1/leases/acquire": _acquire,
 }
-_REPORT_CALL = ("work", _report)
 
 
 # --- The WSGI wrapper ---------------------------------------------------------------------------
@@ -347,13 +347,13 @@ class HotPath:
 
     def _answer(self, environ: dict[str, Any]) -> tuple[str, bytes] | None:
         path = environ.get("PATH_INFO", "")
-        route = _CALLS.get(path)
+        call = _CALLS.get(path)
         match = None
-        if route is None:
+        if call is None:
             match = _REPORTS.match(path)
             if match is None:
                 return None
-            route = _REPORT_CALL
+            call = _report
         if not _plain_request(environ):
             return None
         token = _bearer(environ)
@@ -368,12 +368,7 @@ class HotPath:
             environ[RATE_COUNTED] = refused
             return None
         environ[RATE_COUNTED] = True
-        scope, call = route
-        key = {
-            "key_prefix": prefix,
-            "key_secret_hash": secret_hash,
-            "key_scope": f'["{scope}"]',
-        }
+        key = {"key_prefix": prefix, "key_secret_hash": secret_hash}
         db = connections[DEFAULT_DB_ALIAS]
         if not db.in_atomic_block:
             db.close_if_unusable_or_obsolete()  # what Django does as a request starts

@@ -768,7 +768,7 @@ def report_params(
         "kind": kind,
         "message": message,
         "percent": percent,
-        "details": json.dumps(details or {}),
+        "details": json.dumps(details) if details else "{}",
     }
 
 

@@ -181,6 +181,21 @@ def test_a_key_is_checked_on_the_hot_path_every_call(api_a: Api, api_b: Api, run
     assert not Lease.objects.filter(resource="b/").exists()
 
 
+def test_each_hot_call_checks_its_own_scope(api_a: Api, run) -> None:
+    attempt = claim(api_a, run)
+    leases_only = Api(mint(api_a.hand, ["leases"]), api_a.hand)
+    refused = report(leases_only, attempt)
+    assert not served_by_hot_path(refused)
+    error_of(refused, 403, "scope_denied")
+    work_only = Api(mint(api_a.hand, ["work"]), api_a.hand)
+    body = {"resource": "scoped/", "ttl_s": 60, "process_id": "p1"}
+    refused = work_only.post("/leases/acquire", body)
+    assert not served_by_hot_path(refused)
+    error_of(refused, 403, "scope_denied")
+    assert served_by_hot_path(report(work_only, attempt))
+    assert served_by_hot_path(leases_only.post("/leases/acquire", body))
+
+
 def test_a_lane_limited_key_reaches_only_its_lane_on_the_hot_path(
     api_a: Api, run, make_run, workspace
 ) -> None:
