@@ -116,7 +116,7 @@ class FleetWorker(ThreadWorker):
                 self.log.debug("Closing connection.")
                 return False
         except OSError:
-            raise
+            raise  # a socket error is handle()'s to log or ignore, not the 500 below
         except (Exception, SystemExit):
             if resp and resp.headers_sent:
                 # A timeout's abort after the head went out: a 500 now would corrupt the answer.
