@@ -121,30 +121,138 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
     deadline and thresholds; once the tenure has ended or moved on they are null.
     """
     attempt, lease = view.attempt, view.lease
-    now = lease.server_time
     current = lease.fence == attempt.fence and lease.status == "held"
-    deadline = lease.deadline if current else None
-    limits = thresholds(deadline, lease.grace_s) if deadline is not None else None
+    return _attempt_answer(
+        attempt_id=attempt.pk,
+        run_id=attempt.run_id,
+        slot_index=attempt.slot.index,
+        hand=attempt.hand.name,
+        lane=attempt.lane.slug,
+        process_id=attempt.process_id,
+        fence=attempt.fence,
+        state=view.state,
+        directive=attempt.directive,
+        resource=lease.resource,
+        lease_fence=lease.fence,
+        # The tenure's own: a run's settings are copied into the lease at the claim.
+        interval_s=lease.interval_s if current else attempt.run.heartbeat_interval_s,
+        grace_s=lease.grace_s if current else attempt.run.grace_s,
+        deadline=lease.deadline if current else None,
+        now=lease.server_time,
+        claimed_at=attempt.claimed_at,
+        last_report_at=selectors.last_report_at(attempt, lease),
+        progress_percent=attempt.progress_percent,
+        ended_at=attempt.ended_at,
+        end_reason=attempt.end_reason,
+        summary=attempt.summary,
+    )
+
+
+def report_row_json(row: tuple[Any, ...], recorded_at: datetime | None = None) -> dict[str, Any]:
+    """`attempt_json(fleet.report_view(...))`, read straight off the row of a renewing report
+    that selects only what its answer shows (`fleet.services.report_statement`, `answer_only`):
+    the hot path's answer to the fleet's most frequent call, without the view's objects (they
+    were half of a heartbeat's Python time beyond a renewal's, measured). `recorded_at`: the
+    report record written after the row was read (`fleet.services.heartbeat_record`), if one
+    was."""
+    (
+        resource,
+        status,
+        holder,
+        lease_fence,
+        interval_s,
+        grace_s,
+        acquired_at,
+        renewed_at,
+        deadline,
+        now,
+        attempt_id,
+        run_id,
+        fence,
+        process_id,
+        directive,
+        claimed_at,
+        last_recorded,
+        ended_at,
+        end,
+        end_reason,
+        summary,
+        progress_percent,
+        lane,
+    ) = row
+    # The statement renewed this tenure, so its lease is current (same fence, held).
+    return _attempt_answer(
+        attempt_id=attempt_id,
+        run_id=run_id,
+        slot_index=fleet.slot_index(resource),
+        hand=holder,
+        lane=lane,
+        process_id=process_id,
+        fence=fence,
+        state=selectors.tenure_state(
+            end, fence, lease_fence, status=status, deadline=deadline, grace_s=grace_s, now=now
+        ),
+        directive=directive,
+        resource=resource,
+        lease_fence=lease_fence,
+        interval_s=interval_s,
+        grace_s=grace_s,
+        deadline=deadline,
+        now=now,
+        claimed_at=claimed_at,
+        last_report_at=selectors.latest_report_at(
+            recorded_at or last_recorded, fence, lease_fence, renewed_at, acquired_at
+        ),
+        progress_percent=progress_percent,
+        ended_at=ended_at,
+        end_reason=end_reason,
+        summary=summary,
+    )
+
+
+def _attempt_answer(
+    *,
+    attempt_id: int,
+    run_id: int,
+    slot_index: int,
+    hand: str,
+    lane: str,
+    process_id: str,
+    fence: int,
+    state: str,
+    directive: str,
+    resource: str,
+    lease_fence: int,
+    interval_s: float,
+    grace_s: float,
+    deadline: datetime | None,
+    now: datetime,
+    claimed_at: datetime,
+    last_report_at: datetime | None,
+    progress_percent: float | None,
+    ended_at: datetime | None,
+    end_reason: str,
+    summary: str,
+) -> dict[str, Any]:
+    """The contract's attempt; `deadline` is None unless the lease is still this tenure's."""
+    limits = thresholds(deadline, grace_s) if deadline is not None else None
     return {
-        "id": attempt.pk,
-        "run": attempt.run_id,
-        "slot": attempt.slot.index,
-        "hand": attempt.hand.name,
-        "lane": attempt.lane.slug,
-        "process_id": attempt.process_id,
-        "fence": attempt.fence,
-        "state": view.state,
-        "directive": attempt.directive,
+        "id": attempt_id,
+        "run": run_id,
+        "slot": slot_index,
+        "hand": hand,
+        "lane": lane,
+        "process_id": process_id,
+        "fence": fence,
+        "state": state,
+        "directive": directive,
         "lease": {
-            "resource": lease.resource,
-            "fence": attempt.fence,
-            "current_fence": lease.fence,
-            "holder": attempt.hand.name,
-            # The tenure's own: a run's settings are copied into the lease at the claim.
-            "heartbeat_interval_s": _num(
-                lease.interval_s if current else attempt.run.heartbeat_interval_s
-            ),
-            "grace_s": _num(lease.grace_s if current else attempt.run.grace_s),
+            "resource": resource,
+            "fence": fence,
+            "current_fence": lease_fence,
+            "holder": hand,
+            "heartbeat_interval_s": _num(interval_s),
+            "grace_s": _num(grace_s),
             "expires_at": deadline,
             "expires_in_s": seconds_until(deadline, now),
             "server_time": now,
@@ -152,12 +260,12 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
             "stalled_at": limits.stalled_at if limits else None,
             "lost_at": limits.lost_at if limits else None,
         },
-        "claimed_at": attempt.claimed_at,
-        "last_report_at": selectors.last_report_at(attempt, lease),
-        "progress_percent": attempt.progress_percent,
-        "ended_at": attempt.ended_at,
-        "end_reason": attempt.end_reason or None,
-        "summary": attempt.summary or None,
+        "claimed_at": claimed_at,
+        "last_report_at": last_report_at,
+        "progress_percent": progress_percent,
+        "ended_at": ended_at,
+        "end_reason": end_reason or None,
+        "summary": summary or None,
     }
 
 

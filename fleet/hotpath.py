@@ -41,7 +41,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.http.request import split_domain_port, validate_host
 
 from fleet import services as fleet
-from fleet.api import MAX_NAME, MAX_REASON, attempt_json, lease_json
+from fleet.api import MAX_NAME, MAX_REASON, lease_json, report_row_json
 from fleet.models import Hand, HandKey, ReportKind, Scope
 from groundcontrol.api import (
     RATE_COUNTED,
@@ -65,6 +65,7 @@ _PLAIN_ACCEPT = frozenset({None, "*/*", JSON, "application/*"})
 _PLAIN_CONTENT_TYPES = frozenset({JSON, "application/json; charset=utf-8"})
 _REPORTS = re.compile(r"^/api/v1/attempts/([1-9][0-9]{0,17})/reports$")
 _REPORT_KINDS = frozenset(ReportKind.values)
+_HEARTBEAT = ReportKind.HEARTBEAT.value
 _UTC_Z = orjson.OPT_UTC_Z
 # 2**63 has 19 digits: a run this long may be an integer orjson would read as a float.
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
@@ -146,7 +147,7 @@ _KEY_CALLER = {
 }
 
 
-# Every statement's row ends with the key's id and last use (`_key_used`).
+# Every statement's row ends with the key's id and last use (`_row` stamps and drops them).
 _KEY_COLUMNS = "key.key_id, key.key_used_at"
 
 
@@ -187,6 +188,7 @@ def _statement(name: str, clock: str) -> str:
     return fleet.report_statement(
         with_percent=name == "report_percent",
         bare=name == "heartbeat",
+        answer_only=True,
         caller_ctes=engine.render(_key_cte(Scope.WORK, with_hand=False)) + ", ",
         caller_hand="(SELECT key_hand_id FROM key)",
         # A lane-limited key reaches only its lane's attempts.
@@ -195,10 +197,13 @@ def _statement(name: str, clock: str) -> str:
     )
 
 
-def _row(statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+def _row(
+    statement: str, params: dict[str, Any], server_time_at: int = len(engine.COLUMNS)
+) -> tuple[Any, ...] | None:
     """One prepared statement with server-side parameters: PostgreSQL plans it once per
     connection instead of on every call (Django binds on the client and never prepares; for
-    these CTEs planning cost more than running them)."""
+    these CTEs planning cost more than running them). `server_time_at`: where the row holds
+    the statement's time (after the lease's columns, unless told)."""
     db = connections[DEFAULT_DB_ALIAS]  # one thread-local lookup, not one per attribute
     db.ensure_connection()
     raw = db.connection
@@ -210,19 +215,16 @@ def _row(statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         # Binary results: PostgreSQL's timestamps arrive without text to parse.
         cursor.execute(statement, params, prepare=True, binary=True)
         row = cursor.fetchone()
-    return _key_used(row) if row is not None else None
-
-
-def _key_used(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The row without its last two columns (the key's id and last use), after stamping the
-    key's `last_used_at` if it is a minute old. The row's server time is the statement's
-    (`server_time`, the first column after the lease's in every statement here)."""
+    if row is None:
+        return None
+    # Every statement's row ends with the key's id and last use: stamp the key's last_used_at
+    # if it is a minute old, and leave them out.
     key_id, used_at = row[-2:]
-    fleet.key_mark_used(key_id, used_at, row[_SERVER_TIME])
+    fleet.key_mark_used(key_id, used_at, row[server_time_at])
     return row[:-2]
 
 
-_SERVER_TIME = len(engine.COLUMNS)
+_REPORT_TIME = fleet.REPORT_ANSWER_LEASE.index("server_time")
 
 
 # --- The three calls: parse the body, run the statement, or None for Django ---------------------
@@ -272,42 +274,46 @@ def _acquire(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | 
 
 def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | None:
     fence, kind = plain_int(data.get("fence")), data.get("kind")
-    process_id, message = data.get("process_id"), data.get("message")
-    percent, details = data.get("percent"), data.get("details")
-    if (
-        fence is None
-        or kind not in _REPORT_KINDS
-        # Without a process identity a report renews nothing: Django records it.
-        or plain_text(process_id, max_length=MAX_NAME) is None
-        or (message is not None and plain_text(message, max_length=MAX_REASON) is None)
-        or (percent is not None and plain_float(percent, minimum=0, maximum=100) is None)
-        or (details is not None and type(details) is not dict)
-    ):
+    # Without a process identity a report renews nothing: Django records it.
+    process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
+    if fence is None or kind not in _REPORT_KINDS or process_id is None:
         return None
-    params = {
-        **key,
-        **fleet.report_params(
-            attempt_id=int(match.group(1)),
+    params = {**key, "attempt_id": int(match.group(1)), "fence": fence, "process_id": process_id}
+    if kind == _HEARTBEAT and len(data) == 3:  # the fleet's most frequent call: nothing else
+        name = "heartbeat"
+    else:
+        message, percent, details = data.get("message"), data.get("percent"), data.get("details")
+        if (
+            (message is not None and plain_text(message, max_length=MAX_REASON) is None)
+            or (percent is not None and plain_float(percent, minimum=0, maximum=100) is None)
+            or (details is not None and type(details) is not dict)
+        ):
+            return None
+        params |= fleet.report_params(
+            attempt_id=params["attempt_id"],
             fence=fence,
             kind=kind,
             process_id=process_id,
             message=message or "",
             percent=None if percent is None else float(percent),
             details=details,
-        ),
-    }
-    if fleet.is_bare_heartbeat(kind, message or "", percent, details):
-        name = "heartbeat"
-    else:
-        name = "report_percent" if percent is not None else "report"
+        )
+        if fleet.is_bare_heartbeat(kind, message or "", percent, details):
+            name = "heartbeat"
+        else:
+            name = "report_percent" if percent is not None else "report"
     statement = _statement(name, now_sql())
-    row = _row(statement, params)
+    row = _row(statement, params, _REPORT_TIME)
     if row is None:
         return None
-    view = fleet.report_view(row)
-    if fleet.report_record_due(row):
-        fleet.heartbeat_record(view, process_id)
-    return 200, {"renewed": True, "attempt": attempt_json(view)}
+    *answer, record_due = row
+    recorded_at = None
+    if record_due:
+        at = answer[_REPORT_TIME]
+        attempt_id = params["attempt_id"]
+        if fleet.heartbeat_record(attempt_id=attempt_id, fence=fence, at=at, process_id=process_id):
+            recorded_at = at
+    return 200, {"renewed": True, "attempt": report_row_json(answer, recorded_at)}
 
 
 # path -> call (each checks its own scope); the reports path is matched by _REPORTS.

@@ -18,15 +18,28 @@ from leases.clock import db_now, now_expression, plus_seconds_sql
 from leases.engine import LeaseSnapshot
 from leases.errors import NotFound
 from leases.models import Event, Lease, LeaseKind, LeaseState, LeaseStatus, Refusal
+from leases.state import lease_state
 
 
 def last_report_at(attempt: Attempt, lease: LeaseSnapshot) -> datetime | None:
     """When the hand last reported: the attempt's record, or the slot lease's latest renewal in
     the attempt's tenure (a bare heartbeat renews without a record up to a minute)."""
-    recorded = attempt.last_report_at
-    if lease.fence != attempt.fence or lease.renewed_at is None or lease.acquired_at is None:
+    return latest_report_at(
+        attempt.last_report_at, attempt.fence, lease.fence, lease.renewed_at, lease.acquired_at
+    )
+
+
+def latest_report_at(
+    recorded: datetime | None,
+    fence: int,
+    lease_fence: int,
+    renewed_at: datetime | None,
+    acquired_at: datetime | None,
+) -> datetime | None:
+    """`last_report_at` from the values themselves (the hot path has no objects to give)."""
+    if lease_fence != fence or renewed_at is None or acquired_at is None:
         return recorded
-    renewed = lease.renewed_at if lease.renewed_at > lease.acquired_at else None
+    renewed = renewed_at if renewed_at > acquired_at else None
     if recorded is None or (renewed is not None and renewed > recorded):
         return renewed
     return recorded
@@ -101,11 +114,33 @@ def attempt_state(attempt: Attempt, lease: LeaseSnapshot) -> str:
     A tenure whose lease has moved on (broken, or taken after it was lost) is lost even before
     any sweep has recorded it.
     """
-    if attempt.end:
-        return str(attempt.end)
-    if lease.fence != attempt.fence:
+    return tenure_state(
+        attempt.end,
+        attempt.fence,
+        lease.fence,
+        status=lease.status,
+        deadline=lease.deadline,
+        grace_s=lease.grace_s,
+        now=lease.server_time,
+    )
+
+
+def tenure_state(
+    end: str | None,
+    fence: int,
+    lease_fence: int,
+    *,
+    status: str,
+    deadline: datetime | None,
+    grace_s: float,
+    now: datetime,
+) -> str:
+    """`attempt_state` from the values themselves (the hot path has no objects to give)."""
+    if end:
+        return str(end)
+    if lease_fence != fence:
         return AttemptEnd.LOST
-    state = lease.state
+    state = lease_state(status=status, deadline=deadline, grace_s=grace_s, now=now)
     if state == LeaseState.FREE:
         return AttemptEnd.LOST
     return str(state)

@@ -667,7 +667,7 @@ def is_bare_heartbeat(
 
 
 @functools.cache
-def _report_template(with_percent: bool, bare: bool) -> str:
+def _report_template(with_percent: bool, bare: bool, answer_only: bool) -> str:
     """PostgreSQL: a renewing report as one statement. It finds the caller's open attempt at its
     fence, renews the slot lease with the engine's own conditions (rendered per call), inserts
     the report and stamps the attempt, and returns what the answer shows; it matches nothing (and
@@ -679,15 +679,19 @@ def _report_template(with_percent: bool, bare: bool) -> str:
 
     The caller is a set of slots (`report_statement`): parameters here, or the hot path's key
     check (fleet/hotpath.py), which adds its CTEs in front through {caller_ctes} and columns of
-    its own at the end through {caller_columns}."""
+    its own at the end through {caller_columns}.
+
+    Its row is the lease's columns and the statement's time (`engine.COLUMNS`, server_time), the
+    attempt's, the lane's slug and whether the record is due; or, `answer_only`, just what the
+    answer shows (`REPORT_ANSWER_LEASE`, `REPORT_ANSWER_ATTEMPT`, the slug) and the due flag."""
     quote = connection.ops.quote_name
     lease_table, attempt_table = Lease._meta.db_table, Attempt._meta.db_table
-    names = [quote(f.column) for f in Attempt._meta.concrete_fields]
+    columns = {f.attname: quote(f.column) for f in Attempt._meta.concrete_fields}
+    names = list(columns.values())
     percent = ", progress_percent = %(percent)s" if with_percent else ""
     if bare:
         records = ""
-        # The attempt as read: nothing in this statement writes it.
-        attempt_columns = ", ".join(f"mine.{n}" for n in names)
+        attempt_source = "mine"  # the attempt as read: nothing in this statement writes it
         due = (
             "(mine.last_report_at IS NULL OR mine.last_report_at <= "
             f"renewed.server_time - interval '{HEARTBEAT_RECORD_S} seconds')"
@@ -706,10 +710,18 @@ def _report_template(with_percent: bool, bare: bool) -> str:
             f"RETURNING {attempt_table}.*"
             ")"
         )
-        # The attempt as the statement leaves it.
-        attempt_columns = ", ".join(f"stamped.{n}" for n in names)
+        attempt_source = "stamped"  # the attempt as the statement leaves it
         due = "false"
         stamped_join = "JOIN stamped ON true "
+    if answer_only:
+        selected = ", ".join(
+            [
+                *(f"renewed.{name}" for name in REPORT_ANSWER_LEASE),
+                *(f"{attempt_source}.{columns[name]}" for name in REPORT_ANSWER_ATTEMPT),
+            ]
+        )
+    else:
+        selected = "renewed.*, " + ", ".join(f"{attempt_source}.{n}" for n in names)
     # The answer needs nothing of the run or the slot beyond the renewed lease: the tenure's
     # interval and grace are the lease's, the slot's index is in its resource name. Every
     # join here is an index lookup on rows the whole run shares (measured: the run and slot
@@ -737,18 +749,21 @@ def _report_template(with_percent: bool, bare: bool) -> str:
         f"RETURNING {', '.join(f'{lease_table}.{c}' for c in engine.COLUMNS)}, "
         "{now} AS server_time"
         f"){records} "
-        f"SELECT renewed.*, {attempt_columns}, lane.slug, {due}{{caller_columns}} "
+        f"SELECT {selected}, lane.slug, {due}{{caller_columns}} "
         f"FROM renewed, mine {stamped_join}"
         f"JOIN {Lane._meta.db_table} lane ON lane.id = mine.lane_id"
     )
 
 
-def report_statement(*, with_percent: bool, bare: bool, **caller: str) -> str:
+def report_statement(
+    *, with_percent: bool, bare: bool, answer_only: bool = False, **caller: str
+) -> str:
     """The renewing report for the caller's slots: `caller_ctes`, `caller_hand` (the
     caller's hand id) and `caller_lane` (a condition on the attempt's lane), and any
-    `caller_columns` to add to its row."""
+    `caller_columns` to add to its row (`_report_template` says what the row holds)."""
     caller.setdefault("caller_columns", "")
-    return engine.render(_report_template(with_percent, bare), caller_from="", **caller)
+    template = _report_template(with_percent, bare, answer_only)
+    return engine.render(template, caller_from="", **caller)
 
 
 def report_params(
@@ -803,11 +818,40 @@ def report_record_due(row: tuple[Any, ...]) -> bool:
     return bool(row[width + count + 1])
 
 
-def heartbeat_record(view: AttemptView, process_id: str) -> None:
+# What an answer shows of a renewing report (`answer_only`), in this order, followed by the
+# lane's slug (fleet.api.report_row_json).
+REPORT_ANSWER_LEASE = (
+    "resource",
+    "status",
+    "holder",
+    "fence",
+    "interval_s",
+    "grace_s",
+    "acquired_at",
+    "renewed_at",
+    "deadline",
+    "server_time",
+)
+REPORT_ANSWER_ATTEMPT = (
+    "id",
+    "run_id",
+    "fence",
+    "process_id",
+    "directive",
+    "claimed_at",
+    "last_report_at",
+    "ended_at",
+    "end",
+    "end_reason",
+    "summary",
+    "progress_percent",
+)
+
+
+def heartbeat_record(*, attempt_id: int, fence: int, at: datetime, process_id: str) -> bool:
     """The once-a-minute record of a bare heartbeat (PostgreSQL): the attempt's stamp and the
-    report row, at the renewal's time, in one statement. The stamp is conditional, so of
-    heartbeats that found the record due at once only one writes it."""
-    attempt, at = view.attempt, view.lease.server_time
+    report row, at the renewal's time `at`, in one statement; whether it was written. The stamp
+    is conditional, so of heartbeats that found the record due at once only one writes it."""
     attempt_table = Attempt._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -821,14 +865,13 @@ def heartbeat_record(view: AttemptView, process_id: str) -> None:
             "SELECT id, %(kind)s, %(at)s, %(process_id)s, true, '', NULL, '{}' FROM stamped",
             {
                 "at": at,
-                "attempt_id": attempt.pk,
-                "fence": attempt.fence,
+                "attempt_id": attempt_id,
+                "fence": fence,
                 "kind": ReportKind.HEARTBEAT.value,
                 "process_id": process_id,
             },
         )
-        if cursor.rowcount:
-            attempt.last_report_at = at
+        return bool(cursor.rowcount)
 
 
 def _report_renewing(
@@ -873,7 +916,11 @@ def _report_renewing(
         return None
     view = report_view(row, hand)
     if report_record_due(row):
-        heartbeat_record(view, process_id)
+        at = view.lease.server_time
+        if heartbeat_record(
+            attempt_id=view.attempt.pk, fence=view.attempt.fence, at=at, process_id=process_id
+        ):
+            view.attempt.last_report_at = at
     return view
 
 

@@ -8,7 +8,7 @@ is compared with Django's own (`hot_path=False`) for the same call."""
 from __future__ import annotations
 
 import copy
-from datetime import datetime
+from datetime import datetime, timedelta
 from unittest import mock
 
 import pytest
@@ -103,6 +103,37 @@ def test_a_plain_report_answers_as_django_does(api_a: Api, run, frozen_clock: da
     for field in ("kind", "message", "percent", "details", "renewed", "process_id", "at"):
         assert getattr(fast_row, field) == getattr(full_row, field), field
     assert fast_row.at == frozen_clock
+
+
+def test_a_bare_heartbeat_answers_as_django_does_with_and_between_its_records(
+    api_a: Api, boss: Api, run, frozen_clock: datetime
+) -> None:
+    """The hot path reads a heartbeat's answer straight off its row (`fleet.api.report_row_json`);
+    Django builds it from the attempt's view. At each instant the fast heartbeat goes first, so
+    it is the one that finds the once-a-minute record due when it is."""
+    attempt = claim(api_a, run)
+    full_api = django_twin(api_a)
+    instants = {
+        # A renewal at the claim's own instant is no report: only the record says there was one.
+        "recorded (the first), at the claim's instant": 0,
+        "renewed only, within the minute": 10,
+        "paused by its supervisor": 20,
+        "recorded again, a minute on": 80,
+    }
+    for label, seconds in instants.items():
+        clock.freeze(frozen_clock + timedelta(seconds=seconds))
+        if label.startswith("paused"):
+            directive = {"directive": "pause"}
+            assert boss.post(f"/attempts/{attempt['id']}/directive", directive).status_code == 200
+        fast = report(api_a, attempt)
+        assert served_by_hot_path(fast), label
+        same_answer(fast, report(full_api, attempt))
+        body = fast.json()["attempt"]
+        assert body["last_report_at"] == clock.db_now().isoformat().replace("+00:00", "Z"), label
+        assert body["state"] == "live" and body["lease"]["fence"] == attempt["fence"], label
+    assert body["directive"] == "pause"
+    recorded = Report.objects.filter(attempt_id=attempt["id"]).values_list("at", flat=True)
+    assert sorted(recorded) == [frozen_clock + timedelta(seconds=s) for s in (0, 80)]
 
 
 def test_a_reports_details_are_kept_exactly_as_sent(api_a: Api, run) -> None:
