@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 Op = Callable[[], bool]
 # Makes client number i: opens its connection, returns its operation and a closer.
 ClientFactory = Callable[[int], tuple[Op, Callable[[], None]]]
+# CPU seconds used so far by each of a system's server parts (gunicorn, postgres, ...).
+Meter = Callable[[], dict[str, float]]
 
 
 @dataclass
@@ -26,10 +28,19 @@ class Sample:
     seconds: float
     latencies_s: list[float] = field(repr=False)
     first_error: str = ""
+    # CPU seconds each server part used in the measured window (with a meter).
+    cpu_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def ops_per_s(self) -> float:
         return self.ops / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_op(self) -> float:
+        """Server CPU per granted operation, in µs (all parts metered); NaN without a meter."""
+        if not self.cpu_s or not self.ops:
+            return float("nan")
+        return sum(self.cpu_s.values()) / self.ops * 1e6
 
     def percentile_ms(self, q: float) -> float:
         if not self.latencies_s:
@@ -39,8 +50,16 @@ class Sample:
         return ordered[index] * 1000
 
 
-def run(factory: ClientFactory, *, concurrency: int, seconds: float, warmup_s: float) -> Sample:
-    """Run `concurrency` clients for `warmup_s + seconds`; count only the last `seconds`."""
+def run(
+    factory: ClientFactory,
+    *,
+    concurrency: int,
+    seconds: float,
+    warmup_s: float,
+    meter: Meter | None = None,
+) -> Sample:
+    """Run `concurrency` clients for `warmup_s + seconds`; count only the last `seconds`. With a
+    `meter`, the servers' CPU is read as the window opens and as it closes."""
     clients = [factory(i) for i in range(concurrency)]
     start = threading.Barrier(concurrency + 1)
     lock = threading.Lock()
@@ -83,6 +102,13 @@ def run(factory: ClientFactory, *, concurrency: int, seconds: float, warmup_s: f
     measure_from = now + warmup_s
     measure_to = measure_from + seconds
     start.wait()
+    cpu_s: dict[str, float] = {}
+    if meter is not None:
+        time.sleep(max(0.0, measure_from - time.perf_counter()))
+        before = meter()
+        time.sleep(max(0.0, measure_to - time.perf_counter()))
+        after = meter()
+        cpu_s = {part: after[part] - before[part] for part in after}
     for thread in threads:
         thread.join()
     for _, close in clients:
@@ -96,6 +122,7 @@ def run(factory: ClientFactory, *, concurrency: int, seconds: float, warmup_s: f
         seconds=seconds,
         latencies_s=latencies,
         first_error=first_error[0] if first_error else "",
+        cpu_s=cpu_s,
     )
 
 

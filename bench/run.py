@@ -122,9 +122,20 @@ class Bench:
 
     # --- one measurement --------------------------------------------------------------------
 
-    def measure(self, system: str, operation: str, c: int, factory: load.ClientFactory) -> None:
+    def measure(
+        self,
+        system: str,
+        operation: str,
+        c: int,
+        factory: load.ClientFactory,
+        meter: load.Meter,
+    ) -> None:
         sample = load.run(
-            factory, concurrency=c, seconds=self.args.seconds, warmup_s=self.args.warmup
+            factory,
+            concurrency=c,
+            seconds=self.args.seconds,
+            warmup_s=self.args.warmup,
+            meter=meter,
         )
         self.samples.setdefault((system, operation, c), []).append(sample)
         self.runs += 1
@@ -132,7 +143,7 @@ class Bench:
         print(
             f"   {system:>14} {operation:<10} c={c:<3} {sample.ops_per_s:>9,.0f} ops/s  "
             f"p50 {sample.percentile_ms(0.5):6.1f} ms  p99 {sample.percentile_ms(0.99):7.1f} ms  "
-            f"errors {sample.errors}{note}",
+            f"cpu {sample.cpu_us_per_op:6.0f} µs/op  errors {sample.errors}{note}",
             flush=True,
         )
 
@@ -142,6 +153,11 @@ class Bench:
         table, is not always the same."""
         turn = self.repeat % len(GC_OPS)
         return GC_OPS[turn:] + GC_OPS[:turn]
+
+    def _process_meter(self, name: str) -> load.Meter:
+        """The CPU of the process the benchmark started as `name` (and its session)."""
+        pid = next(proc.pid for started, proc in self.procs.procs if started == name)
+        return lambda: {name: services.tree_cpu_seconds(pid)}
 
     def tag(self) -> str:
         return f"r{self.runs}-{time.monotonic_ns()}"
@@ -154,6 +170,13 @@ class Bench:
         services.vacuum_if_autovacuum_is_off(self.database)
         url = services.start_gunicorn(self.procs, self.env, {})
         master = self.procs.procs[-1][1]
+
+        def meter() -> dict[str, float]:
+            return {
+                "gunicorn": services.tree_cpu_seconds(master.pid),
+                "postgres": services.postgres_cpu_seconds(),
+            }
+
         try:
             # Every worker thread opens its database and Redis connections on its first
             # request: open them all before anything is measured.
@@ -163,7 +186,7 @@ class Bench:
                 factory = drivers.gc_http(
                     url, self.fixtures, operation, self.tag(), self.args.http_client
                 )
-                self.measure("Ground Control", operation, c, factory)
+                self.measure("Ground Control", operation, c, factory, meter)
             sizes = services.children_rss_mib(master.pid)
             self.memory.append(
                 {
@@ -186,12 +209,17 @@ class Bench:
                 operation,
                 c,
                 drivers.sql(self.database, self.fixtures, operation, self.tag()),
+                lambda: {"postgres": services.postgres_cpu_seconds()},
             )
 
     def redis(self, c: int) -> None:
         for operation in ("acquire", "renew"):
             self.measure(
-                "Redis", operation, c, drivers.redis_driver(self.redis_url, operation, self.tag())
+                "Redis",
+                operation,
+                c,
+                drivers.redis_driver(self.redis_url, operation, self.tag()),
+                self._process_meter("redis"),
             )
 
     def etcd(self, c: int) -> None:
@@ -201,7 +229,7 @@ class Bench:
             factory = drivers.etcd_driver(
                 self.etcd_url, operation, self.tag(), self.args.http_client
             )
-            self.measure("etcd", operation, c, factory)
+            self.measure("etcd", operation, c, factory, self._process_meter("etcd"))
 
     def run(self) -> None:
         blocks: list[Callable[[int], None]] = [
@@ -260,6 +288,13 @@ class Bench:
                         middle.percentile_ms(0.99),
                         [s.ops_per_s for s in samples],
                         sum(s.errors for s in samples),
+                        cpu_us=load.median([s.cpu_us_per_op for s in samples]),
+                        cpu_parts={
+                            part: load.median([s.cpu_s[part] / s.ops * 1e6 for s in samples])
+                            for part in middle.cpu_s
+                        }
+                        if all(s.ops for s in samples)
+                        else {},
                     )
                 )
         return out

@@ -261,21 +261,33 @@ def start_gunicorn(procs: Processes, env: dict[str, str], extra: dict[str, str])
     return url
 
 
-def tree_cpu_seconds(pid: int, *, system: bool = True) -> float:
-    """CPU time (user, plus system unless told) used so far by `pid` and every process in its
-    session."""
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) used so far by `pid` and every process in its session (each
+    process the benchmark starts leads its own: gunicorn's workers are in their master's)."""
+    return _cpu_seconds(lambda command, fields: int(fields[3]) == pid)
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU time used so far by the PostgreSQL server's processes (its backends, the WAL writer
+    and the rest): nothing else uses the server while the benchmark measures."""
+    return _cpu_seconds(lambda command, fields: command == "postgres")
+
+
+def _cpu_seconds(selected: Callable[[str, list[str]], bool]) -> float:
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            stat = (entry / "stat").read_text()
         except OSError:
             continue
+        command, _, rest = stat.partition(" (")[2].rpartition(") ")
+        fields = rest.split()
         # After the command: state, ppid, pgrp, session, ..., utime (12th), stime (13th).
-        if int(fields[3]) == pid:
-            total += int(fields[11]) + (int(fields[12]) if system else 0)
+        if selected(command, fields):
+            total += int(fields[11]) + int(fields[12])
     return total / tick
 
 
