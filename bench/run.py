@@ -295,6 +295,7 @@ class Bench:
                         }
                         if all(s.ops for s in samples)
                         else {},
+                        cpu_runs=[s.cpu_us_per_op for s in samples],
                     )
                 )
         return out
