@@ -5,6 +5,7 @@ The answer's one write is checked against a socket that records its writes."""
 
 from __future__ import annotations
 
+import email.utils
 import os
 import runpy
 import signal
@@ -315,6 +316,36 @@ def test_other_answers_are_written_exactly_as_gunicorn_writes_them(
 
     assert without_date(ours) == without_date(sock.writes)
     assert ours  # at least the head
+
+
+def test_the_date_is_gunicorns_own_formatted_once_a_second(monkeypatch) -> None:  # noqa: ANN001
+    def date_of(writes: list[bytes]) -> bytes:
+        (line,) = [x for x in writes[0].split(b"\r\n") if x.startswith(b"Date: ")]
+        return line
+
+    formatted = []
+    monkeypatch.setattr(gunicorn_worker, "_date", (0, ""))
+    monkeypatch.setattr(email.utils, "formatdate", _counting(email.utils.formatdate, formatted))
+    # Within one second, then the next: each answer's date is gunicorn's for that instant.
+    for instant in (1_900_000_000.2, 1_900_000_000.9, 1_900_000_001.1):
+        monkeypatch.setattr(time, "time", lambda instant=instant: instant)
+        ours = _respond("200 OK", [("Content-Length", "2")], [b"ok"])
+        sock = RecordingSocket()
+        theirs = wsgi.Response(FakeRequest("GET"), sock, Config())
+        theirs.start_response("200 OK", [("Content-Length", "2")])
+        theirs.write(b"ok")
+        assert date_of(ours) == date_of(sock.writes), instant
+    assert date_of(ours) == b"Date: Sun, 17 Mar 2030 17:46:41 GMT"
+    # gunicorn formatted three dates; ours two, one per second.
+    assert len(formatted) == 3 + 2
+
+
+def _counting(function, calls: list):  # noqa: ANN001, ANN202
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(args)
+        return function(*args, **kwargs)
+
+    return counted
 
 
 def test_the_worker_is_gthread_underneath() -> None:
