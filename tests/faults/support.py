@@ -76,7 +76,7 @@ def migrate_and_bootstrap(env: dict[str, str]) -> str:
                    env=env, check=True, timeout=300)
     done = subprocess.run(
         [sys.executable, "manage.py", "bootstrap", "--workspace", "faults", "--username", "ops",
-         "--password", secrets.token_urlsafe(12), "--json"],
+         f"--password={secrets.token_urlsafe(12)}", "--json"],
         cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=120)
     import json
 

@@ -786,7 +786,7 @@ def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
                        cwd=ROOT, env=env, check=True)
         boot = subprocess.run(
             [sys.executable, "manage.py", "bootstrap", "--workspace", "harness", "--username",
-             "harness", "--password", secrets.token_urlsafe(16), "--json"],
+             "harness", f"--password={secrets.token_urlsafe(16)}", "--json"],
             cwd=ROOT, env=env, check=True, capture_output=True, text=True)
         key = json.loads(boot.stdout)["supervisor_key"]
         with Gunicorn(env=env, log=workdir / "gunicorn.log", workers=args.workers) as server:
