@@ -71,6 +71,8 @@ _UTC_Z = orjson.OPT_UTC_Z
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 StartResponse = Callable[..., Any]
+# Set in the environ of a request the hot path has tried (and left to Django).
+HOT_PATH_TRIED = "gc.hot_path_tried"
 
 
 # --- Plain values: what the serializers would keep unchanged --------------------------------------
@@ -333,7 +335,16 @@ class HotPath:
         self.app = app
         self._headers: list[tuple[str, str]] | None = None
 
+    # What a request takes along when the hot path has tried it and Django is to answer it.
+    carried = (RATE_COUNTED, HOT_PATH_TRIED)
+
+    def serves(self, path: str) -> bool:
+        """Whether a POST to `path` may be one of the hot path's calls."""
+        return path in _CALLS or _REPORTS.match(path) is not None
+
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get(HOT_PATH_TRIED):
+            return self.app(environ, start_response)
         answered = self.respond(environ)
         if answered is None:
             return self.app(environ, start_response)
@@ -360,6 +371,7 @@ class HotPath:
             if match is None:
                 return None
             call = _report
+        environ[HOT_PATH_TRIED] = True
         if not _plain_request(environ):
             return None
         token = _bearer(environ)

@@ -8,16 +8,20 @@ is compared with Django's own (`hot_path=False`) for the same call."""
 from __future__ import annotations
 
 import copy
+import json
 from datetime import datetime, timedelta
 from unittest import mock
 
 import pytest
-from django.db import OperationalError
-from django.test import override_settings
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_started
+from django.db import OperationalError, close_old_connections
+from django.test import RequestFactory, override_settings
 
 from fleet import hotpath
 from fleet import services as fleet
 from fleet.models import HandKey, Report
+from groundcontrol.api import RATE_COUNTED
 from leases import clock
 from leases.models import Event, Lease
 from tests.api.conftest import Api, error_of, mint, refusals
@@ -328,3 +332,53 @@ def test_the_hot_path_serves_only_posts_to_its_endpoints(api_a: Api) -> None:
         400,
         404,
     )
+
+
+def test_the_hot_path_names_the_calls_it_may_serve() -> None:
+    app = hotpath.HotPath(app=None)  # type: ignore[arg-type]
+    for path in ("/api/v1/leases/renew", "/api/v1/leases/acquire", "/api/v1/attempts/7/reports"):
+        assert app.serves(path), path
+    for path in ("/api/v1/leases/release", "/api/v1/attempts/x/reports", "/api/v1/leases/renew/"):
+        assert not app.serves(path), path
+
+
+@override_settings(GC_RATE_LIMIT_PER_MINUTE=3)
+def test_a_call_the_hot_path_tried_is_answered_by_django_without_a_second_try(
+    api_a: Api,
+) -> None:
+    """The web worker's front door (groundcontrol/gunicorn_worker.py) runs `respond` on a raw
+    request; when it answers None the request goes to the application with what `carried`
+    names. The application must then leave the call to Django: no second statement, no second
+    count against the rate limit."""
+    api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p1"})
+    stale = json.dumps({"resource": "src/", "fence": 9, "process_id": "p1"})
+    factory = RequestFactory()
+
+    def environ() -> dict:
+        return factory.post(
+            "/api/v1/leases/renew",
+            data=stale,
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {api_a.key}"},
+        ).environ
+
+    app = hotpath.HotPath(WSGIHandler())
+    tried = environ()
+    assert app.respond(tried) is None  # a stale fence: for Django to refuse and record
+    carried = {key: tried[key] for key in app.carried if key in tried}
+    assert carried == {RATE_COUNTED: True, hotpath.HOT_PATH_TRIED: True}
+    statements = []
+    answers = []
+    # As Django's test client does: the test's connection is not to be closed between requests.
+    request_started.disconnect(close_old_connections)
+    try:
+        with mock.patch.object(hotpath, "_row", side_effect=lambda *a: statements.append(a)):
+            body = app({**environ(), **carried}, lambda status, headers: answers.append(status))
+    finally:
+        request_started.connect(close_old_connections)
+    assert statements == [] and answers[0].startswith("409")
+    assert json.loads(b"".join(body))["error"]["code"] == "stale_fence"
+    assert len(refusals("stale_fence")) == 1
+    # Counted once: the acquire and that call leave room for one more of three a minute.
+    assert api_a.post("/leases/renew", json.loads(stale)).status_code == 409
+    error_of(api_a.post("/leases/renew", json.loads(stale)), 429, "rate_limited")

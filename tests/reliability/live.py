@@ -90,7 +90,6 @@ class Gunicorn:
             GUNICORN_TIMEOUT=str(self.timeout_s),
             GUNICORN_GRACEFUL_TIMEOUT="5",
             GUNICORN_MAX_REQUESTS="0",
-            GUNICORN_ACCESS_LOG=str(self.log.with_suffix(".access.log")),
         )
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(

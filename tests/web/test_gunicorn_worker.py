@@ -6,6 +6,7 @@ The answer's one write is checked against a socket that records its writes."""
 from __future__ import annotations
 
 import email.utils
+import json
 import os
 import runpy
 import signal
@@ -37,12 +38,20 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp_path: Path, threads: int) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        threads: int,
+        args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = _free_port()
         config = tmp_path / "empty.conf.py"  # not ./gunicorn.conf.py, which gunicorn would read
         config.write_text("")
         self.log = tmp_path / "gunicorn.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GUNICORN_")}
+        given = env or {}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GUNICORN_", "GC_"))}
+        env.update(given)
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(  # noqa: S603
                 [
@@ -50,7 +59,7 @@ class Server:
                     "--worker-class", "groundcontrol.gunicorn_worker.FleetWorker",
                     "--workers", "1", "--threads", str(threads), "--keep-alive", "5",
                     "--graceful-timeout", "20",
-                    "--bind", f"127.0.0.1:{self.port}", "tests.web.wsgi_app:application",
+                    "--bind", f"127.0.0.1:{self.port}", *args, "tests.web.wsgi_app:application",
                 ],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
@@ -84,11 +93,13 @@ def server(tmp_path: Path) -> Iterator[Server]:
     running.stop()
 
 
-def request(method: str, path: str, body: bytes = b"", close: bool = False) -> bytes:
+def request(
+    method: str, path: str, body: bytes = b"", close: bool = False, headers: str = ""
+) -> bytes:
     head = f"{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {len(body)}\r\n"
     if close:
         head += "Connection: close\r\n"
-    return head.encode() + b"\r\n" + body
+    return head.encode() + headers.encode() + b"\r\n" + body
 
 
 class Reader:
@@ -122,7 +133,7 @@ class Reader:
         while line := self._take_line():
             name, _, value = line.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
-        if method == "HEAD" or status in (204, 304):
+        if method == "HEAD" or status in (204, 304) or status < 200:
             return status, headers, b""
         if headers.get("transfer-encoding") == "chunked":
             body = b""
@@ -352,3 +363,203 @@ def test_the_worker_is_gthread_underneath() -> None:
     from gunicorn.workers.gthread import ThreadWorker
 
     assert issubclass(FleetWorker, ThreadWorker)
+
+
+# --- the front door: hot calls on a kept-alive connection ---------------------------------------
+
+
+def raw_answer(reader: Reader) -> tuple[list[bytes], bytes]:
+    """An answer's head lines as sent, without its Date, and its body."""
+    lines = []
+    while line := reader._take_line():
+        lines.append(line)
+    length = next(int(x.split(b":")[1]) for x in lines if x.lower().startswith(b"content-length"))
+    return [x for x in lines if not x.startswith(b"Date: ")], reader._take(length)
+
+
+def hot(reader: Reader) -> dict:
+    status, _, body = reader.answer()
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_a_hot_call_on_a_kept_connection_comes_through_the_front_door_as_gunicorn_serves_it(
+    server: Server,
+) -> None:
+    """A connection's first request always goes through gunicorn (it sets the connection up);
+    the next ones through the front door, with the environ gunicorn builds and the same bytes."""
+    with server.connect() as sock:
+        reader = Reader(sock)
+        answers = []
+        for n in range(3):
+            sock.sendall(request("POST", "/hot/echo", f"call {n}".encode()))
+            answers.append(raw_answer(reader))
+    bodies = [json.loads(body) for _, body in answers]
+    assert [b["via"] for b in bodies] == ["gunicorn", "front door", "front door"]
+    assert [b["body"] for b in bodies] == ["call 0", "call 1", "call 2"]
+    # Every text value of the environ, as gunicorn built it for the first call.
+    assert bodies[1]["environ"] == bodies[0]["environ"] == bodies[2]["environ"]
+    assert bodies[0]["environ"]["PATH_INFO"] == "/hot/echo"
+    assert bodies[0]["environ"]["HTTP_HOST"] == "test"
+    # The same head, but for each body's own length.
+    heads = [[x for x in head if not x.startswith(b"Content-Length: ")] for head, _ in answers]
+    assert heads[0] == heads[1] == heads[2]
+    for head, body in answers:
+        assert f"Content-Length: {len(body)}".encode() in head
+    assert heads[0][0] == b"HTTP/1.1 200 OK" and b"Connection: keep-alive" in heads[0]
+
+
+STEPS_ASIDE = [
+    ("a GET", request("GET", "/hot/echo")),
+    ("a query string", request("POST", "/hot/echo?x=1", b"{}")),
+    ("another path", request("POST", "/echo", b"{}")),
+    ("HTTP/1.0", b"POST /hot/echo HTTP/1.0\r\nHost: test\r\nContent-Length: 2\r\n\r\n{}"),
+    ("no Host", b"POST /hot/echo HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"),
+    ("a proxy header", request("POST", "/hot/echo", b"{}", headers="X-Forwarded-For: 1.2.3.4\r\n")),
+    ("a scheme header", request("POST", "/hot/echo", b"{}", headers="X-Forwarded-Proto: x\r\n")),
+    ("Forwarded", request("POST", "/hot/echo", b"{}", headers="Forwarded: for=1.2.3.4\r\n")),
+    ("an underscore", request("POST", "/hot/echo", b"{}", headers="X_Custom: a\r\n")),
+    ("a repeated header", request("POST", "/hot/echo", b"{}", headers="X-A: 1\r\nX-A: 2\r\n")),
+    ("Connection: close", request("POST", "/hot/echo", b"{}", close=True)),
+    ("Expect", request("POST", "/hot/echo", b"{}", headers="Expect: 100-continue\r\n")),
+    (
+        "a chunked body",
+        b"POST /hot/echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"2\r\n{}\r\n0\r\n\r\n",
+    ),
+    ("a malformed request", b"POST /hot/echo HTTP/1.1\r\nHost: test\r\nContent-Length: x\r\n\r\n"),
+]  # fmt: skip
+
+
+def comparable(body: bytes) -> object:
+    """An answer's body, but for the client's port (each connection has its own)."""
+    if not body.startswith(b"{"):
+        return body
+    echoed = json.loads(body)
+    echoed.get("environ", {}).pop("REMOTE_PORT", None)
+    return echoed
+
+
+def final_answer(reader: Reader) -> tuple[int, dict[str, str], bytes]:
+    """The answer after any 100 Continue."""
+    while (answer := reader.answer())[0] == 100:
+        pass
+    return answer
+
+
+@pytest.mark.parametrize(("name", "wire"), STEPS_ASIDE, ids=[name for name, _ in STEPS_ASIDE])
+def test_a_request_the_front_door_is_not_sure_of_goes_through_gunicorn(
+    server: Server, name: str, wire: bytes
+) -> None:
+    """Each is answered on a kept connection exactly as gunicorn answers it as a connection's
+    first request (which never comes through the front door)."""
+    with server.connect() as first, server.connect() as kept:
+        first.sendall(wire)
+        status, headers, body = final_answer(Reader(first))
+        reader = Reader(kept)
+        kept.sendall(request("POST", "/hot/echo", b"one"))
+        kept.sendall(request("POST", "/hot/echo", b"two"))
+        assert [hot(reader)["via"], hot(reader)["via"]] == ["gunicorn", "front door"]
+        kept.sendall(wire)
+        kept_status, kept_headers, kept_body = final_answer(reader)
+        assert (kept_status, comparable(kept_body)) == (status, comparable(body))
+        kept_headers.pop("date", None)
+        headers.pop("date", None)
+        assert kept_headers == headers
+        if body.startswith(b"{"):
+            assert json.loads(kept_body)["via"] == "gunicorn"
+        if headers.get("connection") == "keep-alive":
+            # The connection carries on, through the front door again.
+            kept.sendall(request("POST", "/hot/echo", b"after"))
+            assert hot(reader)["via"] == "front door"
+        else:
+            assert kept.recv(1) == b""
+
+
+def test_a_call_the_hot_path_leaves_to_the_application_is_tried_once(server: Server) -> None:
+    """The front door's hot path tried it (and counted it); the application answers it with
+    what the hot path did, and the hot path does not try it again."""
+    with server.connect() as sock:
+        reader = Reader(sock)
+        for _ in range(3):
+            sock.sendall(request("POST", "/hot/refuse", b"{}"))
+            status, _, body = reader.answer()
+            assert (status, json.loads(body)) == (409, {"counted": 1, "tried": True})
+        sock.sendall(request("POST", "/hot/echo", b"x"))
+        assert hot(reader)["via"] == "front door"
+        # What was carried went with that request only.
+        sock.sendall(request("POST", "/echo", b"y"))
+        assert reader.answer()[2] == b"echo:y"
+
+
+def test_pipelined_and_split_requests_through_the_front_door(server: Server) -> None:
+    with server.connect() as sock:
+        reader = Reader(sock)
+        sock.sendall(request("POST", "/hot/echo", b"first"))
+        assert hot(reader)["via"] == "gunicorn"
+        wires = [
+            request("POST", "/hot/echo", b"a"),
+            request("POST", "/hot/refuse", b"{}"),
+            request("POST", "/echo", b"b"),
+            request("POST", "/hot/echo", b"c"),
+        ]
+        sock.sendall(b"".join(wires))
+        assert hot(reader)["body"] == "a"
+        assert reader.answer()[::2] == (409, b'{"counted": 1, "tried": true}')
+        assert reader.answer()[2] == b"echo:b"
+        assert hot(reader)["body"] == "c"
+        # One request in three pieces: the head cut in two, then the body.
+        wire = request("POST", "/hot/echo", b"split body")
+        for piece in (wire[:20], wire[20:-4], wire[-4:]):
+            sock.sendall(piece)
+            time.sleep(0.05)
+        answer = hot(reader)
+        assert (answer["via"], answer["body"]) == ("front door", "split body")
+
+
+def test_the_front_door_keeps_gunicorns_count_of_requests(tmp_path: Path) -> None:
+    """--max-requests: the answer that reaches it closes the connection, and the worker is
+    replaced."""
+    # One worker; the fixture's readiness probe is its first request.
+    server = Server(tmp_path, threads=4, args=("--max-requests", "4"))
+    try:
+        with server.connect() as sock:
+            reader = Reader(sock)
+            connections = []
+            for n in range(3):
+                sock.sendall(request("POST", "/hot/echo", f"{n}".encode()))
+                status, headers, body = reader.answer()
+                connections.append(headers["connection"])
+            assert json.loads(body)["via"] == "front door"
+            assert connections == ["keep-alive", "keep-alive", "close"]
+            assert sock.recv(1) == b""
+    finally:
+        server.stop()
+
+
+def test_the_front_door_can_be_closed(tmp_path: Path) -> None:
+    server = Server(tmp_path, threads=4, env={"GC_FRONT_DOOR": "off"})
+    try:
+        with server.connect() as sock:
+            reader = Reader(sock)
+            for _ in range(3):
+                sock.sendall(request("POST", "/hot/echo", b"x"))
+                assert hot(reader)["via"] == "gunicorn"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("setting", "limit"), [(0, 1024 * 1024), (4094, 4094), (100, 100), (8190, 8190), (9000, 8190)]
+)
+def test_the_request_line_limit_is_gunicorns(setting: int, limit: int) -> None:
+    from gunicorn.http.message import Request
+    from gunicorn.http.unreader import IterUnreader
+
+    cfg = Config()
+    cfg.set("limit_request_line", setting)
+    wire = b"POST /hot/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n"
+    theirs = Request(cfg, IterUnreader([wire]), ("127.0.0.1", 1))
+    assert theirs._use_fast  # gunicorn's own path parses with gunicorn_h1c too
+    assert gunicorn_worker._request_line_limit(setting) == limit
+    assert theirs._fast_limit_request_line == limit
