@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.http.request import split_domain_port, validate_host
 
 from fleet import services as fleet
@@ -200,13 +200,13 @@ def _statement(name: str, clock: str) -> str:
 
 
 def _row(
-    statement: str, params: dict[str, Any], server_time_at: int = len(engine.COLUMNS)
+    db: Any, statement: str, params: dict[str, Any], server_time_at: int = len(engine.COLUMNS)
 ) -> tuple[Any, ...] | None:
     """One prepared statement with server-side parameters: PostgreSQL plans it once per
     connection instead of on every call (Django binds on the client and never prepares; for
-    these CTEs planning cost more than running them). `server_time_at`: where the row holds
-    the statement's time (after the lease's columns, unless told)."""
-    db = connections[DEFAULT_DB_ALIAS]  # one thread-local lookup, not one per attribute
+    these CTEs planning cost more than running them). `db`: the request's database wrapper
+    (looked up once a request: each lookup is a thread-local's). `server_time_at`: where the row
+    holds the statement's time (after the lease's columns, unless told)."""
     db.ensure_connection()
     raw = db.connection
     if raw.prepare_threshold is None:
@@ -234,7 +234,7 @@ _REPORT_TIME = fleet.REPORT_ANSWER_LEASE.index("server_time")
 Answer = tuple[int, Any]
 
 
-def _renew(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | None:
+def _renew(db: Any, data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | None:
     resource = plain_text(
         data.get("resource"), max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False
     )
@@ -243,11 +243,11 @@ def _renew(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | No
     if resource is None or fence is None or process_id is None:
         return None
     params = {**key, "resource": resource, "fence": fence, "process_id": process_id}
-    row = _row(_statement("renew", now_sql()), params)
+    row = _row(db, _statement("renew", now_sql()), params)
     return (200, lease_json(engine.snapshot(row))) if row else None
 
 
-def _acquire(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | None:
+def _acquire(db: Any, data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | None:
     resource = plain_text(
         data.get("resource"), max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False
     )
@@ -270,11 +270,11 @@ def _acquire(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | 
         "grace_s": 0.0,
         "event_data": orjson.dumps({"ttl_s": ttl_s, "process_id": process_id}).decode(),
     }
-    row = _row(_statement("acquire", now_sql()), params)
+    row = _row(db, _statement("acquire", now_sql()), params)
     return (201, lease_json(engine.snapshot(row))) if row else None
 
 
-def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | None:
+def _report(db: Any, data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | None:
     fence, kind = plain_int(data.get("fence")), data.get("kind")
     # Without a process identity a report renews nothing: Django records it.
     process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
@@ -305,7 +305,7 @@ def _report(data: dict[str, Any], key: dict[str, str], match: Any) -> Answer | N
         else:
             name = "report_percent" if percent is not None else "report"
     statement = _statement(name, now_sql())
-    row = _row(statement, params, _REPORT_TIME)
+    row = _row(db, statement, params, _REPORT_TIME)
     if row is None:
         return None
     *answer, record_due = row
@@ -354,15 +354,16 @@ class HotPath:
 
     def respond(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes] | None:
         """The answer (status line, headers, body) if the hot path serves the call, else None."""
-        if environ.get("REQUEST_METHOD") != "POST" or connection.vendor != "postgresql":
+        db = connections[DEFAULT_DB_ALIAS]
+        if environ.get("REQUEST_METHOD") != "POST" or db.vendor != "postgresql":
             return None
-        answer = self._answer(environ)
+        answer = self._answer(environ, db)
         if answer is None:
             return None
         status, body = answer
         return status, self._response_headers(environ, body), body
 
-    def _answer(self, environ: dict[str, Any]) -> tuple[str, bytes] | None:
+    def _answer(self, environ: dict[str, Any], db: Any) -> tuple[str, bytes] | None:
         path = environ.get("PATH_INFO", "")
         call = _CALLS.get(path)
         match = None
@@ -387,11 +388,10 @@ class HotPath:
             return None
         environ[RATE_COUNTED] = True
         key = {"key_prefix": prefix, "key_secret_hash": secret_hash}
-        db = connections[DEFAULT_DB_ALIAS]
         if not db.in_atomic_block:
             db.close_if_unusable_or_obsolete()  # what Django does as a request starts
         try:
-            answer = call(data, key, match)
+            answer = call(db, data, key, match)
         except Exception:  # noqa: BLE001 - Django does the call again and answers it
             logger.warning("hot path failed; handing %s to Django", path, exc_info=True)
             return None
