@@ -69,6 +69,23 @@ def http_date() -> str:
 _date: tuple[int, str] = (0, "")
 
 
+def head_lines(version: str, status: str, connection: str) -> list[str]:
+    """An answer's first lines as gunicorn writes them (27.0.1), with the date of `http_date`."""
+    return [
+        f"HTTP/{version} {status}\r\n",
+        f"Server: {wsgi.SERVER}\r\n",
+        f"Date: {http_date()}\r\n",
+        f"Connection: {connection}\r\n",
+    ]
+
+
+def write_whole(sock: Any, head: list[str], headers: list[tuple[str, str]], body: bytes) -> None:
+    """The head, the headers and the body in one write."""
+    head.extend(f"{name}: {value}\r\n" for name, value in headers)
+    head.append("\r\n")
+    util.write(sock, "".join(head).encode("latin-1") + body)
+
+
 class OneWriteResponse(wsgi.Response):
     """gunicorn's HTTP/1 response, writing the head together with a body it has whole."""
 
@@ -80,12 +97,8 @@ class OneWriteResponse(wsgi.Response):
             connection = "close"
         else:
             connection = "keep-alive"
-        headers = [
-            f"HTTP/{self.req.version[0]}.{self.req.version[1]} {self.status}\r\n",
-            f"Server: {self.version}\r\n",
-            f"Date: {http_date()}\r\n",
-            f"Connection: {connection}\r\n",
-        ]
+        major, minor = self.req.version
+        headers = head_lines(f"{major}.{minor}", self.status, connection)
         if self.chunked:
             headers.append("Transfer-Encoding: chunked\r\n")
         return headers
@@ -98,9 +111,7 @@ class OneWriteResponse(wsgi.Response):
             and not self._omits_body
             and self.response_length == len(arg)
         ):
-            head = self.default_headers()
-            head.extend(f"{name}: {value}\r\n" for name, value in self.headers)
-            util.write(self.sock, ("".join(head) + "\r\n").encode("latin-1") + arg)
+            write_whole(self.sock, self.default_headers(), self.headers, arg)
             self.headers_sent = True
             self.sent = len(arg)
             return
@@ -236,15 +247,10 @@ class FrontDoor:
             return None
         if rest:
             unreader.unread(rest)
-        keepalive = self._count_request()
+        keepalive = self.worker.count_request()
         status, headers, body = answered
-        head = [
-            f"HTTP/1.1 {status}\r\nServer: {wsgi.SERVER}\r\nDate: {http_date()}\r\n"
-            f"Connection: {'keep-alive' if keepalive else 'close'}\r\n"
-        ]
-        head.extend(f"{name}: {value}\r\n" for name, value in headers)
-        head.append("\r\n")
-        util.write(conn.sock, "".join(head).encode("latin-1") + body)
+        head = head_lines("1.1", status, "keep-alive" if keepalive else "close")
+        write_whole(conn.sock, head, headers, body)
         conn.parser.req_count += 1
         return keepalive
 
@@ -302,21 +308,6 @@ class FrontDoor:
         )
         return environ
 
-    def _count_request(self) -> bool:
-        """gthread's bookkeeping of an answered request: whether the connection stays open."""
-        worker = self.worker
-        worker.nr += 1
-        if worker.nr >= worker.max_requests:
-            if worker.alive:
-                worker.log.info("Autorestarting worker after current request.")
-                worker.alive = False
-            return False
-        return bool(
-            worker.alive
-            and worker.cfg.keepalive
-            and len(worker.keepalived_conns) < worker.max_keepalived
-        )
-
 
 class FleetWorker(ThreadWorker):
     """gthread, with a thread that stays with its connection while there are threads enough."""
@@ -350,6 +341,19 @@ class FleetWorker(ThreadWorker):
             # What the front door carried belongs to the request it put back, handled just now.
             setattr(conn, _CARRY, None)
 
+    def count_request(self) -> bool:
+        """gthread's bookkeeping of a request being answered (gunicorn 27.0.1's handle_request):
+        False when its connection must close after it."""
+        self.nr += 1
+        if self.nr >= self.max_requests:
+            if self.alive:
+                self.log.info("Autorestarting worker after current request.")
+                self.alive = False
+            return False
+        return bool(
+            self.alive and self.cfg.keepalive and len(self.keepalived_conns) < self.max_keepalived
+        )
+
     def _next_request_arrives(self, conn: Any) -> bool:
         """True when the connection's next request is here (or already read ahead) while this
         thread can wait for it; False hands the connection back to the poller."""
@@ -379,17 +383,7 @@ class FleetWorker(ThreadWorker):
             if carried:
                 environ.update(carried)  # what the front door's hot path did with this request
                 setattr(conn, _CARRY, None)
-            self.nr += 1
-            if self.nr >= self.max_requests:
-                if self.alive:
-                    self.log.info("Autorestarting worker after current request.")
-                    self.alive = False
-                resp.force_close()
-            if (
-                not self.alive
-                or not self.cfg.keepalive
-                or len(self.keepalived_conns) >= self.max_keepalived
-            ):
+            if not self.count_request():
                 resp.force_close()
             respiter = self.wsgi(environ, resp.start_response)
             try:
