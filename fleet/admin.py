@@ -34,6 +34,11 @@ class MembershipAdmin(admin.ModelAdmin):
 class LaneAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "workspace", "heartbeat_interval_s", "grace_s")
 
+    def get_readonly_fields(self, request, obj=None):  # noqa: ANN001, ANN201
+        # A lane's slug and workspace are its for good: paths, keys and the hot path's answer
+        # name it by them (fleet.selectors.lane_slug).
+        return ("workspace", "slug") if obj is not None else ()
+
 
 @admin.register(WorkPackage)
 class WorkPackageAdmin(admin.ModelAdmin):
