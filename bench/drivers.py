@@ -123,9 +123,7 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
             statement = fleet_services.report_statement(
                 with_percent=False,
                 bare=True,
-                caller_ctes="",
-                caller_hand="%(hand_id)s",
-                caller_lane="",
+                caller=fleet_services.ReportCaller(hand="%(hand_id)s"),
             )
             params = {
                 **fleet_services.report_params(

@@ -48,7 +48,7 @@ from groundcontrol.ratelimit import rate_caller, rate_limit
 from leases import services as lease_services
 from leases.engine import LeaseSnapshot
 from leases.errors import RateLimited, ValidationFailed
-from leases.models import Event, EventKind, LeaseState, Refusal
+from leases.models import Event, EventKind, LeaseState, LeaseStatus, Refusal
 from leases.state import seconds_until, thresholds
 from leases.waiting import MAX_WAIT_S, lease_acquire_waiting
 
@@ -148,60 +148,58 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
     )
 
 
-def report_row_json(row: tuple[Any, ...], recorded_at: datetime | None = None) -> dict[str, Any]:
+def report_row_json(
+    row: tuple[Any, ...], *, attempt_id: int, fence: int, recorded_at: datetime | None = None
+) -> dict[str, Any]:
     """`attempt_json(fleet.report_view(...))`, read straight off the row of a renewing report
     that selects only what its answer shows (`fleet.services.report_statement`, `answer_only`):
     the hot path's answer to the fleet's most frequent call, without the view's objects (they
-    were half of a heartbeat's Python time beyond a renewal's, measured). `recorded_at`: the
-    report record written after the row was read (`fleet.services.heartbeat_record`), if one
-    was."""
+    were half of a heartbeat's Python time beyond a renewal's, measured). `attempt_id` and
+    `fence`: the report's own, which the statement matched. `recorded_at`: the report record
+    written after the row was read (`fleet.services.heartbeat_record`), if one was."""
     (
         resource,
-        status,
         holder,
-        lease_fence,
         interval_s,
         grace_s,
         acquired_at,
         renewed_at,
         deadline,
         now,
-        attempt_id,
         run_id,
-        fence,
         process_id,
         directive,
         claimed_at,
         last_recorded,
         ended_at,
-        end,
         end_reason,
         summary,
         progress_percent,
-        lane,
+        lane_id,
     ) = row
-    # The statement renewed this tenure, so its lease is current (same fence, held).
+    # The statement renewed this tenure: its lease is held at the attempt's fence, and the
+    # attempt is open.
     return _attempt_answer(
         attempt_id=attempt_id,
         run_id=run_id,
         slot_index=fleet.slot_index(resource),
         hand=holder,
-        lane=lane,
+        lane=selectors.lane_slug(lane_id),
         process_id=process_id,
         fence=fence,
         state=selectors.tenure_state(
-            end, fence, lease_fence, status=status, deadline=deadline, grace_s=grace_s, now=now
+            None, fence, fence, status=LeaseStatus.HELD, deadline=deadline, grace_s=grace_s, now=now
         ),
         directive=directive,
         resource=resource,
-        lease_fence=lease_fence,
+        lease_fence=fence,
         interval_s=interval_s,
         grace_s=grace_s,
         deadline=deadline,
         now=now,
         claimed_at=claimed_at,
         last_report_at=selectors.latest_report_at(
-            recorded_at or last_recorded, fence, lease_fence, renewed_at, acquired_at
+            recorded_at or last_recorded, fence, fence, renewed_at, acquired_at
         ),
         progress_percent=progress_percent,
         ended_at=ended_at,

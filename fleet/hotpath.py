@@ -102,39 +102,54 @@ def plain_float(value: object, *, minimum: float, maximum: float) -> float | Non
 # --- The key check, as SQL in front of each statement ------------------------------------------
 
 
-def _key_cte(scope: Scope, *, with_hand: bool = True) -> str:
-    """`key`: the caller's key if it is valid for `scope` now (one row or none), with its
-    `last_used_at`. The secret is compared as its SHA-256 hash (the stored form), so the
-    comparison's timing says nothing about the secret. The scope is the statement's own, a
-    constant in its text: PostgreSQL reads it as jsonb once per plan, not once per call.
+def _key_conditions(scope: Scope) -> str:
+    """The key check on the key `k`: valid for `scope` now. The secret is compared as its
+    SHA-256 hash (the stored form), so the comparison's timing says nothing about the secret.
+    The scope is the statement's own, a constant in its text: PostgreSQL reads it as jsonb once
+    per plan, not once per call.
 
-    A lease statement needs the hand's name (a lease's holder) and workspace, so it joins the
-    hand (`with_hand`); a report needs only the hand's id, which the key row holds.
-
-    `last_used_at` is stamped by a statement of its own when the row says it is a minute old
-    (`fleet.services.key_mark_used`), not by a CTE here: a data-modifying CTE costs its table's
-    index locks on every call even when it writes nothing (about a tenth of a renewal's
-    statement, measured)."""
-    key, hand = HandKey._meta.db_table, Hand._meta.db_table
-    if with_hand:
-        select_from = (
-            "k.id AS key_id, h.id AS key_hand_id, h.name AS key_holder, "
-            "h.workspace_id AS key_workspace_id, k.lane_id AS key_lane_id, "
-            "k.last_used_at AS key_used_at "
-            f"FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
-        )
-    else:
-        select_from = (
-            "k.id AS key_id, k.hand_id AS key_hand_id, k.lane_id AS key_lane_id, "
-            f"k.last_used_at AS key_used_at FROM {key} k "
-        )
+    Every statement returns the key's id and `last_used_at`, which a statement of its own
+    stamps when it is a minute old (`fleet.services.key_mark_used`), not a CTE here: a
+    data-modifying CTE costs its table's index locks on every call even when it writes nothing
+    (about a tenth of a renewal's statement, measured)."""
     return (
-        f"key AS (SELECT {select_from}"
-        "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s "
+        "k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s "
         "AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > {now}) "
         f"AND k.scopes @> CAST('[\"{scope.value}\"]' AS jsonb)"
-        ")"
     )
+
+
+def _key_cte(scope: Scope) -> str:
+    """`key`: the caller's key if it is valid for `scope` now (one row or none), with its hand's
+    name (a lease's holder) and workspace, for the lease statements."""
+    key, hand = HandKey._meta.db_table, Hand._meta.db_table
+    return (
+        "key AS (SELECT k.id AS key_id, h.id AS key_hand_id, h.name AS key_holder, "
+        "h.workspace_id AS key_workspace_id, k.lane_id AS key_lane_id, "
+        f"k.last_used_at AS key_used_at FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
+        f"WHERE {_key_conditions(scope)})"
+    )
+
+
+# A report's caller: the key, joined in the report's own UPDATE; a report needs only the hand's
+# id, which the key row holds. (As a CTE it cost about a tenth of a heartbeat's statement:
+# PostgreSQL keeps a CTE that reads the clock apart, measured.)
+_KEY_REPORTER = fleet.ReportCaller(
+    hand="k.hand_id",
+    joined=f"{HandKey._meta.db_table} k, ",
+    # A lane-limited key reaches only its lane's attempts.
+    where=(
+        f"AND {_key_conditions(Scope.WORK)} AND mine.lane_id = COALESCE(k.lane_id, mine.lane_id) "
+    ),
+    # The attempt's lease (remembered: `_ATTEMPT_LEASES`), then the key's id and last use.
+    columns=(("mine.lease_id", "lease_id"), ("k.id", "key_id"), ("k.last_used_at", "key_used_at")),
+)
+# attempt id -> its lease's id, as the reports' rows gave them: a report names its lease by this
+# value instead of reading the attempt a second time for it (`fleet.services._report_template`;
+# measured under load, that read was about 7 % of a heartbeat's database CPU). An attempt's lease
+# never changes, and the statement checks the pair anyway: a wrong one matches nothing.
+_ATTEMPT_LEASES: dict[int, int] = {}
+_ATTEMPT_LEASES_MAX = 100_000
 
 
 # The caller's workspace and name as values of the key check (scalar sub-selects), not columns
@@ -191,11 +206,7 @@ def _statement(name: str, clock: str) -> str:
         with_percent=name == "report_percent",
         bare=name == "heartbeat",
         answer_only=True,
-        caller_ctes=engine.render(_key_cte(Scope.WORK, with_hand=False)) + ", ",
-        caller_hand="(SELECT key_hand_id FROM key)",
-        # A lane-limited key reaches only its lane's attempts.
-        caller_lane="AND lane_id = COALESCE((SELECT key_lane_id FROM key), lane_id) ",
-        caller_columns=", (SELECT key_id FROM key), (SELECT key_used_at FROM key)",
+        caller=_KEY_REPORTER,
     )
 
 
@@ -280,7 +291,15 @@ def _report(db: Any, data: dict[str, Any], key: dict[str, str], match: Any) -> A
     process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
     if fence is None or kind not in _REPORT_KINDS or process_id is None:
         return None
-    params = {**key, "attempt_id": int(match.group(1)), "fence": fence, "process_id": process_id}
+    attempt_id = int(match.group(1))
+    lease_id = _ATTEMPT_LEASES.get(attempt_id)
+    params = {
+        **key,
+        "attempt_id": attempt_id,
+        "lease_id": lease_id,
+        "fence": fence,
+        "process_id": process_id,
+    }
     if kind == _HEARTBEAT and len(data) == 3:  # the fleet's most frequent call: nothing else
         name = "heartbeat"
     else:
@@ -292,13 +311,14 @@ def _report(db: Any, data: dict[str, Any], key: dict[str, str], match: Any) -> A
         ):
             return None
         params |= fleet.report_params(
-            attempt_id=params["attempt_id"],
+            attempt_id=attempt_id,
             fence=fence,
             kind=kind,
             process_id=process_id,
             message=message or "",
             percent=None if percent is None else float(percent),
             details=details,
+            lease_id=lease_id,
         )
         if fleet.is_bare_heartbeat(kind, message or "", percent, details):
             name = "heartbeat"
@@ -307,15 +327,20 @@ def _report(db: Any, data: dict[str, Any], key: dict[str, str], match: Any) -> A
     statement = _statement(name, now_sql())
     row = _row(db, statement, params, _REPORT_TIME)
     if row is None:
+        # Whatever the reason, the statement is tried without the remembered lease next time.
+        _ATTEMPT_LEASES.pop(attempt_id, None)
         return None
-    *answer, record_due = row
+    *answer, record_due, lease_id = row
+    if len(_ATTEMPT_LEASES) >= _ATTEMPT_LEASES_MAX:
+        _ATTEMPT_LEASES.clear()
+    _ATTEMPT_LEASES[attempt_id] = lease_id
     recorded_at = None
     if record_due:
         at = answer[_REPORT_TIME]
-        attempt_id = params["attempt_id"]
         if fleet.heartbeat_record(attempt_id=attempt_id, fence=fence, at=at, process_id=process_id):
             recorded_at = at
-    return 200, {"renewed": True, "attempt": report_row_json(answer, recorded_at)}
+    attempt = report_row_json(answer, attempt_id=attempt_id, fence=fence, recorded_at=recorded_at)
+    return 200, {"renewed": True, "attempt": attempt}
 
 
 # path -> call (each checks its own scope); the reports path is matched by _REPORTS.

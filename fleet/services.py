@@ -46,6 +46,7 @@ from fleet.selectors import (
     ReportedAttempt,
     attempt_get,
     attempt_view,
+    lane_slug,
     run_get,
 )
 from leases import engine
@@ -666,104 +667,132 @@ def is_bare_heartbeat(
     return kind == ReportKind.HEARTBEAT and not message and percent is None and not details
 
 
+@dataclass(frozen=True)
+class ReportCaller:
+    """Who sends a renewing report, as SQL: `hand`, the caller's hand id; `joined`, tables to
+    join before the attempt `mine` (each followed by ", "); `where`, conditions on them and on
+    `mine` (each starting with AND); `columns`, (expression, name) pairs added to the row."""
+
+    hand: str
+    joined: str = ""
+    where: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
+
+
 @functools.cache
-def _report_template(with_percent: bool, bare: bool, answer_only: bool) -> str:
-    """PostgreSQL: a renewing report as one statement. It finds the caller's open attempt at its
-    fence, renews the slot lease with the engine's own conditions (rendered per call), inserts
-    the report and stamps the attempt, and returns what the answer shows; it matches nothing (and
-    writes nothing) unless every check of the step-by-step path would pass.
+def _report_template(
+    with_percent: bool, bare: bool, answer_only: bool, caller: ReportCaller
+) -> str:
+    """PostgreSQL: a renewing report as one statement. One UPDATE renews the slot lease, joined
+    with the caller's open attempt at its fence, with the engine's own conditions (rendered per
+    call); it matches nothing (and writes nothing) unless every check of the step-by-step path
+    would pass.
 
-    A bare heartbeat writes only the renewal: its last column says whether the once-a-minute
-    record is due, which `heartbeat_record` then writes (data-modifying CTEs that write nothing
-    still cost a third of the statement: every index of their tables is opened and locked).
+    A bare heartbeat is that UPDATE alone: it writes only the renewal, and its row's last column
+    says whether the once-a-minute record is due, which `heartbeat_record` then writes
+    (data-modifying CTEs that write nothing still cost a third of the statement: every index of
+    their tables is opened and locked). Any other report also inserts the report and stamps the
+    attempt, in CTEs after the renewal.
 
-    The caller is a set of slots (`report_statement`): parameters here, or the hot path's key
-    check (fleet/hotpath.py), which adds its CTEs in front through {caller_ctes} and columns of
-    its own at the end through {caller_columns}.
+    The caller (`ReportCaller`) is a set of slots: parameters here, or the hot path's key check
+    (fleet/hotpath.py), joined in the same UPDATE.
 
     Its row is the lease's columns and the statement's time (`engine.COLUMNS`, server_time), the
-    attempt's, the lane's slug and whether the record is due; or, `answer_only`, just what the
-    answer shows (`REPORT_ANSWER_LEASE`, `REPORT_ANSWER_ATTEMPT`, the slug) and the due flag."""
+    attempt's, the attempt's lane (its id: `fleet.selectors.lane_slug` names it), whether the
+    record is due and the caller's columns; or, `answer_only`, just what the answer shows
+    (`REPORT_ANSWER_LEASE`, `REPORT_ANSWER_ATTEMPT`), then the lane, the flag and the caller's."""
     quote = connection.ops.quote_name
     lease_table, attempt_table = Lease._meta.db_table, Attempt._meta.db_table
     columns = {f.attname: quote(f.column) for f in Attempt._meta.concrete_fields}
-    names = list(columns.values())
-    percent = ", progress_percent = %(percent)s" if with_percent else ""
-    if bare:
-        records = ""
-        attempt_source = "mine"  # the attempt as read: nothing in this statement writes it
-        due = (
-            "(mine.last_report_at IS NULL OR mine.last_report_at <= "
-            f"renewed.server_time - interval '{HEARTBEAT_RECORD_S} seconds')"
-        )
-        stamped_join = ""
-    else:
-        records = (
-            ", report AS ("
-            f"INSERT INTO {Report._meta.db_table} "
-            "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
-            "SELECT mine.id, %(kind)s, renewed.server_time, %(process_id)s, true, %(message)s, "
-            "%(percent)s, CAST(%(details)s AS jsonb) FROM mine, renewed"
-            "), stamped AS ("
-            f"UPDATE {attempt_table} SET last_report_at = renewed.server_time{percent} "
-            f"FROM mine, renewed WHERE {attempt_table}.id = mine.id "
-            f"RETURNING {attempt_table}.*"
-            ")"
-        )
-        attempt_source = "stamped"  # the attempt as the statement leaves it
-        due = "false"
-        stamped_join = "JOIN stamped ON true "
-    if answer_only:
-        selected = ", ".join(
-            [
-                *(f"renewed.{name}" for name in REPORT_ANSWER_LEASE),
-                *(f"{attempt_source}.{columns[name]}" for name in REPORT_ANSWER_ATTEMPT),
-            ]
-        )
-    else:
-        selected = "renewed.*, " + ", ".join(f"{attempt_source}.{n}" for n in names)
-    # The answer needs nothing of the run or the slot beyond the renewed lease: the tenure's
-    # interval and grace are the lease's, the slot's index is in its resource name. Every
-    # join here is an index lookup on rows the whole run shares (measured: the run and slot
-    # joins cost a tenth of the heartbeat's rate).
-    return (
-        "WITH {caller_ctes}mine AS ("
-        f"SELECT * FROM {attempt_table} "
-        # The caller's hand decides whose the attempt is: a hand belongs to one workspace, so its
-        # id names the workspace too, and the hot path's key check reads no hand row for it
-        # (that read was a tenth of the heartbeat's statement at the database, measured).
-        f"WHERE id = %(attempt_id)s AND hand_id = {{caller_hand}} AND fence = %(fence)s "
-        f"AND {quote('end')} IS NULL "
-        "{caller_lane}"
-        "), renewed AS ("
+    # The answer needs nothing of the run, the slot or the lane beyond the renewed lease and
+    # the attempt: the tenure's interval and grace are the lease's, the slot's index is in its
+    # resource name, the lane's slug is the lane id's for good. Nothing is read in a CTE of its
+    # own (measured at the database, each of these cost about a tenth of the heartbeat's
+    # statement: a join with the lane, the attempt read in a CTE, the hot path's key check in
+    # a CTE; PostgreSQL does not fold a CTE that calls clock_timestamp() into the statement).
+    renew = (
         # next_check_at stays behind, as in engine.renew (RENEWAL_NOTE there).
+        "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
+        "noticed_state = 'live' "
+        f"FROM {caller.joined}{attempt_table} mine "
+        # The caller's hand decides whose the attempt is: a hand belongs to one workspace, so
+        # its id names the workspace too, and the hot path's key check reads no hand row for it.
+        f"WHERE mine.id = %(attempt_id)s AND mine.hand_id = {caller.hand} "
+        f"AND mine.fence = %(fence)s AND mine.{quote('end')} IS NULL {caller.where}"
         # The caller's own attempt names the lease and the fence of its tenure, which imply the
         # holder (a fence is granted once), so the lease is found by primary key alone. Naming
         # the holder too let the planner, its statistics behind a hand that had just taken
         # thousands of leases, read every lease of the hand through lease_holder_idx instead.
-        "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
-        "noticed_state = 'live' "
-        f"WHERE {lease_table}.id = (SELECT lease_id FROM mine) "
-        f"AND {lease_table}.fence = (SELECT fence FROM mine) AND process_id = %(process_id)s "
-        "AND {alive} "
-        f"RETURNING {', '.join(f'{lease_table}.{c}' for c in engine.COLUMNS)}, "
-        "{now} AS server_time"
-        f"){records} "
-        f"SELECT {selected}, lane.slug, {due}{{caller_columns}} "
-        f"FROM renewed, mine {stamped_join}"
-        f"JOIN {Lane._meta.db_table} lane ON lane.id = mine.lane_id"
+        # The key is a value, not the join's: joined, a plan made on small tables read every
+        # lease and kept doing so as the table grew. It is `lease_id` when the caller knows
+        # the attempt's lease (which never changes; the hot path remembers it), else a
+        # sub-select, which reads the attempt a second time; the join checks it either way.
+        f"AND {lease_table}.id = COALESCE(%(lease_id)s, (SELECT lease_id FROM {attempt_table} "
+        "WHERE id = %(attempt_id)s)) "
+        f"AND mine.lease_id = {lease_table}.id AND {lease_table}.fence = mine.fence "
+        f"AND {lease_table}.process_id = %(process_id)s AND {{alive}} "
+    )
+    lease_columns = [f"{lease_table}.{c}" for c in engine.COLUMNS] + ["{now}"]
+    lease_names = [*engine.COLUMNS, "server_time"]
+    if bare:
+        # The attempt as read: nothing in this statement writes it.
+        due = (
+            "(mine.last_report_at IS NULL OR mine.last_report_at <= "
+            f"{{now}} - interval '{HEARTBEAT_RECORD_S} seconds')"
+        )
+        if answer_only:
+            selected = [
+                *(lease_columns[lease_names.index(name)] for name in REPORT_ANSWER_LEASE),
+                *(f"mine.{columns[name]}" for name in REPORT_ANSWER_ATTEMPT),
+            ]
+        else:
+            selected = [*lease_columns, *(f"mine.{name}" for name in columns.values())]
+        selected += ["mine.lane_id", due, *(expression for expression, _ in caller.columns)]
+        return f"{renew}RETURNING {', '.join(selected)}"
+    percent = ", progress_percent = %(percent)s" if with_percent else ""
+    returned = [
+        *(f"{column} AS {name}" for column, name in zip(lease_columns, lease_names, strict=True)),
+        "mine.id AS attempt_id",
+        *(f"{expression} AS {name}" for expression, name in caller.columns),
+    ]
+    if answer_only:
+        selected = [
+            *(f"renewed.{name}" for name in REPORT_ANSWER_LEASE),
+            *(f"stamped.{columns[name]}" for name in REPORT_ANSWER_ATTEMPT),
+        ]
+    else:
+        selected = [
+            *(f"renewed.{name}" for name in lease_names),
+            *(f"stamped.{name}" for name in columns.values()),
+        ]
+    selected += ["stamped.lane_id", "false", *(f"renewed.{name}" for _, name in caller.columns)]
+    return (
+        f"WITH renewed AS ({renew}RETURNING {', '.join(returned)}), "
+        f"report AS (INSERT INTO {Report._meta.db_table} "
+        "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
+        "SELECT attempt_id, %(kind)s, server_time, %(process_id)s, true, %(message)s, "
+        "%(percent)s, CAST(%(details)s AS jsonb) FROM renewed), "
+        # The attempt as the statement leaves it.
+        f"stamped AS (UPDATE {attempt_table} SET last_report_at = renewed.server_time{percent} "
+        f"FROM renewed WHERE {attempt_table}.id = renewed.attempt_id "
+        f"RETURNING {attempt_table}.*) "
+        f"SELECT {', '.join(selected)} FROM renewed, stamped"
     )
 
 
 def report_statement(
-    *, with_percent: bool, bare: bool, answer_only: bool = False, **caller: str
+    *, with_percent: bool, bare: bool, caller: ReportCaller, answer_only: bool = False
 ) -> str:
-    """The renewing report for the caller's slots: `caller_ctes`, `caller_hand` (the
-    caller's hand id) and `caller_lane` (a condition on the attempt's lane), and any
-    `caller_columns` to add to its row (`_report_template` says what the row holds)."""
-    caller.setdefault("caller_columns", "")
-    template = _report_template(with_percent, bare, answer_only)
-    return engine.render(template, caller_from="", **caller)
+    """The renewing report for `caller`'s slots (`_report_template` says what its row holds),
+    with the engine's clock and conditions rendered into it."""
+    return engine.render(_report_template(with_percent, bare, answer_only, caller))
+
+
+# The caller as parameters: the hand (`hand_id`), and the lane of a lane-limited key (`lane_id`).
+_PARAMETER_REPORTER = ReportCaller(hand="%(hand_id)s")
+_PARAMETER_REPORTER_IN_LANE = ReportCaller(
+    hand="%(hand_id)s", where="AND mine.lane_id = %(lane_id)s "
+)
 
 
 def report_params(
@@ -775,9 +804,13 @@ def report_params(
     message: str,
     percent: float | None,
     details: dict[str, Any] | None,
+    lease_id: int | None = None,
 ) -> dict[str, Any]:
+    """The parameters of a renewing report (`report_statement`); `lease_id`: the attempt's
+    lease, if known."""
     return {
         "attempt_id": attempt_id,
+        "lease_id": lease_id,
         "fence": fence,
         "process_id": process_id,
         "kind": kind,
@@ -807,7 +840,7 @@ def report_view(row: tuple[Any, ...], hand: Hand | None = None) -> AttemptView:
         **dict(zip(_attempt_attnames(), row[width : width + count], strict=True)),
         hand=Named(name=hand.name if hand else lease.holder),
         slot=Named(index=slot_index(lease.resource)),
-        lane=Named(slug=row[width + count]),
+        lane=Named(slug=lane_slug(row[width + count])),
     )
     return AttemptView(attempt, lease)
 
@@ -819,12 +852,12 @@ def report_record_due(row: tuple[Any, ...]) -> bool:
 
 
 # What an answer shows of a renewing report (`answer_only`), in this order, followed by the
-# lane's slug (fleet.api.report_row_json).
+# attempt's lane (fleet.api.report_row_json). What the statement's own conditions fix is left
+# out, as the caller knows it: the attempt's id and fence, the lease's fence (the attempt's),
+# its status (held) and the attempt's end (none).
 REPORT_ANSWER_LEASE = (
     "resource",
-    "status",
     "holder",
-    "fence",
     "interval_s",
     "grace_s",
     "acquired_at",
@@ -833,15 +866,12 @@ REPORT_ANSWER_LEASE = (
     "server_time",
 )
 REPORT_ANSWER_ATTEMPT = (
-    "id",
     "run_id",
-    "fence",
     "process_id",
     "directive",
     "claimed_at",
     "last_report_at",
     "ended_at",
-    "end",
     "end_reason",
     "summary",
     "progress_percent",
@@ -905,9 +935,7 @@ def _report_renewing(
     statement = report_statement(
         with_percent=percent is not None,
         bare=is_bare_heartbeat(kind, message, percent, details),
-        caller_ctes="",
-        caller_hand="%(hand_id)s",
-        caller_lane="" if lane_id is None else "AND lane_id = %(lane_id)s ",
+        caller=_PARAMETER_REPORTER if lane_id is None else _PARAMETER_REPORTER_IN_LANE,
     )
     with connection.cursor() as cursor:
         cursor.execute(statement, params)

@@ -18,9 +18,9 @@ from django.core.signals import request_started
 from django.db import OperationalError, close_old_connections
 from django.test import RequestFactory, override_settings
 
-from fleet import hotpath
+from fleet import hotpath, selectors
 from fleet import services as fleet
-from fleet.models import HandKey, Report
+from fleet.models import HandKey, Lane, Report
 from groundcontrol.api import RATE_COUNTED
 from leases import clock
 from leases.models import Event, Lease
@@ -156,13 +156,16 @@ def test_a_heartbeat_and_a_renewal_are_one_statement_each(
 ) -> None:
     attempt = claim(api_a, run)
     api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p1"})
-    # The first heartbeat of a minute also writes its record (the stamp and the report row).
+    # The first heartbeat of a minute also writes its record (the stamp and the report row),
+    # and the first this process answers for the lane reads the lane's slug.
+    selectors.forget_lane(Lane.objects.get(pk=run.work_package.lane_id))
     with (
         mock.patch.object(hotpath, "_row", wraps=hotpath._row) as statements,
-        django_assert_num_queries(1),
+        django_assert_num_queries(2),
     ):
         first = report(api_a, attempt)
     assert first.status_code == 200 and statements.call_count == 1
+    assert first.json()["attempt"]["lane"] == run.work_package.lane.slug
     with (
         mock.patch.object(hotpath, "_row", wraps=hotpath._row) as statements,
         django_assert_num_queries(0),

@@ -70,7 +70,7 @@ def test_a_plan_made_on_small_tables_never_reads_through_the_jobs_indexes(
     plan = generic_plan(hotpath._statement(name, now_sql()))
     assert SWEEP_INDEX not in plan, plan
     assert REVOKE_INDEX not in plan, plan
-    assert "Index Cond: ((prefix)::text = $1)" in plan, plan
+    assert re.search(r"Index Cond: \(\(prefix\)::text = \$\d+\)", plan), plan
     assert lease_lookups(plan), plan
     for _, condition in lease_lookups(plan):
         assert condition.startswith("Index Cond"), plan
