@@ -245,6 +245,48 @@ def test_a_lane_limited_key_reaches_only_its_lane_on_the_hot_path(
     assert report(api_a, attempt).status_code == 200
 
 
+def test_a_heartbeat_names_its_lease_as_remembered_and_a_wrong_one_matches_nothing(
+    api_a: Api, run, make_run
+) -> None:
+    """The hot path remembers each attempt's lease from its reports' rows and names the lease by
+    it (no second read of the attempt). The statement checks the pair: a wrong lease matches
+    nothing and writes nothing, Django answers, and the next report reads it afresh."""
+    attempt = claim(api_a, run)
+    hotpath._ATTEMPT_LEASES.pop(attempt["id"], None)
+    assert served_by_hot_path(report(api_a, attempt))
+    lease = Lease.objects.get(resource=attempt["lease"]["resource"])
+    assert hotpath._ATTEMPT_LEASES[attempt["id"]] == lease.pk
+    other = claim(api_a, make_run(title="another run"))
+    other_lease = Lease.objects.get(resource=other["lease"]["resource"])
+    renewed_at = other_lease.renewed_at
+    hotpath._ATTEMPT_LEASES[attempt["id"]] = other_lease.pk
+    answered = report(api_a, attempt)
+    assert not served_by_hot_path(answered) and answered.status_code == 200, answered.content
+    assert answered.json()["attempt"]["id"] == attempt["id"]
+    other_lease.refresh_from_db()
+    assert other_lease.renewed_at == renewed_at  # the other attempt's lease was not touched
+    assert attempt["id"] not in hotpath._ATTEMPT_LEASES
+    assert served_by_hot_path(report(api_a, attempt))
+    assert hotpath._ATTEMPT_LEASES[attempt["id"]] == lease.pk
+
+
+def test_a_lanes_slug_is_remembered_by_id_and_forgotten_when_the_lane_is_saved(
+    workspace, django_assert_num_queries
+) -> None:
+    lane, _ = fleet.lane_create(workspace=workspace, slug="docs")
+    with django_assert_num_queries(1):
+        assert selectors.lane_slug(lane.pk) == "docs"
+        assert selectors.lane_slug(lane.pk) == "docs"
+    # Nothing in Ground Control renames a lane; a row saved under the same id (SQLite hands an
+    # id out again after a rollback) is read afresh.
+    lane.slug = "renamed"
+    lane.save()
+    assert selectors.lane_slug(lane.pk) == "renamed"
+    lane_id = lane.pk
+    lane.delete()
+    assert lane_id not in selectors._LANE_SLUGS
+
+
 def test_the_hot_path_stamps_last_used_at_once_a_minute(api_a: Api, frozen_clock) -> None:
     key = HandKey.objects.get(prefix=api_a.key.split("_")[1])
     HandKey.objects.filter(pk=key.pk).update(last_used_at=None)
