@@ -11,6 +11,10 @@
    Before each of Ground Control's and raw SQL's rows the database is vacuumed and analyzed when
    its server runs without autovacuum (this machine's does), as autovacuum would have by then in
    production.
+   At the targets' concurrency (16 clients) each repeat also measures `--cost-pairs` pairs of
+   short heartbeat and renewal windows back to back, the order alternating, for the target
+   "a heartbeat costs no more than a renewal": the machine's speed drifts by a fifth from one
+   window to the next, and a ratio of windows measured seconds apart cancels most of it.
 3. Reports the median of the repeats (p50 and p99 from the median run), the ratios, the targets,
    the scale figures (`bench.scale`, on a fresh database of their own) and the gunicorn
    workers' memory, and writes `results.csv`, `throughput.png`, `scale.json` and `results.md`
@@ -49,6 +53,11 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds before measuring")
     parser.add_argument("--repeats", type=int, help="runs per row; the median counts (default 3)")
     parser.add_argument("--clients", default=None, help="concurrencies (default 1,16,64)")
+    parser.add_argument(
+        "--cost-pairs",
+        type=int,
+        help="heartbeat and renewal pairs per repeat at 16 clients, for the cost target (6)",
+    )
     parser.add_argument("--sizes", default=None, help="scale sizes (default 1000,10000,100000)")
     parser.add_argument("--http-client", choices=["raw", "httpx"], default="raw")
     parser.add_argument(
@@ -59,16 +68,29 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--out", default="bench/results", help="where the outputs go")
     args = parser.parse_args()
     if args.check_only:
-        defaults = {"seconds": 0.5, "repeats": 1, "clients": "1,4", "sizes": "200"}
+        defaults = {
+            "seconds": 0.5,
+            "repeats": 1,
+            "clients": "1,4",
+            "sizes": "200",
+            "cost_pairs": 1,
+        }
         args.warmup = 0.2
     elif args.quick:
-        defaults = {"seconds": 2.0, "repeats": 1, "clients": "1,16,64", "sizes": "1000,10000"}
+        defaults = {
+            "seconds": 2.0,
+            "repeats": 1,
+            "clients": "1,16,64",
+            "sizes": "1000,10000",
+            "cost_pairs": 3,
+        }
     else:
         defaults = {
             "seconds": 4.0,
             "repeats": 3,
             "clients": "1,16,64",
             "sizes": "1000,10000,100000",
+            "cost_pairs": 6,
         }
     for name, value in defaults.items():
         if getattr(args, name) is None:
@@ -86,6 +108,8 @@ class Bench:
         self.memory: list[dict[str, Any]] = []
         self.runs = 0
         self.repeat = 0
+        # (heartbeat, renewal) server CPU per call of back-to-back windows (`cost_pairs`).
+        self.cost_pairs: list[tuple[float, float]] = []
 
     def setup(self) -> None:
         print("== starting redis-server, etcd and the benchmark database", flush=True)
@@ -190,6 +214,8 @@ class Bench:
                 # them all (measured: 816 renewals/s against 2,800 in the next repeat).
                 services.vacuum_if_autovacuum_is_off(self.database)
                 self.measure("Ground Control", operation, c, factory, meter)
+            if c == report.target_concurrency(self.concurrencies):
+                self.measure_cost_pairs(url, c, meter)
             sizes = services.children_rss_mib(master.pid)
             self.memory.append(
                 {
@@ -203,6 +229,30 @@ class Bench:
         finally:
             self.procs.stop(master)
             self.procs.procs.pop()
+
+    def measure_cost_pairs(self, url: str, c: int, meter: load.Meter) -> None:
+        """Pairs of short heartbeat and renewal windows back to back, the order alternating."""
+        services.vacuum_if_autovacuum_is_off(self.database)
+        seconds = min(self.args.seconds, 2.0)
+        for pair in range(self.args.cost_pairs):
+            order = (
+                ("heartbeat", "renew") if (pair + self.repeat) % 2 == 0 else ("renew", "heartbeat")
+            )
+            cpu = {}
+            for operation in order:
+                factory = drivers.gc_http(
+                    url, self.fixtures, operation, self.tag(), self.args.http_client
+                )
+                sample = load.run(
+                    factory, concurrency=c, seconds=seconds, warmup_s=0.5, meter=meter
+                )
+                cpu[operation] = sample.cpu_us_per_op if not sample.errors else float("nan")
+            self.cost_pairs.append((cpu["heartbeat"], cpu["renew"]))
+            print(
+                f"   cost pair: heartbeat {cpu['heartbeat']:6.0f} µs/op, "
+                f"renew {cpu['renew']:6.0f} µs/op",
+                flush=True,
+            )
 
     def raw_sql(self, c: int) -> None:
         for operation in self.ops():
@@ -345,7 +395,7 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - say so, do not hide the run's own error
             print(f"bench: could not drop {DATABASE}: {exc}", file=sys.stderr)
     rows = bench.rows()
-    ratio_table, targets = report.ratios(rows, bench.concurrencies)
+    ratio_table, targets = report.ratios(rows, bench.concurrencies, bench.cost_pairs)
     mode = "check-only" if args.check_only else "quick" if args.quick else "full"
     header = (
         f"{mode} run, {args.repeats} repeat(s) of {args.seconds:g} s after {args.warmup:g} s of "

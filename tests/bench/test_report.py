@@ -36,7 +36,9 @@ def test_the_heartbeat_target_is_judged_on_server_cpu_per_call() -> None:
     # Fewer heartbeats per second than renewals, but each costs the servers less: it holds.
     cheaper = _heartbeat_target([_row("heartbeat", [900], [600]), _row("renew", [1000], [620])])
     assert cheaper.holds is True
-    assert cheaper.value == "0.97 (medians 600 and 620 µs)"
+    assert (
+        cheaper.value == "0.97 (median of 1 pair(s) of windows; the rows' medians 600 and 620 µs)"
+    )
     # More per second but dearer per call: it does not.
     dearer = _heartbeat_target([_row("heartbeat", [1100], [640]), _row("renew", [1000], [620])])
     assert dearer.holds is False
@@ -85,3 +87,21 @@ def test_without_a_meter_a_window_has_no_cpu_figure() -> None:
         lambda i: (lambda: True, lambda: None), concurrency=1, seconds=0.05, warmup_s=0
     )
     assert sample.cpu_s == {} and math.isnan(sample.cpu_us_per_op)
+
+
+def test_the_heartbeat_target_counts_the_back_to_back_pairs_too() -> None:
+    """Three repeats say a heartbeat is dearer (two of three); six pairs of windows measured
+    back to back say it is cheaper in five: the median of all nine pairs decides."""
+    heartbeat = _row("heartbeat", [1000, 990, 1010], [630, 640, 600])
+    renew = _row("renew", [1000, 1000, 1000], [620, 620, 620])
+    assert _heartbeat_target([heartbeat, renew]).holds is False
+    pairs = [(580, 600), (590, 620), (600, 610), (700, 650), (560, 600), (575, 590)]
+    _, targets = report.ratios([heartbeat, renew], [16], pairs)
+    (target,) = [t for t in targets if t.text.startswith("GC heartbeat")]
+    assert target.holds is True
+    ratios = sorted([630 / 620, 640 / 620, 600 / 620] + [hb / rn for hb, rn in pairs])
+    assert target.value.startswith(f"{ratios[4]:.2f} (median of 9 pair(s) of windows, each ")
+    # A pair whose window failed (no figure) is left out, not counted as a pass.
+    _, targets = report.ratios([heartbeat, renew], [16], [(math.nan, 600)] * 9)
+    (target,) = [t for t in targets if t.text.startswith("GC heartbeat")]
+    assert target.holds is False and "median of 3 pair(s)" in target.value
