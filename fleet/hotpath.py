@@ -7,7 +7,8 @@ instances, and two round trips to the database (the key, then the renewal). `Hot
 WSGI application and, for a plain POST to one of the three endpoints, does the same checks in
 one statement: the key check (prefix, secret's hash, not revoked, not expired, the scope) is a
 CTE in front of the engine's own statement, rendered with the key as its caller
-(`leases.engine.PARAMETER_CALLER`). The row carries the key's `last_used_at`, which a statement
+(`leases.engine.PARAMETER_CALLER`), or, for a report, the key joined in the fleet's renewing
+report (`fleet.services.ReportCaller`). The row carries the key's `last_used_at`, which a statement
 of its own stamps when it is a minute old (`fleet.services.key_mark_used`, as
 `fleet.services.key_authenticate` does).
 
