@@ -36,8 +36,8 @@ class LaneAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):  # noqa: ANN001, ANN201
         # A lane's slug and workspace are its for good: paths, keys and the hot path's answer
-        # name it by them (fleet.selectors.lane_slug).
-        return ("workspace", "slug") if obj is not None else ()
+        # name it by them (fleet.selectors.lane_slug). The database stamps created_at.
+        return ("workspace", "slug", "created_at") if obj is not None else ("created_at",)
 
 
 @admin.register(WorkPackage)
