@@ -1,9 +1,10 @@
 from django.contrib import admin
 
 from evidence.models import Evidence
+from fleet.admin import StampedAdmin
 
 
 @admin.register(Evidence)
-class EvidenceAdmin(admin.ModelAdmin):
+class EvidenceAdmin(StampedAdmin):
     list_display = ("attempt", "kind", "url", "at")
     list_filter = ("kind",)

@@ -19,47 +19,58 @@ from fleet.models import (
 )
 
 
+class StampedAdmin(admin.ModelAdmin):
+    """Fields the database fills (`db_default`, such as created_at) are shown, never asked for:
+    a form would require them and refuse to save the object."""
+
+    def get_readonly_fields(self, request, obj=None):  # noqa: ANN001, ANN201
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        stamped = [f.name for f in self.model._meta.fields if f.has_db_default()]
+        return readonly + tuple(name for name in stamped if name not in readonly)
+
+
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
+class WorkspaceAdmin(StampedAdmin):
     list_display = ("name", "created_at")
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(StampedAdmin):
     list_display = ("user", "workspace", "role")
     list_filter = ("role",)
 
 
 @admin.register(Lane)
-class LaneAdmin(admin.ModelAdmin):
+class LaneAdmin(StampedAdmin):
     list_display = ("slug", "name", "workspace", "heartbeat_interval_s", "grace_s")
 
     def get_readonly_fields(self, request, obj=None):  # noqa: ANN001, ANN201
         # A lane's slug and workspace are its for good: paths, keys and the hot path's answer
-        # name it by them (fleet.selectors.lane_slug). The database stamps created_at.
-        return ("workspace", "slug", "created_at") if obj is not None else ("created_at",)
+        # name it by them (fleet.selectors.lane_slug).
+        readonly = super().get_readonly_fields(request, obj)
+        return ("workspace", "slug", *readonly) if obj is not None else readonly
 
 
 @admin.register(WorkPackage)
-class WorkPackageAdmin(admin.ModelAdmin):
+class WorkPackageAdmin(StampedAdmin):
     list_display = ("key", "title", "lane", "state")
     list_filter = ("state",)
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(StampedAdmin):
     list_display = ("title", "work_package", "slot_count", "state", "heartbeat_interval_s")
     list_filter = ("state",)
 
 
 @admin.register(Slot)
-class SlotAdmin(admin.ModelAdmin):
+class SlotAdmin(StampedAdmin):
     list_display = ("run", "index", "lease")
     readonly_fields = ("run", "index", "lease")
 
 
 @admin.register(Hand)
-class HandAdmin(admin.ModelAdmin):
+class HandAdmin(StampedAdmin):
     list_display = ("name", "workspace", "lane", "is_supervisor")
 
 
@@ -78,7 +89,7 @@ def revoke_keys(modeladmin, request, queryset):  # noqa: ANN001, ANN201
 
 
 @admin.register(HandKey)
-class HandKeyAdmin(admin.ModelAdmin):
+class HandKeyAdmin(StampedAdmin):
     list_display = ("prefix", "hand", "scopes", "expires_at", "revoked_at", "last_used_at")
     list_filter = ("revoked_at",)
     search_fields = ("prefix", "hand__name")
@@ -101,20 +112,20 @@ class HandKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(admin.ModelAdmin):
+class AttemptAdmin(StampedAdmin):
     list_display = ("id", "hand", "run", "slot", "fence", "directive", "end", "claimed_at")
     list_filter = ("end", "directive")
     readonly_fields = [f.name for f in Attempt._meta.fields]
 
 
 @admin.register(Report)
-class ReportAdmin(admin.ModelAdmin):
+class ReportAdmin(StampedAdmin):
     list_display = ("attempt", "kind", "at", "renewed", "percent")
     list_filter = ("kind", "renewed")
 
 
 @admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(admin.ModelAdmin):
+class IdempotencyRecordAdmin(StampedAdmin):
     list_display = ("idempotency_key", "key_prefix", "method", "path", "status_code", "created_at")
 
 
@@ -122,7 +133,7 @@ class IdempotencyRecordAdmin(admin.ModelAdmin):
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(StampedAdmin):
     list_display = ("url", "workspace", "kinds", "active", "created_at", "created_by")
     list_filter = ("active",)
     # Registered with `manage.py webhook_add`, which validates the URL and kinds and shows the
@@ -135,7 +146,7 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(StampedAdmin):
     list_display = ("id", "webhook", "kind", "event_id", "status", "attempts", "last_status_code",
                     "next_attempt_at", "delivered_at")
     list_filter = ("status", "kind")
@@ -146,7 +157,7 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
 
 
 @admin.register(JobRun)
-class JobRunAdmin(admin.ModelAdmin):
+class JobRunAdmin(StampedAdmin):
     list_display = ("name", "runs", "last_finished_at", "last_duration_s", "last_processed",
                     "last_failed", "last_lag_s")
     readonly_fields = [f.name for f in JobRun._meta.fields]

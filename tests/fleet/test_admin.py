@@ -1,10 +1,12 @@
-"""The Django admin keeps what the hot path relies on: a lane's slug never changes."""
+"""The Django admin: it keeps what the hot path relies on (a lane's slug never changes) and
+never asks for what the database fills in."""
 
 from __future__ import annotations
 
 import pytest
+from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import Client, RequestFactory
 
 from fleet import services as fleet
 from fleet.models import Lane
@@ -32,3 +34,19 @@ def test_a_lanes_slug_and_workspace_are_read_only_in_the_admin_once_it_exists(wo
     )
     assert added.status_code == 302, added.context["adminform"].form.errors
     assert Lane.objects.get(slug="ops").created_at is not None
+
+
+def test_no_admin_form_asks_for_a_field_the_database_fills() -> None:
+    """A `db_default` field (created_at, at) in a form is required there, so the object could
+    not be saved without typing a time in."""
+    request = RequestFactory().get("/admin/")
+    request.user = get_user_model()(is_superuser=True, is_staff=True, is_active=True)
+    checked = 0
+    for model, model_admin in admin.site._registry.items():
+        stamped = {f.name for f in model._meta.fields if f.has_db_default()}
+        if not stamped:
+            continue
+        form_fields = set(model_admin.get_form(request, None).base_fields)
+        assert not stamped & form_fields, (model.__name__, stamped & form_fields)
+        checked += 1
+    assert checked >= 10
