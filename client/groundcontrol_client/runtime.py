@@ -22,12 +22,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 from groundcontrol_client.client import Client
 from groundcontrol_client.errors import (
+    Denied,
     EvidenceMissing,
     GroundControlError,
     LeaseLost,
@@ -213,11 +214,16 @@ class ClaimedAttempt(_Keeper):
         *,
         process_id: str,
         slot: int | None = None,
+        wait: float | None = None,
+        on_wait: Callable[[Denied], None] | None = None,
         fraction: float = HEARTBEAT_FRACTION,
     ) -> None:
         super().__init__(client, process_id=process_id, fraction=fraction, name=f"gc-run-{run_id}")
         self.run_id = run_id
         self.requested_slot = slot
+        # Seconds to wait for an open slot (the client polls); `on_wait` hears each new denial.
+        self.wait = wait
+        self.on_wait = on_wait
         self.evidence: list[Evidence] = []
         self.summary: str | None = None
         self.ended: str | None = None  # finished | released, once this runtime ended it
@@ -260,10 +266,19 @@ class ClaimedAttempt(_Keeper):
 
     # --- life -------------------------------------------------------------------------------
 
+    @property
+    def claimed(self) -> bool:
+        return self._attempt is not None
+
     def open(self) -> Self:
+        waiting: dict[str, Any] = {}
+        if self.wait is not None:
+            waiting["wait_s"] = self.wait
+        if self.on_wait is not None:
+            waiting["on_wait"] = self.on_wait
         sent_at = time.monotonic()
         attempt = self.client.claim(
-            self.run_id, process_id=self.process_id, slot=self.requested_slot
+            self.run_id, process_id=self.process_id, slot=self.requested_slot, **waiting
         )
         self._update(attempt)
         self._start(sent_at=sent_at, interval=attempt.lease.heartbeat_interval_s)
@@ -483,12 +498,22 @@ class Hand:
         """From `GC_URL` and `GC_KEY`; `GC_PROCESS_ID` overrides the process identity."""
         return cls(Client.from_env(**client_kwargs), process_id=os.environ.get("GC_PROCESS_ID"))
 
-    def claim(self, run_id: int, *, slot: int | None = None) -> ClaimedAttempt:
+    def claim(
+        self,
+        run_id: int,
+        *,
+        slot: int | None = None,
+        wait: float | None = None,
+        on_wait: Callable[[Denied], None] | None = None,
+    ) -> ClaimedAttempt:
+        """A claim on `run_id` (taken on `open()` or `with`); `wait` seconds for an open slot."""
         return ClaimedAttempt(
             self.client,
             run_id,
             process_id=self.process_id,
             slot=slot,
+            wait=wait,
+            on_wait=on_wait,
             fraction=self.heartbeat_fraction,
         )
 

@@ -152,8 +152,14 @@ def run_claimed(
     *,
     kill_after_s: float,
     log: Callable[[str, dict[str, Any]], None],
+    wait: float | None = None,
 ) -> Outcome:
-    """`gctl run`: the attempt is already claimed; run `cmd` under it and end the attempt."""
+    """`gctl run`: run `cmd` under the attempt and end the attempt. An attempt not claimed yet
+    is claimed here, waiting up to `wait` seconds for an open slot."""
+    if not attempt.claimed:
+        if wait is not None:
+            attempt.wait = wait
+        attempt.open()
     env = dict(os.environ)
     with _evidence_file(env) as evidence_path:
         env.update(
