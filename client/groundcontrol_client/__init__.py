@@ -1,7 +1,7 @@
 """Ground Control's client for agents (no Django): a typed REST client, the runtime that holds
 leases for an agent (`Hand`), the `gctl` CLI and its MCP server."""
 
-from groundcontrol_client.client import Client, RetryPolicy
+from groundcontrol_client.client import Client, RetryPolicy, __version__
 from groundcontrol_client.errors import (
     AuthFailed,
     ConfigError,
@@ -31,7 +31,17 @@ from groundcontrol_client.errors import (
     ValidationFailed,
 )
 from groundcontrol_client.identity import process_identity
-from groundcontrol_client.models import Attempt, Brief, Evidence, Lease, Me, ReportResult, Slot
+from groundcontrol_client.models import (
+    Attempt,
+    Brief,
+    Evidence,
+    Lease,
+    Me,
+    ReportResult,
+    Run,
+    Slot,
+    SlotCounts,
+)
 from groundcontrol_client.runtime import ClaimedAttempt, Hand, HeldLease, StopRequested
 
 __all__ = [
@@ -64,15 +74,18 @@ __all__ = [
     "RateLimited",
     "ReportResult",
     "RetryPolicy",
+    "Run",
     "RunClosed",
     "ScopeDenied",
     "ServerError",
     "Slot",
+    "SlotCounts",
     "SlotTaken",
     "StaleFence",
     "StopRequested",
     "TenureLost",
     "Unavailable",
     "ValidationFailed",
+    "__version__",
     "process_identity",
 ]

@@ -22,8 +22,11 @@ import httpx
 from groundcontrol_client.errors import (
     ConfigError,
     ConnectionFailed,
+    Denied,
     GroundControlError,
+    NoOpenSlot,
     ServerError,
+    SlotTaken,
     error_from_response,
 )
 from groundcontrol_client.models import (
@@ -33,6 +36,7 @@ from groundcontrol_client.models import (
     Lease,
     Me,
     ReportResult,
+    Run,
     Slot,
 )
 
@@ -62,6 +66,20 @@ class RetryPolicy:
         if hint is not None:
             delay = max(delay, min(hint, MAX_RETRY_AFTER_S))
         return delay
+
+
+# `claim(wait_s=)` polls for an open slot: 0.5 s doubling to 5 s, jittered like the retries, so
+# a fleet waiting on one run does not poll in step.
+CLAIM_POLL = RetryPolicy(retries=0, backoff_s=0.5, max_backoff_s=5.0)
+# Fields of a refusal that move on every poll; the rest say whether the answer changed.
+_MOVING_FIELDS = ("expires_in_s", "next_expires_in_s", "lost_in_s", "server_time")
+
+
+def denial_key(error: GroundControlError) -> tuple[Any, ...]:
+    """What a refusal says, without the clock: two polls with the same key gave the same
+    answer (the same holder at the same fence, the same counts), only later."""
+    fields = sorted((k, repr(v)) for k, v in error.fields.items() if k not in _MOVING_FIELDS)
+    return (error.code, *fields)
 
 
 def _base_url(url: str) -> str:
@@ -118,6 +136,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not key:
             raise ConfigError("GC_KEY is not set: a hand needs its own key")
@@ -126,6 +145,7 @@ class Client:
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._rand = rand
+        self._clock = clock
         self._http = httpx.Client(
             base_url=self.url,
             headers={
@@ -257,10 +277,49 @@ class Client:
             Slot.from_wire(s) for s in self._list(f"runs/{int(run_id)}/slots", {"state": state})
         ]
 
-    def claim(self, run_id: int, *, process_id: str, slot: int | None = None) -> Attempt:
+    def claim(
+        self,
+        run_id: int,
+        *,
+        process_id: str,
+        slot: int | None = None,
+        wait_s: float | None = None,
+        on_wait: Callable[[Denied], None] | None = None,
+    ) -> Attempt:
+        """Claim the lowest open slot of the run (or `slot`).
+
+        With `wait_s`, a refusal that says every slot is taken (`no_open_slot`, or
+        `slot_taken` for `slot`) is asked again, with backoff, until a claim is granted or
+        `wait_s` has passed; then the last refusal is raised. `on_wait` hears each refusal that
+        says something new (another holder, other counts), not every poll. Nothing else is
+        waited on: a run that is closed or done (`run_closed`) never opens, and a claim that
+        may have reached the server (the answer was lost) is never sent again, since a second
+        claim would take a second slot.
+        """
         body = _drop_none({"process_id": process_id, "slot": slot})
-        data = self.request("POST", f"runs/{int(run_id)}/claim", json=body, idempotent=False)
-        return Attempt.from_wire(data)
+        give_up_at = self._clock() + wait_s if wait_s else None
+        polls = 0
+        heard: tuple[Any, ...] | None = None
+        while True:
+            try:
+                data = self.request(
+                    "POST", f"runs/{int(run_id)}/claim", json=body, idempotent=False
+                )
+                return Attempt.from_wire(data)
+            except (NoOpenSlot, SlotTaken) as denied:
+                remaining = give_up_at - self._clock() if give_up_at is not None else 0.0
+                if remaining <= 0:
+                    raise
+                if on_wait is not None and denial_key(denied) != heard:
+                    heard = denial_key(denied)
+                    on_wait(denied)
+                self._sleep(min(CLAIM_POLL.delay(polls, hint=None, rand=self._rand), remaining))
+                polls += 1
+
+    def runs(self, *, state: str | None = "open", lane: str | None = None) -> list[Run]:
+        """The runs this key may see (a lane-limited key: its lane's), newest first; `state`
+        is open, closed or done (None: every state)."""
+        return [Run.from_wire(r) for r in self._list("runs", {"state": state, "lane": lane})]
 
     def attempt(self, attempt_id: int) -> Attempt:
         return Attempt.from_wire(self.request("GET", f"attempts/{int(attempt_id)}"))

@@ -13,6 +13,7 @@ class per code, grouped under the categories a caller branches on:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -53,7 +54,9 @@ class GroundControlError(Exception):
         }
 
     def __str__(self) -> str:
-        return self.message
+        # A refusal printed says what to do. A lost tenure's str stays the server's own message:
+        # the runtime writes it into a release reason ("lease lost: <why>") and a notice.
+        return self.message if isinstance(self, TenureLost) else describe(self)
 
 
 class Denied(GroundControlError):
@@ -220,26 +223,130 @@ def error_from_response(status: int, body: Any) -> GroundControlError:
     )
 
 
-def describe_denial(error: GroundControlError) -> str:
-    """A plain sentence a model (or a person) can act on."""
+ADVICE_DENIED = "wait, pick other work, or escalate."
+
+
+def _seconds(value: float) -> str:
+    """A whole number of seconds, never negative; a moment under one reads as such."""
+    value = max(float(value), 0.0)
+    return "under 1 s" if 0 < value < 1 else f"{value:.0f} s"
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _subject(resource: Any, default: str) -> str:
+    """What a denial is about: a slot's resource (`run/12/slot/0`) as "slot 0 of run 12"."""
+    if not isinstance(resource, str) or not resource:
+        return default
+    parts = resource.split("/")
+    if len(parts) == 4 and parts[0] == "run" and parts[2] == "slot":
+        return f"slot {parts[3]} of run {parts[1]}"
+    return resource
+
+
+def describe_holder(fields: dict[str, Any]) -> str:
+    """Who holds it and how its tenure stands, from a denial's fields: `expires_in_s` is only
+    the end of the holder's current renewal window (a live holder renews and keeps it), so it
+    is said as that, never as "free in N s".
+
+        hand a (fence 2), renewing; its current window ends in 58 s
+        hand a (fence 2), late: its window ended 3 s ago; it is lost in 12 s unless it renews
+    """
+    who = f"hand {fields.get('holder')}"
+    if fields.get("fence") is not None:
+        who += f" (fence {fields.get('fence')})"
+    state = fields.get("state")
+    expires = _number(fields.get("expires_in_s"))
+    lost_in = _number(fields.get("lost_in_s"))
+    if state in ("late", "stalled") or (state is None and expires is not None and expires < 0):
+        ended = f" {_seconds(-expires)} ago" if expires is not None and expires < 0 else ""
+        loss = (
+            f"it is lost in {_seconds(lost_in)} unless it renews"
+            if lost_in is not None
+            else "it is lost if it does not renew within its grace"
+        )
+        return f"{who}, {state or 'late'}: its window ended{ended}; {loss}"
+    if expires is not None:
+        return f"{who}, renewing; its current window ends in {_seconds(expires)}"
+    return who
+
+
+def describe_slots(fields: dict[str, Any]) -> str:
+    """How a run's slots stand, from a no_open_slot refusal's fields (those present):
+    "3 slots: 2 held, 1 done; the soonest holder's current window ends in 40 s"."""
+    total = fields.get("slots")
+    if not isinstance(total, int) or isinstance(total, bool):
+        return ""
+    text = f"{total} slot{'' if total == 1 else 's'}"
+    counts = [
+        f"{fields[name]} {name}"
+        for name in ("held", "done")
+        if isinstance(fields.get(name), int) and fields[name]
+    ]
+    if counts:
+        text += ": " + ", ".join(counts)
+    soonest = _number(fields.get("next_expires_in_s"))
+    if soonest is not None:
+        text += f"; the soonest holder's current window ends in {_seconds(soonest)}"
+    return text
+
+
+def describe_fields(fields: Any) -> str:
+    """A validation_error's per-field messages as one line: "wait_s: At most 60." """
+    if not isinstance(fields, dict) or not fields:
+        return ""
+    parts = []
+    for name, messages in fields.items():
+        items = messages if isinstance(messages, list) else [messages]
+        text = " ".join(describe_fields(m) if isinstance(m, dict) else str(m) for m in items)
+        parts.append(f"{name}: {text if text.endswith('.') else text + '.'}")
+    return " ".join(parts)
+
+
+def describe(error: GroundControlError, *, subject: str | None = None) -> str:
+    """The one sentence a model or a person can act on: what happened and what to do.
+
+    gctl prints it, the MCP server answers it, and a denial's `str()` is it. `subject` names
+    what was asked for when the refusal itself does not (gctl knows the resource it asked).
+    """
     if isinstance(error, LeaseHeld | SlotTaken) and error.get("holder"):
-        expires = error.get("expires_in_s")
-        how_long = (
-            f" for {max(float(expires), 0):.0f} s" if isinstance(expires, int | float) else ""
-        )
-        what = error.get("resource") or ("the slot" if isinstance(error, SlotTaken) else "it")
-        return (
-            f"{what} is held by hand {error.get('holder')} (fence {error.get('fence')}){how_long}: "
-            "wait, pick other work, or escalate."
-        )
+        default = subject or ("the slot" if isinstance(error, SlotTaken) else "it")
+        what = _subject(error.get("resource"), default)
+        return f"{what} is held by {describe_holder(error.fields)}: {ADVICE_DENIED}"
     if isinstance(error, NoOpenSlot):
-        return f"{error.message}: every slot is taken; wait, pick other work, or escalate."
+        slots = describe_slots(error.fields)
+        return f"{error.message}{f' ({slots})' if slots else ''}: {ADVICE_DENIED}"
     if isinstance(error, RunClosed):
-        return f"{error.message}: pick other work, or escalate."
+        return f"{error.message}: it takes no more claims; pick other work, or escalate."
+    if isinstance(error, Denied):
+        return f"{error.message}: {ADVICE_DENIED}"
+    if isinstance(error, ProcessMismatch):
+        return (
+            f"{error.message}: another process holds this claim, and only its reports renew it; "
+            "report from that process, or record a report without a process identity."
+        )
     if isinstance(error, TenureLost):
         return f"{error.message}: stop working on it; your work there is no longer accepted."
     if isinstance(error, AuthFailed):
         return f"{error.message}: this key cannot do that; escalate to your supervisor."
+    if isinstance(error, RateLimited) and _number(error.get("retry_after_s")) is not None:
+        # Rounded up: a retry a moment early is refused again.
+        wait = math.ceil(float(error.get("retry_after_s")))
+        return f"{error.message}: too many calls; try again in {wait} s."
     if isinstance(error, Unavailable):
         return f"{error.message}: Ground Control is unavailable; try again shortly."
+    if isinstance(error, ValidationFailed) and describe_fields(error.get("fields")):
+        return f"invalid input: {describe_fields(error.get('fields'))} Fix the call and try again."
+    if isinstance(error, EvidenceMissing) and error.get("missing"):
+        kinds = ", ".join(map(str, error.get("missing")))
+        return (
+            f"{error.message}: the brief asks for evidence of kind {kinds}; finish with it, or "
+            "release with a reason."
+        )
     return error.message
+
+
+# The name the MCP server and older callers use; the same sentence builder.
+describe_denial = describe

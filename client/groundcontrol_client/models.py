@@ -120,9 +120,13 @@ class Lease:
 @dataclass(frozen=True)
 class Slot:
     index: int
-    state: str
+    state: str  # open | held | done
     holder: str | None
     fence: int | None
+    # The end of the holder's current renewal window (negative once it has passed: late).
+    expires_in_s: float | None
+    # Who held it last, for an open or done slot, when the server says.
+    last_holder: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -133,6 +137,61 @@ class Slot:
             state=str(data.get("state", "")),
             holder=data.get("holder") or None,
             fence=int(fence) if isinstance(fence, int) else None,
+            expires_in_s=_float(data.get("expires_in_s")),
+            last_holder=data.get("last_holder") or None,
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class SlotCounts:
+    total: int
+    open: int
+    held: int
+    done: int
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> SlotCounts:
+        return cls(
+            total=int(data.get("total") or 0),
+            open=int(data.get("open") or 0),
+            held=int(data.get("held") or 0),
+            done=int(data.get("done") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run as the runs list describes it: what it is, where, and how its slots stand."""
+
+    id: int
+    title: str
+    state: str  # open | closed | done
+    lane: str
+    work_package: dict[str, Any]
+    evidence_required: list[str]
+    heartbeat_interval_s: float
+    grace_s: float
+    slots: SlotCounts
+    created_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Run:
+        lane = data.get("lane")
+        if isinstance(lane, dict):
+            lane = lane.get("slug")
+        return cls(
+            id=int(data["id"]),
+            title=str(data.get("title", "")),
+            state=str(data.get("state", "")),
+            lane=str(lane or ""),
+            work_package=dict(data.get("work_package") or {}),
+            evidence_required=[str(k) for k in data.get("evidence_required") or []],
+            heartbeat_interval_s=float(data.get("heartbeat_interval_s") or 0),
+            grace_s=float(data.get("grace_s") or 0),
+            slots=SlotCounts.from_wire(data.get("slots") or {}),
+            created_at=_time(data.get("created_at")),
             raw=data,
         )
 

@@ -3,6 +3,7 @@ no retry on a denial, and the mapping of error bodies to exceptions."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -267,8 +268,14 @@ def test_it_carries_the_denials_fields() -> None:
         make_client(handle, []).lease_acquire("src/auth/", ttl_s=60, process_id="p")
     denial = raised.value
     assert (denial.get("holder"), denial.get("fence"), denial.get("expires_in_s")) == ("b", 8, 40.2)
-    assert describe_denial(denial) == (
-        "src/auth/ is held by hand b (fence 8) for 40 s: wait, pick other work, or escalate."
+    # expires_in_s is the end of the holder's current window, not when it frees (issue 17).
+    assert (
+        describe_denial(denial)
+        == str(denial)
+        == (
+            "src/auth/ is held by hand b (fence 8), renewing; its current window ends in 40 s: "
+            "wait, pick other work, or escalate."
+        )
     )
 
 
@@ -339,3 +346,135 @@ def test_it_reads_a_plain_list() -> None:
     handle, seen = scripted(httpx.Response(200, json=slots))
     assert [s.index for s in make_client(handle, []).slots(12)] == [0]
     assert seen[0].url.path == "/api/v1/runs/12/slots" and seen[0].url.params["state"] == "open"
+
+
+# --- claim(wait_s=): polling for an open slot --------------------------------------------------
+
+
+class FakeClock:
+    """A monotonic clock that moves only when the client sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def waiting_client(handler: Handler, clock: FakeClock) -> Client:
+    return Client(
+        URL,
+        KEY,
+        transport=httpx.MockTransport(handler),
+        retry=RetryPolicy(retries=0),
+        sleep=clock.sleep,
+        rand=lambda: 0.5,
+        clock=clock,
+    )
+
+
+def no_open_slot(**fields: object) -> httpx.Response:
+    return error(409, "no_open_slot", "run 12 has no open slot", **fields)
+
+
+def test_it_waits_for_an_open_slot_and_says_each_new_answer_once() -> None:
+    full = {"slots": 2, "held": 2, "done": 0}
+    handle, seen = scripted(
+        no_open_slot(**full, next_expires_in_s=40.0),
+        # Only the clock moved: the same answer, not said again.
+        no_open_slot(**full, next_expires_in_s=39.0),
+        no_open_slot(slots=2, held=1, done=1, next_expires_in_s=12.0),
+        httpx.Response(201, json=FakeServer().attempt()),
+    )
+    clock = FakeClock()
+    heard: list[str] = []
+    attempt = waiting_client(handle, clock).claim(
+        12, process_id="p", wait_s=30, on_wait=lambda denied: heard.append(str(denied))
+    )
+    assert attempt.id == 41 and len(seen) == 4
+    # Every try is the same claim; backoff 0.5 s doubling, each from the upper half.
+    assert [json.loads(r.content) for r in seen] == [{"process_id": "p"}] * 4
+    assert clock.sleeps == pytest.approx([0.375, 0.75, 1.5])
+    assert heard == [
+        "run 12 has no open slot (2 slots: 2 held; the soonest holder's current window ends "
+        "in 40 s): wait, pick other work, or escalate.",
+        "run 12 has no open slot (2 slots: 1 held, 1 done; the soonest holder's current window "
+        "ends in 12 s): wait, pick other work, or escalate.",
+    ]
+
+
+def test_it_gives_up_waiting_at_wait_s_with_the_last_answer() -> None:
+    handle, seen = scripted(*[no_open_slot(slots=1, held=1)] * 20)
+    clock = FakeClock()
+    with pytest.raises(NoOpenSlot) as raised:
+        waiting_client(handle, clock).claim(12, process_id="p", wait_s=4)
+    assert raised.value.get("held") == 1
+    # 0.375 + 0.75 + 1.5 = 2.625, then the rest of the 4 s, then one last try at the end.
+    assert clock.sleeps == pytest.approx([0.375, 0.75, 1.5, 1.375])
+    assert clock.now == pytest.approx(104.0) and len(seen) == 5
+
+
+def test_it_waits_for_a_named_slot_that_is_taken() -> None:
+    taken = error(409, "slot_taken", "held", holder="b", fence=3, expires_in_s=5.0, state="live")
+    handle, seen = scripted(taken, httpx.Response(201, json=FakeServer().attempt()))
+    clock = FakeClock()
+    assert waiting_client(handle, clock).claim(12, process_id="p", slot=0, wait_s=10).id == 41
+    assert json.loads(seen[1].content) == {"process_id": "p", "slot": 0}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        error(409, "run_closed", "run 12 is done"),
+        error(404, "not_found", "no run 12"),
+        error(403, "scope_denied", "needs work"),
+    ],
+)
+def test_it_never_waits_on_a_run_that_will_not_open(answer: httpx.Response) -> None:
+    handle, seen = scripted(answer)
+    clock = FakeClock()
+    with pytest.raises(GroundControlError):
+        waiting_client(handle, clock).claim(12, process_id="p", wait_s=30)
+    assert len(seen) == 1 and clock.sleeps == []
+
+
+def test_it_never_sends_a_claim_again_that_may_have_been_granted_while_waiting() -> None:
+    handle, seen = scripted(no_open_slot(slots=1, held=1), httpx.ReadTimeout("slow"))
+    clock = FakeClock()
+    with pytest.raises(ConnectionFailed):
+        waiting_client(handle, clock).claim(12, process_id="p", wait_s=30)
+    assert len(seen) == 2
+
+
+def test_it_answers_a_full_run_at_once_without_wait_s() -> None:
+    handle, seen = scripted(no_open_slot(slots=1, held=1))
+    clock = FakeClock()
+    with pytest.raises(NoOpenSlot):
+        waiting_client(handle, clock).claim(12, process_id="p")
+    assert len(seen) == 1 and clock.sleeps == []
+
+
+def test_it_lists_runs_with_their_slots() -> None:
+    run = {
+        "id": 12,
+        "title": "Fix login redirect",
+        "state": "open",
+        "lane": "rewalk",
+        "work_package": {"id": 7, "key": "rewalk-1", "title": "Daily rewalk"},
+        "evidence_required": ["pull_request"],
+        "heartbeat_interval_s": 60,
+        "grace_s": 120,
+        "slots": {"total": 2, "open": 1, "held": 1, "done": 0},
+        "created_at": "2030-01-01T12:00:00Z",
+    }
+    handle, seen = scripted(httpx.Response(200, json=[run]))
+    (listed,) = make_client(handle, []).runs(lane="rewalk")
+    assert (listed.id, listed.lane, listed.slots.open, listed.slots.total) == (12, "rewalk", 1, 2)
+    assert listed.work_package["key"] == "rewalk-1" and listed.evidence_required == ["pull_request"]
+    assert seen[0].url.path == "/api/v1/runs"
+    assert dict(seen[0].url.params) == {"state": "open", "lane": "rewalk"}

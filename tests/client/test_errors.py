@@ -1,0 +1,140 @@
+"""The one sentence every surface says for a refusal (gctl, the MCP server, an exception's str):
+what happened and what to do, from the refusal's fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from groundcontrol_client import (
+    ConnectionFailed,
+    EvidenceMissing,
+    GroundControlError,
+    KeyRevoked,
+    LeaseHeld,
+    LeaseLost,
+    NoOpenSlot,
+    ProcessMismatch,
+    RateLimited,
+    RunClosed,
+    SlotTaken,
+    ValidationFailed,
+)
+from groundcontrol_client.errors import describe
+
+WAIT = "wait, pick other work, or escalate."
+
+
+def held(**fields: Any) -> dict[str, Any]:
+    return {"holder": "a", "fence": 2, "resource": "src/auth/", **fields}
+
+
+@pytest.mark.parametrize(
+    ("error", "sentence"),
+    [
+        (
+            LeaseHeld("held", fields=held(state="live", expires_in_s=58.4)),
+            f"src/auth/ is held by hand a (fence 2), renewing; its current window ends in 58 s: "
+            f"{WAIT}",
+        ),
+        (
+            LeaseHeld("held", fields=held(state="live", expires_in_s=0.2)),
+            f"src/auth/ is held by hand a (fence 2), renewing; its current window ends in under "
+            f"1 s: {WAIT}",
+        ),
+        (
+            # A late holder: its window has ended, and it is lost unless it renews in time.
+            SlotTaken(
+                "held",
+                fields=held(
+                    resource="run/12/slot/0", state="late", expires_in_s=-3.2, lost_in_s=11.8
+                ),
+            ),
+            "slot 0 of run 12 is held by hand a (fence 2), late: its window ended 3 s ago; it "
+            f"is lost in 12 s unless it renews: {WAIT}",
+        ),
+        (
+            SlotTaken("held", fields=held(resource="run/12/slot/1", state="stalled")),
+            "slot 1 of run 12 is held by hand a (fence 2), stalled: its window ended; it is lost "
+            f"if it does not renew within its grace: {WAIT}",
+        ),
+        (
+            NoOpenSlot(
+                "run 12 has no open slot",
+                fields={"slots": 3, "held": 2, "done": 1, "next_expires_in_s": 40.0},
+            ),
+            "run 12 has no open slot (3 slots: 2 held, 1 done; the soonest holder's current "
+            f"window ends in 40 s): {WAIT}",
+        ),
+        (
+            # What a server without the counts says (only the total).
+            NoOpenSlot("run 12 has no open slot", fields={"slots": 1}),
+            f"run 12 has no open slot (1 slot): {WAIT}",
+        ),
+        (
+            RunClosed("run 12 is done"),
+            "run 12 is done: it takes no more claims; pick other work, or escalate.",
+        ),
+        (
+            ValidationFailed(
+                "invalid input: ttl_s, wait_s",
+                fields={"fields": {"wait_s": ["At most 60."], "ttl_s": ["At least 1"]}},
+            ),
+            "invalid input: wait_s: At most 60. ttl_s: At least 1. Fix the call and try again.",
+        ),
+        (
+            EvidenceMissing("evidence missing", fields={"missing": ["pull_request"]}),
+            "evidence missing: the brief asks for evidence of kind pull_request; finish with "
+            "it, or release with a reason.",
+        ),
+        (
+            KeyRevoked("key 3f9a is revoked"),
+            "key 3f9a is revoked: this key cannot do that; escalate to your supervisor.",
+        ),
+        (
+            RateLimited("slow down", fields={"retry_after_s": 2.5}),
+            "slow down: too many calls; try again in 3 s.",
+        ),
+        (
+            ConnectionFailed("GET me failed"),
+            "GET me failed: Ground Control is unavailable; try again shortly.",
+        ),
+        (
+            LeaseLost("attempt 41 has lost its slot lease"),
+            "attempt 41 has lost its slot lease: stop working on it; your work there is no "
+            "longer accepted.",
+        ),
+    ],
+)
+def test_it_says_what_happened_and_what_to_do(error: GroundControlError, sentence: str) -> None:
+    assert describe(error) == sentence
+
+
+def test_it_is_what_a_denial_prints() -> None:
+    denial = LeaseHeld("held by hand 'a'", fields=held(state="live", expires_in_s=58))
+    assert str(denial) == describe(denial)
+    # The server's own words stay the message; the JSON body is unchanged.
+    assert denial.message == "held by hand 'a'"
+    assert denial.to_dict()["message"] == "held by hand 'a'"
+
+
+def test_it_keeps_a_lost_tenures_str_to_the_servers_words() -> None:
+    # The runtime writes it into a release reason: "lease lost: <why>".
+    lost = LeaseLost("attempt 41 has lost its slot lease")
+    assert str(lost) == "attempt 41 has lost its slot lease"
+
+
+def test_it_names_what_was_asked_for_when_the_refusal_does_not() -> None:
+    denial = LeaseHeld("held", fields={"holder": "b", "fence": 1, "expires_in_s": 9})
+    assert describe(denial, subject="migrations").startswith("migrations is held by hand b")
+
+
+def test_it_says_who_holds_the_claim_on_a_process_mismatch() -> None:
+    error = ProcessMismatch(
+        "attempt 41 is held by process 'h:1:2', not 'h:3:4'", fields={"process_id": "h:1:2"}
+    )
+    assert describe(error) == (
+        "attempt 41 is held by process 'h:1:2', not 'h:3:4': another process holds this claim, "
+        "and only its reports renew it; report from that process, or record a report without "
+        "a process identity."
+    )
