@@ -32,7 +32,9 @@ from fleet.models import (
     PlanState,
     ReportKind,
     Run,
+    RunState,
     Scope,
+    SlotState,
     WorkPackage,
 )
 from fleet.selectors import AttemptView, SlotView
@@ -53,7 +55,8 @@ from leases.state import seconds_until, thresholds
 from leases.waiting import MAX_WAIT_S, lease_acquire_waiting
 
 MAX_NAME = 200
-SLOT_STATES = ["open", "held"]
+SLOT_STATES = [state.value for state in SlotState]
+RUN_STATES = [state.value for state in RunState]
 MAX_REASON = fleet.MAX_REASON_LENGTH
 MAX_INTERVAL = fleet.MAX_INTERVAL_S
 PAGE_PARAMS = [
@@ -301,7 +304,13 @@ def work_package_json(package: WorkPackage) -> dict[str, Any]:
     }
 
 
-def run_json(run: Run) -> dict[str, Any]:
+def run_json(run: Run, counts: selectors.SlotCounts | None = None) -> dict[str, Any]:
+    """A run; with `counts`, also how its slots stand now (`slots_by_state`)."""
+    extra = (
+        {"slots_by_state": {"open": counts.open, "held": counts.held, "done": counts.done}}
+        if counts is not None
+        else {}
+    )
     return {
         "id": run.pk,
         "work_package": run.work_package_id,
@@ -315,7 +324,16 @@ def run_json(run: Run) -> dict[str, Any]:
         "state": run.state,
         "created_at": run.created_at,
         "closed_at": run.closed_at,
+        "work_package_key": run.work_package.key,
+        "work_package_title": run.work_package.title,
+        **extra,
     }
+
+
+def runs_json(runs: list[Run]) -> list[dict[str, Any]]:
+    """A page of runs with their slots counted (one query for the page)."""
+    counts = selectors.runs_slot_counts(runs)
+    return [run_json(run, counts[run.pk]) for run in runs]
 
 
 def hand_json(hand: Hand) -> dict[str, Any]:
@@ -495,6 +513,12 @@ class WorkPackageOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class SlotsByStateOut(serializers.Serializer):
+    open = serializers.IntegerField()
+    held = serializers.IntegerField()
+    done = serializers.IntegerField()
+
+
 class RunOut(serializers.Serializer):
     id = serializers.IntegerField()
     work_package = serializers.IntegerField()
@@ -505,9 +529,19 @@ class RunOut(serializers.Serializer):
     slots = serializers.IntegerField()
     heartbeat_interval_s = serializers.IntegerField()
     grace_s = serializers.IntegerField()
-    state = serializers.ChoiceField(choices=PlanState.choices)
+    state = serializers.ChoiceField(
+        choices=RunState.choices,
+        help_text="open; closed by a supervisor; done once every slot was finished.",
+    )
     created_at = serializers.DateTimeField()
-    closed_at = serializers.DateTimeField(allow_null=True)
+    closed_at = serializers.DateTimeField(
+        allow_null=True, help_text="When it was closed, or became done."
+    )
+    work_package_key = serializers.CharField()
+    work_package_title = serializers.CharField()
+    slots_by_state = SlotsByStateOut(
+        required=False, help_text="How many slots are open, held and done now (lists of runs)."
+    )
 
 
 class HandOut(serializers.Serializer):
@@ -706,7 +740,20 @@ class RunIn(serializers.Serializer):
 
 
 class RunPatchIn(serializers.Serializer):
-    state = serializers.ChoiceField(choices=PlanState.choices)
+    state = serializers.ChoiceField(
+        choices=PlanState.choices,
+        help_text="closed: no more claims. open: claims again (a run whose slots are all done "
+        "reopens as done: reopen a slot or add slots to work on it again).",
+    )
+
+
+class SlotsAddIn(serializers.Serializer):
+    count = serializers.IntegerField(min_value=1, max_value=fleet.MAX_SLOTS)
+    reason = serializers.CharField(max_length=MAX_REASON)
+
+
+class SlotReopenIn(serializers.Serializer):
+    reason = serializers.CharField(max_length=MAX_REASON)
 
 
 class HandIn(serializers.Serializer):
@@ -745,6 +792,17 @@ def valid(serializer_class: type[serializers.Serializer], request: Request) -> d
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
+
+
+def _text_param(request: Request, name: str, *, max_length: int = MAX_NAME) -> str:
+    """A free-text query parameter: no NUL (PostgreSQL cannot compare one), bounded length."""
+    value = request.query_params.get(name, "")
+    if "\x00" in value or len(value) > max_length:
+        raise ValidationFailed(
+            f"{name} must be text of at most {max_length} characters, without NUL",
+            fields={name: [f"At most {max_length} characters, no NUL."]},
+        )
+    return value
 
 
 def _choice_param(request: Request, name: str, choices: list[str]) -> str:
@@ -830,9 +888,10 @@ class MeApi(HandAPIView):
 
 
 class SlotsApi(HandAPIView):
-    """A run's slots: open (free, or its holder lost) or held, with holder and fence."""
+    """A run's slots: open (free, or its holder lost), held, or done (finished: never handed
+    out again unless a supervisor reopens it), with holder and fence; POST adds slots."""
 
-    required_scope = READ_ATTEMPT
+    required_scope = {"GET": READ_ATTEMPT, "POST": PLAN}
 
     @extend_schema(
         tags=["hand"],
@@ -846,6 +905,89 @@ class SlotsApi(HandAPIView):
         state = _choice_param(request, "state", SLOT_STATES)
         run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
         return Response([slot_json(view) for view in selectors.run_slots(run=run, state=state)])
+
+    @extend_schema(
+        tags=["plan"],
+        request=SlotsAddIn,
+        description="Add open slots to a run that is open or done (a done run is open again); "
+        "recorded as the event slots_added with the reason.",
+        responses={
+            201: RunOut,
+            **error_responses("scope_denied", "not_found", "run_closed", body=True),
+        },
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        data = valid(SlotsAddIn, request)
+        run = fleet.run_add_slots(
+            workspace_id=self.workspace_id,
+            run_id=run_id,
+            count=data["count"],
+            reason=data["reason"],
+            actor=self.hand.name,
+            lane_id=self.lane_id,
+        )
+        return Response(runs_json([run])[0], status=201)
+
+
+class SlotReopenApi(HandAPIView):
+    """Reopen a done slot: claimable again at the next fence; a done run is open again."""
+
+    required_scope = PLAN
+
+    @extend_schema(
+        tags=["plan"],
+        request=SlotReopenIn,
+        description="Recorded as the event slot_reopened with the reason. The finished "
+        "attempt and its evidence stay on record.",
+        responses={
+            200: SlotOut,
+            **error_responses("scope_denied", "not_found", "slot_not_done", body=True),
+        },
+    )
+    def post(self, request: Request, run_id: int, index: int) -> Response:
+        data = valid(SlotReopenIn, request)
+        view = fleet.slot_reopen(
+            workspace_id=self.workspace_id,
+            run_id=run_id,
+            index=index,
+            reason=data["reason"],
+            actor=self.hand.name,
+            lane_id=self.lane_id,
+        )
+        return Response(slot_json(view))
+
+
+class RunsIndexApi(HandAPIView):
+    """The workspace's runs (a lane-limited key: its lane's), newest first, with how their
+    slots stand: how a hand finds work to claim."""
+
+    required_scope = (WORK, PLAN, SUPERVISE)
+
+    @extend_schema(
+        tags=["hand"],
+        parameters=[
+            OpenApiParameter(
+                "state", str, enum=RUN_STATES, description="open: runs that take claims."
+            ),
+            OpenApiParameter("lane", str, description="A lane's slug."),
+            *PAGE_PARAMS,
+        ],
+        responses={
+            200: RunOut(many=True),
+            **error_responses("scope_denied", "validation_error"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        return paginated(
+            request,
+            selectors.runs_of_workspace(
+                workspace_id=self.workspace_id,
+                state=_choice_param(request, "state", RUN_STATES),
+                lane_slug=_text_param(request, "lane"),
+                lane_id=self.lane_id,
+            ),
+            runs_json,
+        )
 
 
 class ClaimApi(HandAPIView):

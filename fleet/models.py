@@ -66,6 +66,12 @@ class PlanState(models.TextChoices):
     CLOSED = "closed"
 
 
+class RunState(models.TextChoices):
+    OPEN = "open"
+    CLOSED = "closed"  # by a supervisor: takes no claims; its attempts go on
+    DONE = "done"  # every slot finished, set by the last finish itself
+
+
 class WorkPackage(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     lane = models.ForeignKey(Lane, on_delete=models.CASCADE, related_name="work_packages")
@@ -94,12 +100,22 @@ class Run(models.Model):
     heartbeat_interval_s = models.PositiveIntegerField(default=DEFAULT_HEARTBEAT_INTERVAL_S)
     grace_s = models.PositiveIntegerField(default=DEFAULT_GRACE_S)
     slot_count = models.PositiveIntegerField(default=1)
-    state = models.CharField(max_length=8, choices=PlanState.choices, default=PlanState.OPEN)
+    state = models.CharField(max_length=8, choices=RunState.choices, default=RunState.OPEN)
     created_at = models.DateTimeField(db_default=Now())
     closed_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.title
+
+
+class SlotState(models.TextChoices):
+    """open -> held -> done (finished), or back to open (released, lost, broken). Read from the
+    slot's lease (`fleet.selectors.slot_state`): done is its retired status, held a tenure that
+    is not lost."""
+
+    OPEN = "open"
+    HELD = "held"
+    DONE = "done"
 
 
 class Slot(models.Model):

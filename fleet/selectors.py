@@ -13,7 +13,18 @@ from typing import Any
 from django.db.models import DateTimeField, F, Func, Q, QuerySet
 from django.db.models.lookups import GreaterThan, LessThanOrEqual
 
-from fleet.models import Attempt, AttemptEnd, Hand, HandKey, Lane, Run, Slot, WorkPackage
+from fleet.models import (
+    Attempt,
+    AttemptEnd,
+    Hand,
+    HandKey,
+    Lane,
+    Run,
+    RunState,
+    Slot,
+    SlotState,
+    WorkPackage,
+)
 from leases.clock import db_now, now_expression, plus_seconds_sql
 from leases.engine import LeaseSnapshot
 from leases.errors import NotFound
@@ -207,6 +218,14 @@ def run_get(*, workspace_id: int, run_id: int, lane_id: int | None = None) -> Ru
         raise NotFound(f"no run {run_id}") from None
 
 
+def slot_state(lease: LeaseSnapshot) -> str:
+    """done (its lease retired by a finish), held (a tenure not lost), else open (free, or its
+    holder lost: claimable at once, before any sweep)."""
+    if lease.status == LeaseStatus.RETIRED:
+        return SlotState.DONE
+    return SlotState.HELD if lease.held else SlotState.OPEN
+
+
 @dataclass(frozen=True)
 class SlotView:
     slot: Slot
@@ -214,12 +233,43 @@ class SlotView:
 
     @property
     def state(self) -> str:
-        """open (free, or its holder lost) or held."""
-        return "held" if self.lease.held else "open"
+        return slot_state(self.lease)
 
     @property
     def holder(self) -> str | None:
         return self.lease.holder if self.lease.held else None
+
+
+@dataclass(frozen=True)
+class SlotCounts:
+    """How a run's slots stand, for a denial, a list of runs or the board."""
+
+    total: int
+    open: int
+    held: int
+    done: int
+    # The soonest end of a holder's current renewal window (seconds), None if none is held.
+    next_expires_in_s: float | None
+
+    @classmethod
+    def of(cls, leases: list[LeaseSnapshot]) -> SlotCounts:
+        states = [slot_state(lease) for lease in leases]
+        windows = [
+            lease.expires_in_s
+            for lease, state in zip(leases, states, strict=True)
+            if state == SlotState.HELD and lease.expires_in_s is not None
+        ]
+        return cls(
+            total=len(states),
+            open=states.count(SlotState.OPEN),
+            held=states.count(SlotState.HELD),
+            done=states.count(SlotState.DONE),
+            next_expires_in_s=max(min(windows), 0.0) if windows else None,
+        )
+
+    @property
+    def all_done(self) -> bool:
+        return self.total > 0 and self.done == self.total
 
 
 def run_slots(*, run: Run, state: str | None = None) -> list[SlotView]:
@@ -229,6 +279,22 @@ def run_slots(*, run: Run, state: str | None = None) -> list[SlotView]:
     if state:
         views = [v for v in views if v.state == state]
     return views
+
+
+def run_slot_counts(*, run_id: int) -> SlotCounts:
+    """The run's slots counted by state now, on the database's clock (one query)."""
+    now = db_now()
+    leases = Lease.objects.filter(slot__run_id=run_id)
+    return SlotCounts.of([LeaseSnapshot.from_model(lease, now) for lease in leases])
+
+
+def runs_slot_counts(runs: list[Run], now: datetime | None = None) -> dict[int, SlotCounts]:
+    """Slot counts for a page of runs in one query, whatever the page's size."""
+    now = now or db_now()
+    by_run: dict[int, list[LeaseSnapshot]] = {run.pk: [] for run in runs}
+    for slot in Slot.objects.filter(run_id__in=list(by_run)).select_related("lease"):
+        by_run[slot.run_id].append(LeaseSnapshot.from_model(slot.lease, now))
+    return {run_id: SlotCounts.of(leases) for run_id, leases in by_run.items()}
 
 
 def hand_get(*, workspace_id: int, name: str) -> Hand:
@@ -373,6 +439,25 @@ def runs_list(*, work_package: WorkPackage) -> QuerySet[Run]:
     return Run.objects.filter(work_package=work_package).select_related(
         "work_package", "work_package__lane"
     )
+
+
+def runs_of_workspace(
+    *, workspace_id: int, state: str = "", lane_slug: str = "", lane_id: int | None = None
+) -> QuerySet[Run]:
+    """The workspace's runs (a lane-limited key's: its lane's), for hands discovering work. An
+    open run of a closed work package takes no claims, so `open` leaves it out."""
+    runs = Run.objects.filter(workspace_id=workspace_id).select_related(
+        "work_package", "work_package__lane"
+    )
+    if lane_id is not None:
+        runs = runs.filter(work_package__lane_id=lane_id)
+    if lane_slug:
+        runs = runs.filter(work_package__lane__slug=lane_slug)
+    if state == RunState.OPEN:
+        runs = runs.filter(state=RunState.OPEN, work_package__state=RunState.OPEN)
+    elif state:
+        runs = runs.filter(state=state)
+    return runs
 
 
 def hands_list(*, workspace_id: int) -> QuerySet[Hand]:

@@ -35,8 +35,10 @@ from fleet.models import (
     ReportKind,
     Role,
     Run,
+    RunState,
     Scope,
     Slot,
+    SlotState,
     WorkPackage,
     Workspace,
 )
@@ -44,10 +46,14 @@ from fleet.selectors import (
     AttemptView,
     Named,
     ReportedAttempt,
+    SlotCounts,
+    SlotView,
     attempt_get,
     attempt_view,
     lane_slug,
     run_get,
+    run_slot_counts,
+    slot_state,
 )
 from leases import engine
 from leases import services as lease_services
@@ -65,11 +71,12 @@ from leases.errors import (
     ProcessMismatch,
     RunClosed,
     ScopeDenied,
+    SlotNotDone,
     SlotTaken,
     StaleFence,
     ValidationFailed,
 )
-from leases.models import EventKind, Lease, LeaseKind, LeaseState
+from leases.models import EventKind, Lease, LeaseKind, LeaseState, LeaseStatus
 from leases.services import held_error, validate_fence, validate_name, validate_seconds
 
 MAX_SLOTS = 1000
@@ -257,39 +264,38 @@ def run_create(
             grace_s=grace,
             slot_count=slots,
         )
-        leases = [
-            engine.create_free(
-                workspace_id=run.workspace_id,
-                resource=slot_resource(run.pk, i),
-                kind=LeaseKind.SLOT,
-            )
-            for i in range(slots)
-        ]
-        Slot.objects.bulk_create(
-            Slot(run=run, index=i, lease=lease) for i, lease in enumerate(leases)
-        )
+        _create_slots(run, range(slots))
     return run
 
 
 @refusals_recorded
 def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> Run:
-    """Close (or reopen) a run. A closed run takes no claims; its attempts go on."""
-    _validate_choice(state, field="state", choices=[s.value for s in PlanState])
+    """Close (or reopen) a run. A closed run takes no claims; its attempts go on. `done` is the
+    run's own doing (its last slot finished): a closed run whose slots are all done reopens as
+    done, and a done run can be closed."""
+    _validate_choice(state, field="state", choices=[RunState.OPEN.value, RunState.CLOSED.value])
     run = run_get(workspace_id=workspace_id, run_id=run_id)
     with transaction.atomic():
+        _lock_run(run.pk)
         now = db_now()
-        changed = (
-            Run.objects.filter(pk=run.pk)
-            .exclude(state=state)
-            .update(state=state, closed_at=now if state == PlanState.CLOSED else None)
-        )
-        if changed and state == PlanState.CLOSED:
-            record_event(
-                workspace_id=workspace_id,
-                kind=EventKind.RUN_CLOSED,
-                at=now,
-                actor=actor,
-                data={"run": run.pk},
+        if state == RunState.CLOSED:
+            changed = (
+                Run.objects.filter(pk=run.pk)
+                .exclude(state=RunState.CLOSED)
+                .update(state=RunState.CLOSED, closed_at=now)
+            )
+            if changed:
+                record_event(
+                    workspace_id=workspace_id,
+                    kind=EventKind.RUN_CLOSED,
+                    at=now,
+                    actor=actor,
+                    data={"run": run.pk},
+                )
+        else:
+            done = run_slot_counts(run_id=run.pk).all_done
+            Run.objects.filter(pk=run.pk, state=RunState.CLOSED).update(
+                state=RunState.DONE if done else RunState.OPEN, closed_at=now if done else None
             )
     run.refresh_from_db()
     return run
@@ -526,8 +532,7 @@ def attempt_claim(
     """
     validate_name(process_id, field="process_id")
     run = run_get(workspace_id=hand.workspace_id, run_id=run_id, lane_id=lane_id)
-    if run.state != PlanState.OPEN or run.work_package.state != PlanState.OPEN:
-        raise RunClosed(f"run {run.pk} takes no claims")
+    _refuse_closed_run(run)
     slots = list(Slot.objects.filter(run=run).order_by("index").values_list("index", "lease_id"))
     if slot is not None:
         if isinstance(slot, bool) or not isinstance(slot, int) or not (0 <= slot < len(slots)):
@@ -584,8 +589,54 @@ def attempt_claim(
     if slot is not None:
         current = engine.read(workspace_id=hand.workspace_id, resource=slot_resource(run.pk, slot))
         assert current is not None
+        if current.status == LeaseStatus.RETIRED:
+            raise SlotTaken(
+                f"slot {slot} of run {run.pk} is done: its work was finished; "
+                "claim another slot, or ask a supervisor to reopen it",
+                state=SlotState.DONE,
+                resource=current.resource,
+                fence=current.fence,
+            )
         raise held_error(current, SlotTaken)
-    raise NoOpenSlot(f"run {run.pk} has no open slot", slots=len(slots))
+    counts = run_slot_counts(run_id=run.pk)
+    if counts.all_done:  # the last slot was finished while this claim looked
+        run.state = RunState.DONE
+        _refuse_closed_run(run)
+    raise NoOpenSlot(
+        _no_open_slot_message(run.pk, counts),
+        slots=counts.total,
+        held=counts.held,
+        done=counts.done,
+        next_expires_in_s=counts.next_expires_in_s,
+    )
+
+
+def _refuse_closed_run(run: Run) -> None:
+    """run_closed, saying why, for a run that takes no claims."""
+    if run.state == RunState.DONE:
+        raise RunClosed(
+            f"run {run.pk} is done: every slot was finished; there is nothing left to claim",
+            run_state=RunState.DONE,
+        )
+    if run.state != RunState.OPEN:
+        raise RunClosed(f"run {run.pk} is closed: it takes no claims", run_state=run.state)
+    if run.work_package.state != PlanState.OPEN:
+        raise RunClosed(
+            f"run {run.pk} takes no claims: its work package {run.work_package.key!r} is closed",
+            run_state=run.state,
+        )
+
+
+def _no_open_slot_message(run_id: int, counts: SlotCounts) -> str:
+    held = f"{counts.held} held"
+    if counts.next_expires_in_s is not None:
+        held += (
+            f" (the soonest holder's current renewal window ends in "
+            f"{counts.next_expires_in_s:.0f} s; a slot opens only if its holder releases it or "
+            "stops renewing past its grace)"
+        )
+    done = f", {counts.done} done" if counts.done else ""
+    return f"run {run_id} has no open slot: {held}{done}; wait, or pick other work"
 
 
 def attempt_mark_lost(*, attempt_id: int, at: datetime, reason: str) -> bool:
@@ -1086,14 +1137,22 @@ def attempt_end(
 ) -> AttemptView:
     """Release the slot lease and end the attempt as finished or released, with its event.
 
-    Runs inside the caller's transaction (finish adds its evidence in the same one).
+    Runs inside the caller's transaction (finish adds its evidence in the same one). A finish
+    retires the slot (done, never handed out again) and, if it was the run's last open slot,
+    makes the run done in the same transaction.
     """
+    finished = end == AttemptEnd.FINISHED
+    if finished:
+        # Finishes of one run take turns from here to the commit, so the last of two
+        # concurrent ones sees the other's slot done and marks the run (no write skew).
+        _lock_run(attempt.run_id)
     lease = engine.release(
         workspace_id=hand.workspace_id,
         resource=attempt.lease.resource,
         holder=hand.name,
         fence=attempt.fence,
         process_id=process_id,
+        retire=finished,
     )
     if lease is None:
         raise _tenure_error(
@@ -1117,8 +1176,140 @@ def attempt_end(
         fence=attempt.fence,
         data={"reason": reason} if reason else {},
     )
+    if finished:
+        _mark_run_done_if_finished(
+            workspace_id=hand.workspace_id, run_id=attempt.run_id, at=lease.server_time,
+            actor=hand.name,
+        )
     attempt.refresh_from_db()
     return AttemptView(attempt, lease)
+
+
+def _lock_run(run_id: int) -> None:
+    """Take the run's row lock for the rest of the transaction (no-op on SQLite, which has
+    one writer at a time). Every path that changes which of a run's slots are done takes it
+    before it touches a slot's lease, so they never deadlock."""
+    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+
+
+def _mark_run_done_if_finished(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> bool:
+    """An open run whose every slot is done becomes done, with its event, once."""
+    unfinished = Slot.objects.filter(run_id=run_id).exclude(lease__status=LeaseStatus.RETIRED)
+    if unfinished.exists():
+        return False
+    if not Run.objects.filter(pk=run_id, state=RunState.OPEN).update(
+        state=RunState.DONE, closed_at=at
+    ):
+        return False
+    record_event(
+        workspace_id=workspace_id,
+        kind=EventKind.RUN_DONE,
+        at=at,
+        actor=actor,
+        data={"run": run_id},
+    )
+    return True
+
+
+def _reopen_done_run(run_id: int) -> bool:
+    """A done run with a slot to claim again is open (a supervisor reopened or added slots)."""
+    return bool(
+        Run.objects.filter(pk=run_id, state=RunState.DONE).update(
+            state=RunState.OPEN, closed_at=None
+        )
+    )
+
+
+@refusals_recorded
+def slot_reopen(
+    *, workspace_id: int, run_id: int, index: int, actor: str, reason: str,
+    lane_id: int | None = None,
+) -> SlotView:
+    """A supervisor reopens a done slot: claimable again, at the fence after its finished
+    tenure; a done run is open again. Its finished attempt and evidence stay on record."""
+    reason = _validate_reason(reason, required=True)
+    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
+    try:
+        slot = Slot.objects.select_related("lease").get(run=run, index=index)
+    except (Slot.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise NotFound(f"run {run.pk} has no slot {index!r}") from None
+    with transaction.atomic():
+        _lock_run(run.pk)
+        lease = engine.reopen(lease_id=slot.lease_id)
+        if lease is None:
+            current = engine.read(workspace_id=workspace_id, resource=slot.lease.resource)
+            assert current is not None
+            raise SlotNotDone(
+                f"slot {index} of run {run.pk} is {slot_state(current)}, not done: "
+                "only a finished slot can be reopened",
+                state=slot_state(current),
+            )
+        run_reopened = _reopen_done_run(run.pk)
+        record_event(
+            workspace_id=workspace_id,
+            kind=EventKind.SLOT_REOPENED,
+            at=lease.server_time,
+            actor=actor,
+            resource=lease.resource,
+            fence=lease.fence,
+            data={"run": run.pk, "slot": index, "reason": reason, "run_reopened": run_reopened},
+        )
+    return SlotView(slot, lease)
+
+
+@refusals_recorded
+def run_add_slots(
+    *, workspace_id: int, run_id: int, count: int, actor: str, reason: str,
+    lane_id: int | None = None,
+) -> Run:
+    """A supervisor adds `count` open slots to a run that is open or done (a done run is open
+    again); a closed run takes none."""
+    reason = _validate_reason(reason, required=True)
+    if isinstance(count, bool) or not isinstance(count, int) or not (1 <= count <= MAX_SLOTS):
+        raise ValidationFailed(
+            f"count must be an integer from 1 to {MAX_SLOTS}",
+            fields={"count": [f"An integer from 1 to {MAX_SLOTS}."]},
+        )
+    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
+    with transaction.atomic():
+        _lock_run(run.pk)
+        run.refresh_from_db(fields=["state", "slot_count"])
+        if run.state == RunState.CLOSED:
+            raise RunClosed(f"run {run.pk} is closed: reopen it before adding slots",
+                            run_state=run.state)
+        first = Slot.objects.filter(run=run).count()
+        if first + count > MAX_SLOTS:
+            raise ValidationFailed(
+                f"a run has at most {MAX_SLOTS} slots ({first} now)",
+                fields={"count": [f"At most {MAX_SLOTS - first} more."]},
+            )
+        _create_slots(run, range(first, first + count))
+        Run.objects.filter(pk=run.pk).update(slot_count=first + count)
+        now = db_now()
+        run_reopened = _reopen_done_run(run.pk)
+        record_event(
+            workspace_id=workspace_id,
+            kind=EventKind.SLOTS_ADDED,
+            at=now,
+            actor=actor,
+            data={"run": run.pk, "slots": list(range(first, first + count)), "reason": reason,
+                  "run_reopened": run_reopened},
+        )
+    run.refresh_from_db()
+    return run
+
+
+def _create_slots(run: Run, indexes: range) -> None:
+    """Slots `indexes` of `run`, each with a free lease row `run/<id>/slot/<n>` at fence 0."""
+    leases = [
+        engine.create_free(
+            workspace_id=run.workspace_id, resource=slot_resource(run.pk, i), kind=LeaseKind.SLOT
+        )
+        for i in indexes
+    ]
+    Slot.objects.bulk_create(
+        Slot(run=run, index=i, lease=lease) for i, lease in zip(indexes, leases, strict=True)
+    )
 
 
 def attempt_for_ending(

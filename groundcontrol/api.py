@@ -342,8 +342,19 @@ class ErrorDetailSerializer(serializers.Serializer):
     required_scope = serializers.CharField(required=False, help_text="scope_denied")
     holder = serializers.CharField(required=False, help_text="lease_held, slot_taken")
     fence = serializers.IntegerField(required=False, help_text="lease_held, slot_taken")
-    expires_in_s = serializers.FloatField(required=False, help_text="lease_held, slot_taken")
-    state = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    expires_in_s = serializers.FloatField(
+        required=False,
+        help_text="lease_held, slot_taken: when the holder's CURRENT renewal window ends; a "
+        "holder that keeps renewing keeps it longer",
+    )
+    lost_in_s = serializers.FloatField(
+        required=False,
+        help_text="lease_held, slot_taken: when the holder would be lost if it stopped "
+        "renewing now (window end + grace)",
+    )
+    state = serializers.CharField(
+        required=False, help_text="lease_held, slot_taken (done: a finished slot)"
+    )
     current_fence = serializers.IntegerField(
         required=False, allow_null=True, help_text="stale_fence, lease_lost"
     )
@@ -360,7 +371,15 @@ class ErrorDetailSerializer(serializers.Serializer):
     end = serializers.CharField(required=False, help_text="lease_lost: how the attempt ended")
     revoked_at = serializers.DateTimeField(required=False, help_text="key_revoked")
     expired_at = serializers.DateTimeField(required=False, help_text="key_expired")
-    slots = serializers.IntegerField(required=False, help_text="no_open_slot")
+    slots = serializers.IntegerField(required=False, help_text="no_open_slot: the run's slots")
+    held = serializers.IntegerField(required=False, help_text="no_open_slot: slots held now")
+    done = serializers.IntegerField(required=False, help_text="no_open_slot: slots finished")
+    next_expires_in_s = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="no_open_slot: the soonest end of a holder's current renewal window",
+    )
+    run_state = serializers.CharField(required=False, help_text="run_closed: closed or done")
     lane = serializers.CharField(required=False, allow_null=True, help_text="scope_denied")
     idempotency_key = serializers.CharField(required=False, help_text="idempotency_conflict")
 

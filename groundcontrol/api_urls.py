@@ -12,7 +12,13 @@ from groundcontrol.api import NotFoundView
 urlpatterns: list[URLPattern | URLResolver] = [
     # Hand calls
     path("me", fleet.MeApi.as_view(), name="api-me"),
+    path("runs", fleet.RunsIndexApi.as_view(), name="api-runs-index"),
     path("runs/<int:run_id>/slots", fleet.SlotsApi.as_view(), name="api-slots"),
+    path(
+        "runs/<int:run_id>/slots/<int:index>/reopen",
+        fleet.SlotReopenApi.as_view(),
+        name="api-slot-reopen",
+    ),
     path("runs/<int:run_id>/claim", fleet.ClaimApi.as_view(), name="api-claim"),
     path("attempts/<int:attempt_id>", fleet.AttemptApi.as_view(), name="api-attempt"),
     path("attempts/<int:attempt_id>/brief", fleet.BriefApi.as_view(), name="api-brief"),

@@ -257,6 +257,7 @@ SPECTACULAR_SETTINGS.update(
             "LeaseStateEnum": "fleet.selectors.LEASE_STATES",
             "SlotStateEnum": "fleet.api.SLOT_STATES",
             "PlanStateEnum": "fleet.models.PlanState",
+            "RunStateEnum": "fleet.models.RunState",
         },
         "TAGS": [
             {"name": "hand", "description": "A hand's calls on its slots and attempts (work)."},

@@ -146,7 +146,8 @@ def _sql(template: str, **caller: str) -> str:
         now=now,
         columns=", ".join(_COLUMNS),
         alive=f"(status = 'held' AND {now} <= {lost_at})",
-        free_or_lost=f"(status = 'free' OR {now} > {lost_at})",
+        # A retired lease's deadline is past too: only a held one can be lost.
+        free_or_lost=f"(status = 'free' OR (status = 'held' AND {now} > {lost_at}))",
         deadline_from_now=plus_seconds_sql(now, "CAST(%(interval_s)s AS REAL)")
         if connection.vendor == "sqlite"
         else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
@@ -390,13 +391,18 @@ def release(
     holder: str,
     fence: int,
     process_id: str | None = None,
+    retire: bool = False,
 ) -> LeaseSnapshot | None:
-    """End the tenure now; the resource is free at once. The fence stays where it is."""
+    """End the tenure now; the resource is free at once. The fence stays where it is.
+
+    `retire`: the resource takes no further holder either (a finished slot) until `reopen`.
+    """
     process_clause = "AND process_id = %(process_id)s " if process_id is not None else ""
+    status = LeaseStatus.RETIRED if retire else LeaseStatus.FREE
     return _one(
         _sql(
-            "UPDATE {table} SET status = 'free', released_at = {now}, next_check_at = NULL, "
-            "noticed_state = 'free' "
+            f"UPDATE {{table}} SET status = '{status}', released_at = {{now}}, "
+            "next_check_at = NULL, noticed_state = 'free' "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
             f"AND holder = %(holder)s AND fence = %(fence)s {process_clause}"
             "AND {alive} "
@@ -409,6 +415,19 @@ def release(
             "fence": fence,
             "process_id": process_id,
         },
+    )
+
+
+def reopen(*, lease_id: int) -> LeaseSnapshot | None:
+    """Make a retired lease free again (a supervisor reopens a finished slot); None unless it
+    was retired. The fence stays: the next holder takes the one after the finished tenure's."""
+    return _one(
+        _sql(
+            "UPDATE {table} SET status = 'free', released_at = NULL "
+            f"WHERE id = %(lease_id)s AND status = '{LeaseStatus.RETIRED}' "
+            "RETURNING {columns}, {now} AS server_time"
+        ),
+        {"lease_id": lease_id},
     )
 
 

@@ -91,6 +91,13 @@ class RunClosed(GroundControlError):
     http_status = 409
 
 
+class SlotNotDone(GroundControlError):
+    """Reopening a slot that is open or held: only a finished (done) slot can be reopened."""
+
+    code = "slot_not_done"
+    http_status = 409
+
+
 class IdempotencyConflict(GroundControlError):
     code = "idempotency_conflict"
     http_status = 409

@@ -21,6 +21,9 @@ class LeaseStatus(models.TextChoices):
 
     HELD = "held"
     FREE = "free"
+    # Ended for good: takes no further holder until reopened (a finished slot). Nobody holds it,
+    # so its state reads as free; only a reopen makes it free again.
+    RETIRED = "retired"
 
 
 class LeaseState(models.TextChoices):
@@ -102,6 +105,9 @@ class EventKind(models.TextChoices):
     LEASE_EXPIRED = "lease_expired"
     LEASE_BROKEN = "lease_broken"
     RUN_CLOSED = "run_closed"
+    RUN_DONE = "run_done"
+    SLOT_REOPENED = "slot_reopened"
+    SLOTS_ADDED = "slots_added"
 
 
 class Event(models.Model):

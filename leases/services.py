@@ -24,7 +24,7 @@ from leases.errors import (
     ValidationFailed,
 )
 from leases.models import EventKind, LeaseKind, LeaseState
-from leases.state import thresholds
+from leases.state import seconds_until, thresholds
 from leases.waiting import notify_freed
 
 MAX_RESOURCE_LENGTH = 512
@@ -93,10 +93,26 @@ def validate_fence(value: object) -> int:
 
 
 def describe_holder(lease: LeaseSnapshot) -> str:
+    """Who holds it and what its numbers mean: `expires_in_s` is only the holder's current
+    renewal window, which a live holder keeps pushing forward."""
+    who = f"{lease.resource} is held by hand '{lease.holder}' (fence {lease.fence})"
+    window = lease.expires_in_s or 0.0
+    lost_in = max(lease_lost_in_s(lease) or 0.0, 0.0)
+    if lease.state == LeaseState.LIVE:
+        return (
+            f"{who}, renewing; its current window ends in {max(window, 0.0):.0f} s "
+            "(it is renewed while the holder works): wait, pick other work, or escalate"
+        )
     return (
-        f"held by hand '{lease.holder}' (fence {lease.fence}) "
-        f"for {max(lease.expires_in_s or 0.0, 0.0):.0f} more seconds"
+        f"{who}, {lease.state}: its renewal was due {max(-window, 0.0):.0f} s ago; it is lost "
+        f"in {lost_in:.0f} s unless it renews: wait, pick other work, or escalate"
     )
+
+
+def lease_lost_in_s(lease: LeaseSnapshot) -> float | None:
+    """Seconds until the tenure is lost if its holder stops renewing now."""
+    limits = lease.thresholds
+    return seconds_until(limits.lost_at, lease.server_time) if limits else None
 
 
 def held_error(
@@ -108,6 +124,7 @@ def held_error(
         holder=lease.holder,
         fence=lease.fence,
         expires_in_s=lease.expires_in_s,
+        lost_in_s=lease_lost_in_s(lease),
         state=str(lease.state),
         resource=lease.resource,
     )

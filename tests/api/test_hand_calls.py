@@ -247,7 +247,8 @@ def test_it_finishes_with_evidence(api_a: Api, run) -> None:
     assert [(e["kind"], e["url"], e["note"]) for e in body["evidence"]] == [
         ("pull_request", PR_URL, "the fix")
     ]
-    assert Lease.objects.get(resource=f"run/{run.pk}/slot/0").status == "free"
+    # The slot is done, not free: its work is never handed out again (issue 17.1).
+    assert Lease.objects.get(resource=f"run/{run.pk}/slot/0").status == "retired"
     assert Evidence.objects.get().url == PR_URL
     assert Event.objects.filter(kind="finished", attempt_id=attempt["id"]).count() == 1
     listed = api_a.get(f"/attempts/{attempt['id']}/evidence").json()

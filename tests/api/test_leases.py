@@ -52,7 +52,12 @@ def test_a_held_resource_answers_lease_held_with_holder_fence_and_time_left(
     error = error_of(acquire(api_b), 409, "lease_held")
     assert (error["holder"], error["fence"], error["state"]) == ("hand-a", 1, "live")
     assert error["expires_in_s"] == 40
-    assert "held by hand 'hand-a' (fence 1) for 40 more seconds" == error["message"]
+    assert error["lost_in_s"] == 40  # a resource lease has no grace
+    # The window is the holder's current one, and the message says so (issue 17.4).
+    assert error["message"] == (
+        "src/auth/ is held by hand 'hand-a' (fence 1), renewing; its current window ends in "
+        "40 s (it is renewed while the holder works): wait, pick other work, or escalate"
+    )
     assert [r.hand for r in refusals("lease_held")] == ["hand-b"]
     assert Lease.objects.get(resource="src/auth/").holder == "hand-a"
 

@@ -182,6 +182,22 @@ def slot_worker(index: int, hand: Hand, run: Run, history: History, stop_at: flo
             )
         if not alive:
             continue
+        if rng.random() < 0.75:  # most tenures give the slot back; a finish makes it done
+            try:
+                given = fleet.attempt_release(
+                    hand=hand,
+                    attempt_id=view.attempt.pk,
+                    fence=fence,
+                    process_id=process,
+                    reason="next",
+                )
+                history.add(
+                    Op(index, "release", resource, fence, True, given.lease.server_time,
+                       given.lease.server_time)
+                )
+            except GroundControlError as error:
+                history.add(Op(index, "release", resource, fence, False, code=error.code))
+            continue
         try:
             done = attempt_finish(
                 hand=hand,
@@ -199,6 +215,7 @@ def slot_worker(index: int, hand: Hand, run: Run, history: History, stop_at: flo
                     True,
                     done.lease.server_time,
                     done.lease.server_time,
+                    code="finished",
                 )
             )
         except GroundControlError as error:
@@ -269,6 +286,12 @@ def check_history(history: History) -> dict[str, int]:
             )
         tenures += len(spans)
 
+    # A finished slot is done for good: no tenure of it is granted after its finish.
+    for op in history.ops:
+        if op.ok and op.code == "finished":
+            later = [f for f, _, _ in validity[op.resource] if f > op.fence]
+            assert not later, f"{op.resource} finished at fence {op.fence}, then granted {later}"
+
     # A stale fence never succeeds: no success at time t carries a fence older than one granted
     # at or before t.
     for op in history.ops:
@@ -287,7 +310,8 @@ def test_it_keeps_every_promise_under_contention(workspace, lane) -> None:  # no
     run = fleet.run_create(
         work_package=package,
         title="race",
-        slots=3,
+        # Enough that finished (done) slots leave some to fight over for the whole run.
+        slots=12,
         heartbeat_interval_s=SLOT_INTERVAL_S,
         grace_s=SLOT_GRACE_S,
         evidence_required=["pull_request"],

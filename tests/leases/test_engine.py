@@ -39,10 +39,13 @@ def test_it_denies_with_holder_fence_state_and_time_left(frozen_clock: datetime)
         "holder": "a",
         "fence": 1,
         "expires_in_s": 40,
+        "lost_in_s": 40,
         "state": "live",
         "resource": "src/auth/",
     }
-    assert "held by hand 'a' (fence 1) for 40 more seconds" in denied.value.message
+    assert "src/auth/ is held by hand 'a' (fence 1), renewing; its current window ends in 40 s" in (
+        denied.value.message
+    )
     row = Lease.objects.get(resource="src/auth/")
     assert (row.holder, row.fence) == ("a", 1)
     refusal = Refusal.objects.get()
