@@ -9,29 +9,28 @@
     with hand.lease("src/auth/", ttl=60) as lease:
         lease.check()                           # fenced write: is lease.fence still current?
 
-The client keeps its own conservative deadline: the send time of the last accepted renewal plus
-the interval, on the monotonic clock. It never asks the wall clock and never waits for the server
-to say so: once that deadline passes without an accepted renewal, the tenure reads as lost, even
-if the server cannot be reached (the server, which allows a grace on top, may still think it
-live; the client errs on the side of stopping).
+The client keeps the tenure's clock itself, on the monotonic clock (`tenure.TenureClock`, where
+the rule lives): a brief outage is ridden out with retries up to the point the server would call
+the tenure lost (less a margin), and only then is it lost. It never asks the wall clock, and a
+connection that failed never releases a slot. `AsyncHand` (`async_runtime`) is the asyncio twin.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from groundcontrol_client.client import Client
 from groundcontrol_client.errors import (
     Denied,
     EvidenceMissing,
     GroundControlError,
-    LeaseLost,
     ServerError,
     TenureLost,
     Unavailable,
@@ -39,46 +38,67 @@ from groundcontrol_client.errors import (
 )
 from groundcontrol_client.identity import process_identity
 from groundcontrol_client.models import Attempt, Brief, Evidence, Lease, ReportResult
+from groundcontrol_client.tenure import (
+    HEARTBEAT_FRACTION,
+    MAX_REASON_LENGTH,
+    AttemptView,
+    LeaseUnconfirmed,
+    StopRequested,
+    TenureClock,
+    clip_reason,
+    exception_reason,
+    is_local,
+    is_transient,
+    lease_grace_s,
+    local_lease_lost,
+    renewal_period,
+)
+
+__all__ = [
+    "HEARTBEAT_FRACTION",
+    "MAX_REASON_LENGTH",
+    "ClaimedAttempt",
+    "Hand",
+    "HeldLease",
+    "LeaseUnconfirmed",
+    "StopRequested",
+    "local_lease_lost",
+]
 
 logger = logging.getLogger("groundcontrol_client")
-
-# Renew three times per interval: two renewals in a row can fail and the tenure still holds.
-HEARTBEAT_FRACTION = 1 / 3
-MAX_REASON_LENGTH = 2000
-
-
-class StopRequested(Exception):
-    """The supervisor's directive for this attempt is `stop`."""
+T = TypeVar("T")
+# Backoff steps past this add nothing (the delay is capped long before) but an overflow.
+MAX_BACKOFF_STEP = 30
 
 
-def local_lease_lost(reason: str) -> LeaseLost:
-    """A `LeaseLost` the client concluded on its own (no answer from the server)."""
-    return LeaseLost(reason, fields={"local": True})
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)  # looked up per call, so a test can replace time.sleep
 
 
 class _Keeper:
-    """Renews a tenure from a background thread and keeps the conservative deadline.
+    """Renews a tenure from a background thread; the tenure's clock decides when it is lost."""
 
-    Lost is sticky: once the deadline has passed or the server has refused a renewal, the keeper
-    stops renewing, and a renewal accepted after that does not bring the tenure back.
-    """
-
-    def __init__(self, client: Client, *, process_id: str, fraction: float, name: str) -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        process_id: str,
+        fraction: float,
+        name: str,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
         self.client = client
         self.process_id = process_id
+        self.tenure = TenureClock(clock=clock)
         self._fraction = fraction
         self._name = name
-        self._lock = threading.Lock()
+        self._sleep = sleep or _sleep
+        self._rand = random.random
         self._stop = threading.Event()
-        self._lost = threading.Event()
-        self._lost_error: GroundControlError | None = None
-        self._interval = 0.0
-        self._deadline = 0.0
         self._thread: threading.Thread | None = None
         # One call on the tenure at a time: a renewal never races the finish or release.
         self._turn = threading.Lock()
-        # Ended on purpose (finished, released): the deadline no longer matters.
-        self._closed = False
 
     # Subclasses take the tenure (`open`), renew it once (raising the server's refusal, or
     # `Unavailable`), and end it when their `with` block is left (`_exit`).
@@ -106,46 +126,55 @@ class _Keeper:
             # Whatever happened, nothing renews a tenure once its `with` block is left.
             self._stop_renewing()
 
-    def _start(self, *, sent_at: float, interval: float) -> None:
-        self._interval = interval
-        self._deadline = sent_at + interval
+    def _start(self, *, sent_at: float, interval: float, grace: float) -> None:
+        """Start the clock at the granting request's send time, and the heartbeats."""
+        self.tenure.start(sent_at=sent_at, interval_s=interval, grace_s=grace)
+        if self.tenure.clock() - sent_at > interval * self._fraction:
+            # The grant waited (for an open slot, or a lease to free): it was granted late in the
+            # wait, not when it was sent. A renewal sent now pins the clock before anyone asks.
+            self._renew_once(timeout=self.client.timeout)
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
-        period = max(self._interval * self._fraction, 0.01)
-        while not self._stop.wait(period):
+        period = renewal_period(self.tenure.interval_s, self._fraction)
+        delay, failures = period, 0
+        while not self._stop.wait(delay):
             with self._turn:
                 if self._stop.is_set() or self.lost:
                     return
-                self._renew_once()
+                renewed = self._renew_once()
+            if renewed:
+                delay, failures = period, 0
+            else:
+                # Sooner than the period while it fails: the give-up point is what counts.
+                delay = min(period, self._backoff(failures))
+                failures += 1
 
-    def _renew_once(self) -> None:
-        sent_at = time.monotonic()
-        remaining = max(self._deadline - sent_at, 0.05)
+    def _backoff(self, failures: int) -> float:
+        step = min(failures, MAX_BACKOFF_STEP)
+        return self.tenure.retry_delay(self.client.retry.delay(step, hint=None, rand=self._rand))
+
+    def _renew_once(self, *, timeout: float | None = None) -> bool:
+        sent_at = self.tenure.clock()
         try:
-            self._renew(give_up_at=self._deadline, timeout=min(self.client.timeout, remaining))
+            self._renew(
+                give_up_at=max(self.tenure.give_up_at, sent_at + (timeout or 0)),
+                timeout=timeout or self.tenure.timeout_s(self.client.timeout),
+            )
         except (Unavailable, ServerError) as error:
-            # Try again at the next tick; the deadline decides when it is too late.
             logger.warning("%s: renewal failed (%s); retrying", self._name, error)
         except GroundControlError as error:
             self._mark_lost(error)
         except Exception:  # a bug must not kill the thread silently while the agent works
             logger.exception("%s: renewal crashed; retrying", self._name)
         else:
-            self._accepted(sent_at)
-
-    def _accepted(self, sent_at: float) -> None:
-        """A renewal sent at `sent_at` was accepted: the deadline moves to `sent_at` + interval."""
-        with self._lock:
-            if not self._lost.is_set():
-                self._deadline = max(self._deadline, sent_at + self._interval)
+            self.tenure.accepted(sent_at)
+            return True
+        return False
 
     def _mark_lost(self, error: GroundControlError) -> None:
-        with self._lock:
-            if self._lost_error is None:
-                self._lost_error = error
-            self._lost.set()
+        self.tenure.mark_lost(error)
         self._stop.set()
 
     def _stop_renewing(self) -> None:
@@ -157,35 +186,32 @@ class _Keeper:
 
     @property
     def lost(self) -> bool:
-        """True once the server refused a renewal or the client deadline passed unrenewed."""
-        if self._lost.is_set():
-            return True
-        if self._thread is not None and not self._closed and time.monotonic() > self._deadline:
-            self._mark_lost(
-                local_lease_lost(
-                    f"no renewal was accepted within the {self._interval:g} s interval "
-                    "(client deadline passed)"
-                )
-            )
+        """True once the server refused the tenure or the give-up point passed unrenewed."""
+        if self.tenure.lost:
+            self._stop.set()
             return True
         return False
 
     @property
     def lost_error(self) -> GroundControlError | None:
         """Why the tenure is lost: the server's refusal, or a local `LeaseLost`."""
-        return self._lost_error if self.lost else None
+        return self.tenure.lost_error
 
     @property
     def expires_in_s(self) -> float:
-        """Seconds left on the client's conservative deadline (negative once past)."""
-        return self._deadline - time.monotonic()
+        """Seconds left in the current renewal window (negative once it has passed)."""
+        return self.tenure.expires_in_s
+
+    @property
+    def give_up_in_s(self) -> float:
+        """Seconds until the tenure is lost unless a renewal is accepted first."""
+        return self.tenure.give_up_in_s
 
     def _raise_if_lost(self) -> None:
         if self.lost:
-            assert self._lost_error is not None
-            raise self._lost_error
+            self.tenure.raise_if_lost()
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A call on the tenure; a refusal that ends it marks it lost before it propagates."""
         try:
             return fn(*args, **kwargs)
@@ -193,18 +219,36 @@ class _Keeper:
             self._mark_lost(error)
             raise
 
-    def _end(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _persist(self, what: str, fn: Callable[[float], T]) -> tuple[float, T]:
+        """`fn(timeout)` until it is answered, retrying transient failures (backoff with jitter)
+        up to the give-up point, then the local loss; the send time of the answered try."""
+        failures = 0
+        while True:
+            sent_at = self.tenure.clock()
+            try:
+                self._raise_if_lost()
+                return sent_at, self._call(fn, self.tenure.timeout_s(self.client.timeout))
+            except GroundControlError as error:
+                if not is_transient(error):
+                    raise
+                self.tenure.failed(error)
+                logger.warning("%s: %s failed (%s); retrying", self._name, what, error)
+                self._sleep(self._backoff(failures))
+                failures += 1
+                self.tenure.failed(error)  # the loss, from the last failure, once it is too late
+
+    def _end(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """End the tenure with `fn` (finish or release). Renewals stop only once the server has
         accepted the end: a refused finish (evidence missing) leaves the tenure alive to retry."""
         with self._turn:
             result = self._call(fn, *args, **kwargs)
-            self._closed = True
+            self.tenure.close()
             self._stop.set()
         self._stop_renewing()
         return result
 
 
-class ClaimedAttempt(_Keeper):
+class ClaimedAttempt(AttemptView, _Keeper):
     """One tenure on a run's slot: claimed on `open()` (or `with`), heartbeated until it ends."""
 
     def __init__(
@@ -217,58 +261,30 @@ class ClaimedAttempt(_Keeper):
         wait: float | None = None,
         on_wait: Callable[[Denied], None] | None = None,
         fraction: float = HEARTBEAT_FRACTION,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
-        super().__init__(client, process_id=process_id, fraction=fraction, name=f"gc-run-{run_id}")
-        self.run_id = run_id
-        self.requested_slot = slot
-        # Seconds to wait for an open slot (the client polls); `on_wait` hears each new denial.
-        self.wait = wait
+        _Keeper.__init__(
+            self,
+            client,
+            process_id=process_id,
+            fraction=fraction,
+            name=f"gc-run-{run_id}",
+            clock=clock,
+            sleep=sleep,
+        )
+        self._init_view(run_id, slot, wait)
         self.on_wait = on_wait
-        self.evidence: list[Evidence] = []
-        self.summary: str | None = None
-        self.ended: str | None = None  # finished | released, once this runtime ended it
-        self._attempt: Attempt | None = None
         self._changed = threading.Condition()
-
-    # --- state ------------------------------------------------------------------------------
-
-    @property
-    def attempt(self) -> Attempt:
-        """The attempt as the server last described it."""
-        if self._attempt is None:
-            raise RuntimeError("not claimed yet: use `with hand.claim(run_id) as attempt:`")
-        return self._attempt
-
-    @property
-    def id(self) -> int:
-        return self.attempt.id
-
-    @property
-    def fence(self) -> int:
-        return self.attempt.fence
-
-    @property
-    def slot(self) -> int:
-        return self.attempt.slot
-
-    @property
-    def directive(self) -> str:
-        """continue | pause | stop, as of the last heartbeat's answer."""
-        return self.attempt.directive
 
     def _update(self, attempt: Attempt) -> None:
         with self._changed:
-            previous = self._attempt.directive if self._attempt else None
-            self._attempt = attempt
-            if previous is not None and previous != attempt.directive:
-                logger.info("attempt %s: directive is now %s", attempt.id, attempt.directive)
+            changed = self._record(attempt)
+            if changed:
+                logger.info("attempt %s: directive is now %s", attempt.id, changed)
             self._changed.notify_all()
 
     # --- life -------------------------------------------------------------------------------
-
-    @property
-    def claimed(self) -> bool:
-        return self._attempt is not None
 
     def open(self) -> Self:
         waiting: dict[str, Any] = {}
@@ -276,12 +292,16 @@ class ClaimedAttempt(_Keeper):
             waiting["wait_s"] = self.wait
         if self.on_wait is not None:
             waiting["on_wait"] = self.on_wait
-        sent_at = time.monotonic()
+        sent_at = self.tenure.clock()
         attempt = self.client.claim(
             self.run_id, process_id=self.process_id, slot=self.requested_slot, **waiting
         )
         self._update(attempt)
-        self._start(sent_at=sent_at, interval=attempt.lease.heartbeat_interval_s)
+        self._start(
+            sent_at=sent_at,
+            interval=attempt.lease.heartbeat_interval_s,
+            grace=attempt.lease.grace_s,
+        )
         return self
 
     def _renew(self, *, give_up_at: float, timeout: float) -> None:
@@ -303,11 +323,8 @@ class ClaimedAttempt(_Keeper):
     # --- what the agent does ----------------------------------------------------------------
 
     def brief(self) -> Brief:
-        return self._call(self.client.brief, self.id)
-
-    def attach(self, kind: str, url: str, note: str = "") -> None:
-        """Evidence to finish with when the `with` block ends without an exception."""
-        self.evidence.append(Evidence(kind=kind, url=url, note=note))
+        """The run's brief; retried through an outage like a report."""
+        return self._persist("brief", lambda timeout: self.client.brief(self.id))[1]
 
     def report(
         self,
@@ -317,22 +334,25 @@ class ClaimedAttempt(_Keeper):
         kind: str = "progress",
         details: Mapping[str, Any] | None = None,
     ) -> ReportResult:
-        """Progress (or a blocker, or a note); it renews the lease like a heartbeat."""
-        self._raise_if_lost()
-        sent_at = time.monotonic()
-        result: ReportResult = self._call(
-            self.client.report,
-            self.id,
-            fence=self.fence,
-            kind=kind,
-            process_id=self.process_id,
-            message=message,
-            percent=percent,
-            details=details,
+        """Progress (or a blocker, or a note); it renews the lease like a heartbeat. While the
+        server cannot be reached it keeps trying, up to the give-up point."""
+        sent_at, result = self._persist(
+            "report",
+            lambda timeout: self.client.report(
+                self.id,
+                fence=self.fence,
+                kind=kind,
+                process_id=self.process_id,
+                message=message,
+                percent=percent,
+                details=details,
+                give_up_at=self.tenure.give_up_at,
+                timeout=timeout,
+            ),
         )
         self._update(result.attempt)
         if result.renewed:
-            self._accepted(sent_at)
+            self.tenure.accepted(sent_at)
         return result
 
     def checkpoint(self, *, poll_s: float = 0.5) -> None:
@@ -340,9 +360,7 @@ class ClaimedAttempt(_Keeper):
         (heartbeats go on) while the directive is pause."""
         while True:
             self._raise_if_lost()
-            if self.directive == "stop":
-                raise StopRequested(f"attempt {self.id}: the supervisor asked to stop")
-            if self.directive != "pause":
+            if not self._must_wait():
                 return
             with self._changed:
                 self._changed.wait(poll_s)
@@ -350,17 +368,17 @@ class ClaimedAttempt(_Keeper):
     def finish(
         self, evidence: Iterable[Evidence] | None = None, summary: str | None = None
     ) -> Attempt:
-        """Finish with `evidence` (default: what was attached); heartbeats stop once it is."""
+        """Finish with `evidence` (default: what was attached); heartbeats stop once it is.
+        Retried through an outage up to the give-up point (a retried finish acts once)."""
         self._raise_if_lost()
-        items = list(evidence) if evidence is not None else list(self.evidence)
-        attempt: Attempt = self._end(
-            self.client.finish,
-            self.id,
-            fence=self.fence,
-            process_id=self.process_id,
-            evidence=items,
-            summary=summary if summary is not None else self.summary,
-        )
+        body = self._finish_body(evidence, summary)
+
+        def finish(timeout: float) -> Attempt:
+            return self._end(
+                self.client.finish, self.id, fence=self.fence, process_id=self.process_id, **body
+            )
+
+        attempt = self._persist("finish", finish)[1]
         self._update(attempt)
         self.ended = "finished"
         return attempt
@@ -372,14 +390,17 @@ class ClaimedAttempt(_Keeper):
             self.id,
             fence=self.fence,
             process_id=self.process_id,
-            reason=reason[:MAX_REASON_LENGTH] or "released",
+            reason=clip_reason(reason),
         )
         self._update(attempt)
         self.ended = "released"
         return attempt
 
     def release_quietly(self, reason: str) -> bool:
-        """Release, swallowing refusals (the tenure may already be gone); True if it released."""
+        """Release, swallowing refusals (the tenure may already be gone); True if it released.
+        A tenure given up locally is left to the server (see `AttemptView`)."""
+        if self._quiet_release_skipped():
+            return False
         try:
             self.release(reason)
         except GroundControlError as error:
@@ -391,11 +412,11 @@ class ClaimedAttempt(_Keeper):
         if self.ended:
             return
         if exc is not None:
-            self.release_quietly(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            self.release_quietly(exception_reason(exc))
             return
         if self.lost:
             # The work may already belong to someone else: never finish it, say so.
-            self.release_quietly(f"lease lost: {self._lost_error}")
+            self.release_quietly(f"lease lost: {self.lost_error}")
             self._raise_if_lost()
         try:
             self.finish()
@@ -416,9 +437,16 @@ class HeldLease(_Keeper):
         process_id: str,
         wait_s: float | None = None,
         fraction: float = HEARTBEAT_FRACTION,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         super().__init__(
-            client, process_id=process_id, fraction=fraction, name=f"gc-lease-{resource}"
+            client,
+            process_id=process_id,
+            fraction=fraction,
+            name=f"gc-lease-{resource}",
+            clock=clock,
+            sleep=sleep,
         )
         self.resource = resource
         self.ttl_s = ttl_s
@@ -439,11 +467,11 @@ class HeldLease(_Keeper):
         return self.lease.fence
 
     def open(self) -> Self:
-        sent_at = time.monotonic()
+        sent_at = self.tenure.clock()
         self._lease = self.client.lease_acquire(
             self.resource, ttl_s=self.ttl_s, process_id=self.process_id, wait_s=self.wait_s
         )
-        self._start(sent_at=sent_at, interval=self.ttl_s)
+        self._start(sent_at=sent_at, interval=self.ttl_s, grace=lease_grace_s(self._lease))
         return self
 
     def _renew(self, *, give_up_at: float, timeout: float) -> None:
@@ -456,25 +484,38 @@ class HeldLease(_Keeper):
         )
 
     def check(self) -> Lease:
-        """Raise unless `fence` is still the current tenure: locally first (the client deadline),
-        then on the server. Call it right before a write that a stale holder must not make."""
+        """Raise unless `fence` is still the current tenure: locally first, then on the server.
+        Call it right before a write that a stale holder must not make. Locally it refuses
+        (`LeaseUnconfirmed`) once the renewal window has passed without an accepted renewal,
+        though the tenure is not given up until later: the client cannot vouch for the fence."""
         self._raise_if_lost()
+        self.tenure.raise_unless_vouched(self.resource)
         return self._call(self.client.lease_check, self.resource, fence=self.fence)
 
     def release(self) -> None:
         self._end(self.client.lease_release, self.resource, fence=self.fence)
         self.released = True
 
+    def release_quietly(self) -> bool:
+        """Release, swallowing refusals; a lease given up locally is left to the server."""
+        if self.lost and is_local(self.lost_error):
+            logger.warning("lease %s: not released (%s)", self.resource, self.lost_error)
+            return False
+        try:
+            self.release()
+        except GroundControlError as error:
+            logger.warning("lease %s: release failed: %s", self.resource, error)
+            return False
+        return True
+
     def _exit(self, exc: BaseException | None) -> None:
         if self.released:
             return
         lost = self.lost
-        try:
-            self.release()
-        except GroundControlError as error:
-            if exc is None and not lost:
-                raise
-            logger.warning("lease %s: release failed: %s", self.resource, error)
+        if lost or exc is not None:
+            self.release_quietly()
+        else:
+            self.release()  # refused though the client thought it held: the caller hears why
         if exc is None and lost:
             self._raise_if_lost()
 
@@ -488,10 +529,14 @@ class Hand:
         *,
         process_id: str | None = None,
         heartbeat_fraction: float = HEARTBEAT_FRACTION,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.client = client
         self.process_id = process_id or process_identity()
         self.heartbeat_fraction = heartbeat_fraction
+        self._clock = clock
+        self._sleep = sleep
 
     @classmethod
     def from_env(cls, **client_kwargs: Any) -> Hand:
@@ -515,6 +560,8 @@ class Hand:
             wait=wait,
             on_wait=on_wait,
             fraction=self.heartbeat_fraction,
+            clock=self._clock,
+            sleep=self._sleep,
         )
 
     def lease(self, resource: str, *, ttl: float, wait: float | None = None) -> HeldLease:
@@ -525,6 +572,8 @@ class Hand:
             process_id=self.process_id,
             wait_s=wait,
             fraction=self.heartbeat_fraction,
+            clock=self._clock,
+            sleep=self._sleep,
         )
 
     def close(self) -> None:

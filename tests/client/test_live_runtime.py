@@ -147,8 +147,10 @@ def test_it_holds_a_resource_lease_and_another_hand_hears_who_holds_it(gc: Fleet
         denial = raised.value
         assert (denial.get("holder"), denial.get("fence")) == ("hand-a", lease.fence)
         assert 0 < denial.get("expires_in_s") <= INTERVAL_S
+        # Issue 17 (4): the denial says the holder is renewing, not that it is free in N s.
         assert describe_denial(denial).startswith(
-            f"src/auth/ is held by hand hand-a (fence {lease.fence}) for "
+            f"src/auth/ is held by hand hand-a (fence {lease.fence}), renewing; "
+            "its current window ends in "
         )
     with other.lease("src/auth/", ttl=60) as taken:
         assert taken.fence == lease.fence + 1

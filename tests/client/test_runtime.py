@@ -1,5 +1,6 @@
-"""The runtime against a fake server: the heartbeat thread, the conservative monotonic deadline,
-directives, and how a `with` block ends (finish with evidence, or release with the reason)."""
+"""The runtime against a fake server: the heartbeat thread, the tenure's clock on the monotonic
+clock (the give-up rule at its boundaries, retries through an outage), directives, and how a
+`with` block ends (finish with evidence, or release with the reason)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ from groundcontrol_client import (
     Hand,
     LeaseHeld,
     LeaseLost,
+    RetryPolicy,
     StaleFence,
     StopRequested,
+    Unavailable,
 )
 from groundcontrol_client import runtime as runtime_module
+from groundcontrol_client.tenure import LeaseUnconfirmed, TenureClock, safety_margin
 
 from tests.client.fakes import FakeServer, error
 
@@ -164,8 +168,9 @@ def test_it_reports_the_lease_lost_when_the_server_is_unreachable_past_the_deadl
     assert not attempt.lost
     started = time.monotonic()
     assert wait_until(lambda: attempt.lost, timeout=2.0)
-    # Lost once the 0.3 s interval after the claim's send time passed, not at the grace's end.
-    assert time.monotonic() - started < 0.6
+    # Lost at the claim's send time + interval 0.3 s + grace 0.3 s - margin 0.06 s: retrying
+    # through the window and the grace, and giving up before the server would call it lost.
+    assert 0.45 < time.monotonic() - started < 0.6
     error = attempt.lost_error
     assert isinstance(error, LeaseLost) and error.get("local") is True
     server.down = False
@@ -179,7 +184,7 @@ def test_it_keeps_the_deadline_from_the_send_time_on_the_monotonic_clock(
 ) -> None:
     now = [1000.0]
     monkeypatch.setattr(runtime_module.time, "monotonic", lambda: now[0])
-    server.interval_s = 10.0
+    server.interval_s, server.grace_s = 10.0, 5.0
     # A huge fraction keeps the background thread asleep: the test drives every renewal.
     hand = Hand(server.client(), process_id="p", heartbeat_fraction=1000)
     attempt = hand.claim(12).open()
@@ -197,7 +202,14 @@ def test_it_keeps_the_deadline_from_the_send_time_on_the_monotonic_clock(
     assert attempt.expires_in_s == pytest.approx(7.0)
     now[0] = 1014.9
     assert not attempt.lost
+    # Past the window the server sees it late, not lost: the client gives up only at
+    # 1005 + interval 10 + grace 5 - margin 1.5 (a tenth of both).
     now[0] = 1015.1
+    assert not attempt.lost
+    assert attempt.give_up_in_s == pytest.approx(3.4)
+    now[0] = 1018.4
+    assert not attempt.lost
+    now[0] = 1018.6
     assert attempt.lost
     assert isinstance(attempt.lost_error, LeaseLost)
     attempt._stop_renewing()
@@ -285,3 +297,186 @@ def test_it_raises_the_denial_with_who_holds_it(server: FakeServer, hand: Hand) 
         pass
     assert (raised.value.get("holder"), raised.value.get("fence")) == ("hand-b", 8)
     assert server.calls("/leases/renew") == []
+
+
+# --- the give-up rule, at its boundaries, on a fake monotonic clock ----------------------------
+
+
+class FakeClock:
+    """A monotonic clock that moves only when told to (or when something sleeps on it)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.mark.parametrize(
+    ("interval", "grace", "margin"),
+    [
+        (15, 15, 3.0),  # the issue's case: given up 27 s after the last renewal was sent
+        (1, 1, 0.2),
+        (0.3, 0.3, 0.06),
+        (60, 0, 5.0),  # a resource lease (no grace): a tenth would be 6 s, the cap is 5 s
+        (120, 240, 5.0),
+        (10, 0, 1.0),
+    ],
+)
+def test_it_gives_up_at_interval_plus_grace_less_a_margin(
+    interval: float, grace: float, margin: float
+) -> None:
+    clock = FakeClock()
+    tenure = TenureClock(clock=clock)
+    tenure.start(sent_at=1000.0, interval_s=interval, grace_s=grace)
+    assert safety_margin(interval, grace) == pytest.approx(margin)
+    assert tenure.give_up_at == pytest.approx(1000.0 + interval + grace - margin)
+    assert tenure.window_ends_at == pytest.approx(1000.0 + interval)
+    clock.now = tenure.give_up_at
+    assert not tenure.lost  # at the instant itself: still held
+    clock.now = tenure.give_up_at + 1e-6
+    assert tenure.lost
+    assert isinstance(tenure.lost_error, LeaseLost) and tenure.lost_error.get("local") is True
+
+
+def test_it_counts_from_the_latest_accepted_send_time_and_lost_is_final() -> None:
+    clock = FakeClock()
+    tenure = TenureClock(clock=clock)
+    tenure.start(sent_at=1000.0, interval_s=10, grace_s=10)
+    tenure.accepted(1006.0)
+    tenure.accepted(1003.0)  # an older renewal answered late moves nothing back
+    assert tenure.give_up_at == pytest.approx(1006.0 + 18.0)
+    clock.now = 1024.1
+    assert tenure.lost
+    tenure.accepted(1024.0)  # a renewal that got through after all does not revive it
+    assert tenure.lost and tenure.give_up_at == pytest.approx(1024.0)
+
+
+def test_it_refuses_to_vouch_for_a_fence_past_the_window_but_keeps_the_tenure() -> None:
+    clock = FakeClock()
+    tenure = TenureClock(clock=clock)
+    tenure.start(sent_at=1000.0, interval_s=10, grace_s=10)
+    clock.now = 1010.0
+    tenure.raise_unless_vouched("src/auth/")  # the window's last instant: still vouched for
+    clock.now = 1010.001
+    with pytest.raises(LeaseUnconfirmed) as raised:
+        tenure.raise_unless_vouched("src/auth/")
+    assert isinstance(raised.value, Unavailable) and raised.value.get("local") is True
+    assert raised.value.get("give_up_in_s") == pytest.approx(7.999)
+    assert not tenure.lost  # late on the server, not lost: nobody else can take it yet
+    tenure.accepted(1010.001)
+    tenure.raise_unless_vouched("src/auth/")
+    clock.now = 1028.002
+    with pytest.raises(LeaseLost):
+        tenure.raise_unless_vouched("src/auth/")
+
+
+def test_it_never_gives_up_a_closed_tenure_and_bounds_waits_by_the_give_up_point() -> None:
+    clock = FakeClock()
+    tenure = TenureClock(clock=clock)
+    tenure.start(sent_at=1000.0, interval_s=10, grace_s=10)
+    clock.now = 1017.0
+    assert tenure.retry_delay(8.0) == pytest.approx(1.0)
+    assert tenure.timeout_s(10.0) == pytest.approx(1.0)
+    assert tenure.retry_delay(0.5) == pytest.approx(0.5)
+    clock.now = 1030.0
+    assert tenure.timeout_s(10.0) == pytest.approx(0.05)  # a last try still gets a moment
+    tenure.close()
+    assert not tenure.lost
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """The fake clock as `time.monotonic` (the client's retries read it too) and the sleep of
+    the client and the runtime; the heartbeat thread is kept asleep by a huge fraction."""
+    fake = FakeClock()
+    monkeypatch.setattr(runtime_module.time, "monotonic", fake)
+    return fake
+
+
+def outage_hand(server: FakeServer, clock: FakeClock) -> Hand:
+    client = server.client(
+        retry=RetryPolicy(retries=2, backoff_s=0.5, max_backoff_s=8.0), sleep=clock.sleep
+    )
+    return Hand(client, process_id="p", heartbeat_fraction=1000, sleep=clock.sleep)
+
+
+def down_until(server: FakeServer, clock: FakeClock, until: float) -> None:
+    """The server cannot be reached until the fake clock reaches `until`."""
+
+    def answer(request: httpx.Request) -> None:
+        server.down = clock.now < until
+
+    server.before_answer = answer
+
+
+def test_it_retries_a_report_through_an_outage_inside_the_grace(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    server.interval_s, server.grace_s = 15.0, 15.0  # the issue's numbers
+    attempt = outage_hand(server, clock).claim(12).open()
+    down_until(server, clock, 1000.0 + 7.0)  # a 7 s outage from the claim on
+    result = attempt.report("halfway", percent=50)
+    assert result.renewed and not attempt.lost
+    # Far more tries than the client's own three, each delay drawn from a doubling range.
+    tries = server.calls("/reports", kind="progress")
+    assert len(tries) > 3
+    assert 1007.0 <= clock.now < 1007.0 + 8.0
+    # The accepted call's start is the new renewal (given up 27 s after it): the client's own
+    # retries inside that call (at most 0.5 + 1 s here) only make the client more cautious.
+    assert 27.0 - 1.5 <= attempt.give_up_in_s <= 27.0
+    attempt.attach("pull_request", "https://git.test/pr/7")
+    attempt.finish()
+    assert server.state == "finished"
+    attempt._stop_renewing()
+
+
+def test_it_gives_up_a_report_only_at_the_give_up_point_and_releases_nothing(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    server.interval_s, server.grace_s = 15.0, 15.0
+    hand = outage_hand(server, clock)
+    with pytest.raises(LeaseLost) as raised, hand.claim(12) as attempt:
+        server.down = True
+        attempt.report("halfway")
+    assert raised.value.get("local") is True
+    assert isinstance(raised.value.__cause__, Unavailable)
+    # Retried until the claim's send time + 15 + 15 - 3, and not a moment beyond it.
+    assert clock.now == pytest.approx(1027.0, abs=0.1)
+    assert len(server.calls("/reports", kind="progress")) > 5
+    # A failed connection released nothing, finished nothing: the server ends it by itself.
+    assert server.calls("/release") == [] and server.calls("/finish") == []
+    assert server.state == "live"
+
+
+def test_it_retries_the_finish_through_an_outage(server: FakeServer, clock: FakeClock) -> None:
+    server.interval_s, server.grace_s = 15.0, 15.0
+    with outage_hand(server, clock).claim(12) as attempt:
+        attempt.attach("pull_request", "https://git.test/pr/7")
+        down_until(server, clock, 1000.0 + 6.0)
+    assert server.state == "finished" and attempt.ended == "finished"
+    assert len(server.calls("/finish")) > 3
+    assert server.calls("/release") == []
+
+
+def test_it_rides_out_a_real_outage_shorter_than_interval_plus_grace(hand: Hand) -> None:
+    server = FakeServer(interval_s=0.3, grace_s=1.5)
+    hand = Hand(server.client(), process_id="host-a:4242:1700000000")
+    with hand.claim(12) as attempt:
+        time.sleep(0.2)
+        server.down = True
+        time.sleep(1.0)  # past the 0.3 s window, inside interval + grace - margin (1.62 s)
+        assert not attempt.lost
+        attempt.checkpoint()  # the work goes on
+        failed = len(server.calls("/reports", kind="heartbeat"))
+        server.down = False
+        assert wait_until(lambda: attempt.expires_in_s > 0, timeout=1.0)
+        attempt.attach("pull_request", "https://git.test/pr/7")
+    # The heartbeats kept trying faster than their 0.1 s period, and the attempt finished.
+    assert failed > 10
+    assert server.state == "finished" and not attempt.lost
