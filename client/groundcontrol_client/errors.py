@@ -317,9 +317,12 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
         return f"{what} is held by {describe_holder(error.fields)}: {ADVICE_DENIED}"
     if isinstance(error, NoOpenSlot):
         slots = describe_slots(error.fields)
-        return f"{error.message}{f' ({slots})' if slots else ''}: {ADVICE_DENIED}"
+        if not slots:
+            return f"{error.message}: {ADVICE_DENIED}"
+        # The counts say it all: keep only the server's "run 12 has no open slot" head.
+        return f"{error.message.partition(':')[0]} ({slots}): {ADVICE_DENIED}"
     if isinstance(error, RunClosed):
-        return f"{error.message}: it takes no more claims; pick other work, or escalate."
+        return f"{error.message.rstrip('.')}; it takes no claims: pick other work, or escalate."
     if isinstance(error, Denied):
         return f"{error.message}: {ADVICE_DENIED}"
     if isinstance(error, ProcessMismatch):

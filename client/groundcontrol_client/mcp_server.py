@@ -2,10 +2,14 @@
 
 The model never manages a lease: this server holds every claim and resource lease the session
 takes and heartbeats them in the background for as long as the session lasts. The model sees a
-lease only through what the tools answer: a denial is a plain sentence it can act on ("held by
-hand b (fence 8) for 40 s: wait, pick other work, or escalate"), and a lost lease or a
-supervisor's directive is announced at the top of the next answer. When the session ends, what
-it still holds is released.
+lease only through what the tools answer: a denial is a plain sentence it can act on ("src/auth/
+is held by hand b (fence 8), renewing; its current window ends in 40 s: wait, pick other work,
+or escalate"), and a lost lease or a supervisor's directive is announced at the top of the next
+answer. When the session ends, what it still holds is released.
+
+Every tool says what it does and every parameter its meaning and range, so a model needs no
+other instructions; arguments outside them are answered with a sentence naming the parameter
+and what it takes, never with a validator's raw text.
 """
 
 from __future__ import annotations
@@ -16,44 +20,117 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import ParamSpec
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, ParamSpec
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from groundcontrol_client.client import Client
-from groundcontrol_client.errors import GroundControlError, describe_denial
-from groundcontrol_client.models import Evidence
+from groundcontrol_client.client import Client, __version__
+from groundcontrol_client.errors import GroundControlError, describe
+from groundcontrol_client.models import Evidence, describe_lease, describe_run
 from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
 
 logger = logging.getLogger("groundcontrol_client.mcp")
 
 INSTRUCTIONS = """\
-Ground Control coordinates you with other agents. Claim a slot of a run before you work on it;
-this server keeps your claim alive in the background, so you never renew anything yourself.
-Read the brief, report progress now and then, and finish with the evidence the brief asks for
-(links such as a pull request), or release with a reason if you cannot finish.
+Ground Control coordinates you with other agents. Find work with `list_runs`, claim a slot of a
+run with `claim` before you work on it; this server keeps your claim alive in the background,
+so you never renew anything yourself. Read the brief (`read_brief`), report progress now and
+then (`report_progress`), and finish with the evidence the brief asks for (`finish`, with links
+such as a pull request), or `release` with a reason if you cannot finish. Before you change a
+shared resource (a directory, a migration lock), take a lease on it with `acquire_lease`.
 If a claim or a lease is denied: wait, pick other work, or escalate. Never work on something
-whose lease you were told is lost; if the supervisor says stop, release and stop; if it says
-pause, wait and check again with `status`.
+whose claim or lease you were told is lost; if the supervisor says stop, release and stop; if it
+says pause, wait and check again with `status`.
 """
+
+# The server's limits (docs/api.md), said in each parameter so a model stays inside them.
+MAX_TEXT = 2000
+MAX_RESOURCE = 512
+MAX_TTL_S = 86_400
+MAX_WAIT_S = 60
+
+RunId = Annotated[int, Field(ge=1, description="The run's id (list_runs shows the open runs).")]
+AttemptId = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        description="Which of your attempts (from claim or status). Leave it out while this "
+        "session holds one claim.",
+    ),
+]
+Resource = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_RESOURCE,
+        description="The resource's name, up to 512 characters: a path such as src/auth/, or "
+        "a lock's name such as migrations.",
+    ),
+]
+WaitS = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        le=MAX_WAIT_S,
+        description="Seconds to wait, 0 to 60, if it is taken now (default: answer at once).",
+    ),
+]
 
 P = ParamSpec("P")
 
 
 class EvidenceItem(BaseModel):
-    kind: str = Field(description="the kind the brief asks for, e.g. pull_request")
-    url: str = Field(description="an http(s) link to it")
-    note: str = ""
+    kind: str = Field(min_length=1, description="The kind the brief asks for, e.g. pull_request.")
+    url: str = Field(min_length=1, description="An http(s) link to it.")
+    note: str = Field(default="", description="Optional: a few words about it.")
 
 
 def _text(text: str, *, error: bool = False) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
 
 
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _at(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@dataclass(frozen=True)
+class LostClaim:
+    run_id: int
+    attempt_id: int
+    at: datetime
+    why: str
+
+    def sentence(self) -> str:
+        return (
+            f"your claim on run {self.run_id} (attempt {self.attempt_id}) was lost at "
+            f"{_at(self.at)}; claim again only if the work is still needed."
+        )
+
+
+@dataclass(frozen=True)
+class LostLease:
+    resource: str
+    at: datetime
+    why: str
+
+    def sentence(self) -> str:
+        return (
+            f"your lease on {self.resource} was lost at {_at(self.at)}; acquire it again only "
+            "if you still need it, and check first what changed meanwhile."
+        )
+
+
 class Session:
-    """What one MCP session holds, and the notices the model has not seen yet."""
+    """What one MCP session holds, what it lost, and the notices the model has not seen yet."""
 
     def __init__(self, client: Client, *, process_id: str) -> None:
         self.client = client
@@ -61,25 +138,32 @@ class Session:
         self.lock = threading.RLock()
         self.attempts: dict[int, ClaimedAttempt] = {}
         self.leases: dict[str, HeldLease] = {}
+        self.lost_claims: dict[int, LostClaim] = {}
+        self.lost_leases: dict[str, LostLease] = {}
         self._directives: dict[int, str] = {}
+        self._pending: list[str] = []
 
-    def notices(self) -> list[str]:
-        """Lost leases and changed directives since the last answer (each said once)."""
-        lines: list[str] = []
+    def observe(self) -> None:
+        """Move what was lost out of what the session holds, with the time it learned so (the
+        server has ended it by then, or will before anyone else could claim it), and queue a
+        notice for each loss and each changed directive."""
+        now = datetime.now(UTC)
         with self.lock:
             for attempt_id, attempt in list(self.attempts.items()):
                 if attempt.lost:
                     del self.attempts[attempt_id]
-                    lines.append(
-                        f"NOTICE: your claim on attempt {attempt_id} was lost "
-                        f"({attempt.lost_error}). Stop working on it: the slot may already "
-                        "be someone else's."
+                    why = attempt.lost_error.message if attempt.lost_error else "lost"
+                    lost = LostClaim(attempt.run_id, attempt_id, now, why)
+                    self.lost_claims[attempt_id] = lost
+                    self._pending.append(
+                        f"NOTICE: {_cap(lost.sentence())} ({why}.) Stop working on it: "
+                        "the slot may already be someone else's."
                     )
                     continue
                 directive = attempt.directive
                 if directive != self._directives.get(attempt_id, "continue"):
                     self._directives[attempt_id] = directive
-                    lines.append(
+                    self._pending.append(
                         {
                             "stop": f"NOTICE: the supervisor says stop attempt {attempt_id}: "
                             "release it with a reason and stop working on it.",
@@ -92,30 +176,47 @@ class Session:
             for resource, lease in list(self.leases.items()):
                 if lease.lost:
                     del self.leases[resource]
-                    lines.append(
-                        f"NOTICE: your lease on {resource} was lost ({lease.lost_error}). Do not "
-                        "write to it any more."
+                    why = lease.lost_error.message if lease.lost_error else "lost"
+                    gone = LostLease(resource, now, why)
+                    self.lost_leases[resource] = gone
+                    self._pending.append(
+                        f"NOTICE: {_cap(gone.sentence())} ({why}.) Do not write to it any more."
                     )
+
+    def notices(self) -> list[str]:
+        """Lost leases and changed directives since the last answer (each said once)."""
+        self.observe()
+        with self.lock:
+            lines, self._pending = self._pending, []
         return lines
 
     def attempt(self, attempt_id: int | None) -> ClaimedAttempt:
+        self.observe()
         with self.lock:
             if attempt_id is not None:
-                if attempt_id not in self.attempts:
-                    raise LookupError(f"this session holds no attempt {attempt_id}.")
-                return self.attempts[attempt_id]
+                if attempt_id in self.attempts:
+                    return self.attempts[attempt_id]
+                if attempt_id in self.lost_claims:
+                    raise LookupError(_cap(self.lost_claims[attempt_id].sentence()))
+                raise LookupError(f"This session holds no attempt {attempt_id}.")
             if len(self.attempts) == 1:
                 return next(iter(self.attempts.values()))
-            if not self.attempts:
-                raise LookupError("this session holds no claim: claim a slot first.")
-            ids = ", ".join(map(str, self.attempts))
-            raise LookupError(f"this session holds several attempts ({ids}): say which.")
+            if self.attempts:
+                ids = ", ".join(map(str, self.attempts))
+                raise LookupError(f"This session holds several attempts ({ids}): say which.")
+            if self.lost_claims:
+                latest = max(self.lost_claims.values(), key=lambda lost: lost.at)
+                raise LookupError(_cap(latest.sentence()))
+            raise LookupError("This session holds no claim: claim a slot first.")
 
     def lease(self, resource: str) -> HeldLease:
+        self.observe()
         with self.lock:
-            if resource not in self.leases:
-                raise LookupError(f"this session holds no lease on {resource}.")
-            return self.leases[resource]
+            if resource in self.leases:
+                return self.leases[resource]
+            if resource in self.lost_leases:
+                raise LookupError(_cap(self.lost_leases[resource].sentence()))
+            raise LookupError(f"This session holds no lease on {resource}.")
 
     def close(self) -> None:
         """Release what the session still holds: it cannot be renewed after the session ends."""
@@ -131,39 +232,236 @@ class Session:
             self.leases.clear()
 
 
+# --- arguments outside a parameter's range, said as a sentence ---------------------------------
+
+_TYPES = {
+    "integer": "a whole number",
+    "number": "a number",
+    "string": "text",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+}
+
+
+def _allowed(schema: dict[str, Any], defs: dict[str, Any]) -> str:
+    """What a parameter takes, from its JSON schema: "a number from 0 to 100", "one of
+    progress, blocker, note, heartbeat", "a list of {kind, url, note (optional)}"."""
+    options = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+    described = []
+    for option in options:
+        if "enum" in option or "const" in option:
+            values = option.get("enum") or [option.get("const")]
+            described.append("one of " + ", ".join(map(str, values)))
+            continue
+        text = _TYPES.get(str(option.get("type")), "a value")
+        low, high = option.get("minimum"), option.get("maximum")
+        if low is not None and high is not None:
+            text += f" from {low:g} to {high:g}"
+        elif low is not None:
+            text += f" of at least {low:g}"
+        elif high is not None:
+            text += f" of at most {high:g}"
+        if option.get("maxLength"):
+            text += f" of at most {option['maxLength']} characters"
+        if option.get("minLength"):
+            text += ", not empty"
+        if option.get("minItems"):
+            text += f" of at least {option['minItems']} item(s)"
+        items = option.get("items")
+        if isinstance(items, dict) and "$ref" in items:
+            model = defs.get(items["$ref"].rsplit("/", 1)[-1], {})
+            required = set(model.get("required", []))
+            names = [n if n in required else f"{n} (optional)" for n in model.get("properties", {})]
+            text += ", each {" + ", ".join(names) + "}"
+        described.append(text)
+    return " or ".join(described) or "a value"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def invalid_arguments(tool: str, error: ValidationError, parameters: dict[str, Any]) -> str:
+    """The plain sentence for arguments the tool's schema refuses: each parameter named, with
+    what it takes (pydantic's own text carries links and internals a model should not see)."""
+    properties = parameters.get("properties", {})
+    defs = parameters.get("$defs", {})
+    problems: list[str] = []
+    for item in error.errors(include_url=False):
+        loc = [str(part) for part in item.get("loc", ())]
+        if not loc:
+            continue
+        top = loc[0]
+        name = top + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in loc[1:])
+        if top not in properties:
+            problems.append(f"{name} is not a parameter of {tool}")
+            continue
+        if len(loc) > 1:  # inside a list or an object: pydantic's short message is plain
+            problems.append(f"{name}: {str(item.get('msg', 'invalid')).lower()}")
+            continue
+        allowed = _allowed(properties[top], defs)
+        if item.get("type") == "missing":
+            problems.append(f"{name} is required: {allowed}")
+        else:
+            problems.append(f"{name} must be {allowed}, not {_shown(item.get('input'))}")
+    unique = list(dict.fromkeys(problems))
+    return f"{tool} was not run: {'; '.join(unique)}. Call it again with valid arguments."
+
+
+class GroundControlMCP(MCPServer):
+    """The SDK's server, with argument errors answered as a sentence (the SDK answers
+    pydantic's text, links included)."""
+
+    def __init__(self, answer: Callable[[str, bool], CallToolResult], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._answer = answer
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            tool = self._tool_manager.get_tool(name)
+            if tool is None or not isinstance(error.__cause__, ValidationError):
+                raise
+            return self._answer(invalid_arguments(name, error.__cause__, tool.parameters), True)
+
+
+# --- the tools ---------------------------------------------------------------------------------
+
+
 def build_server(session: Session) -> MCPServer:
+    def answer(text: str, error: bool) -> CallToolResult:
+        return _text("\n".join([*session.notices(), text]), error=error)
+
     # WARNING: stderr is the host's log; a line per HTTP request would drown what matters.
-    server = MCPServer(name="groundcontrol", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = GroundControlMCP(
+        answer,
+        name="groundcontrol",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
 
     def tool(fn: Callable[P, str]) -> Callable[P, CallToolResult]:
         """Answer with the notices first; a refusal becomes a plain sentence, not a crash."""
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+            session.observe()
             try:
                 text, error = fn(*args, **kwargs), False
             except GroundControlError as refusal:
-                text, error = describe_denial(refusal), True
+                text, error = describe(refusal), True
             except LookupError as missing:
                 text, error = str(missing.args[0]), True
-            return _text("\n".join([*session.notices(), text]), error=error)
+            except Exception as crash:  # a bug here must not reach the model as a traceback
+                logger.exception("tool %s failed", fn.__name__)
+                text = (
+                    f"{fn.__name__} failed inside Ground Control's MCP server "
+                    f"({type(crash).__name__}); try again, or escalate."
+                )
+                error = True
+            return answer(text, error)
 
         wrapper.__annotations__["return"] = CallToolResult
         server.add_tool(wrapper)
         return wrapper
 
     @tool
-    def list_open_slots(run_id: int) -> str:
-        """The open slots of a run, which you may claim."""
-        slots = session.client.slots(run_id, state="open")
-        if not slots:
-            return f"Run {run_id} has no open slot: wait, pick other work, or escalate."
-        return f"Run {run_id} has open slots: {', '.join(str(s.index) for s in slots)}."
+    def list_runs(
+        state: Annotated[
+            Literal["open", "closed", "done", "all"],
+            Field(
+                description="open (default: runs that take claims), closed (stopped by the "
+                "supervisor), done (every slot finished), or all."
+            ),
+        ] = "open",
+        lane: Annotated[
+            str | None,
+            Field(description="Only this lane's runs (the lane's slug). Default: every lane."),
+        ] = None,
+    ) -> str:
+        """The runs you may work on, with how many of their slots are open. Claim one with
+        `claim`; a run with no open slot has every slot held or done."""
+        runs = session.client.runs(state=None if state == "all" else state, lane=lane)
+        where = f" in lane {lane}" if lane else ""
+        if not runs:
+            which = "no runs" if state == "all" else f"no {state} runs"
+            return f"There are {which}{where}: wait, or escalate to your supervisor."
+        with session.lock:
+            held = {a.run_id: a for a in session.attempts.values()}
+        lines = []
+        for run in runs:
+            line = describe_run(run)
+            if run.id in held:
+                line += f" (you hold slot {held[run.id].slot} as attempt {held[run.id].id})"
+            lines.append(f"- {line}.")
+        title = "Runs" if state == "all" else f"{state.capitalize()} runs"
+        return f"{title}{where}:\n" + "\n".join(lines)
 
     @tool
-    def claim(run_id: int, slot: int | None = None) -> str:
-        """Claim an open slot of a run (the lowest, or `slot`). Kept alive in the background."""
-        attempt = ClaimedAttempt(session.client, run_id, process_id=session.process_id, slot=slot)
+    def list_open_slots(run_id: RunId) -> str:
+        """The open slots of a run, which you may claim."""
+        slots = session.client.slots(run_id, state=None)
+        open_ = [s for s in slots if s.state == "open"]
+        if open_:
+            return f"Run {run_id} has open slots: {', '.join(str(s.index) for s in open_)}."
+        held = [s for s in slots if s.state == "held"]
+        done = [s for s in slots if s.state == "done"]
+        if slots and len(done) == len(slots):
+            return f"Run {run_id} is done: every slot was finished. Pick other work."
+        windows = [s.expires_in_s for s in held if s.expires_in_s is not None]
+        soonest = (
+            f"; the soonest holder's current window ends in {max(min(windows), 0):.0f} s"
+            if windows
+            else ""
+        )
+        return (
+            f"Run {run_id} has no open slot ({len(held)} held, {len(done)} done{soonest}): "
+            "wait, pick other work, or escalate."
+        )
+
+    @tool
+    def claim(
+        run_id: RunId,
+        slot: Annotated[
+            int | None,
+            Field(ge=0, description="A particular slot (from 0). Default: the lowest open one."),
+        ] = None,
+        wait_s: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=MAX_WAIT_S,
+                description="If every slot is taken, keep asking for up to this many seconds "
+                "(0 to 60). Default: answer at once.",
+            ),
+        ] = None,
+        another_slot: Annotated[
+            bool,
+            Field(
+                description="Claim a further slot of a run this session already holds a slot "
+                "of. Leave it false unless the brief asks you to work several slots at once."
+            ),
+        ] = False,
+    ) -> str:
+        """Claim an open slot of a run, so that its work is yours. The claim is kept alive in
+        the background for as long as this session runs; if the session dies, the claim lapses
+        after the run's heartbeat interval and grace, and the slot goes to someone else."""
+        with session.lock:
+            mine = [a for a in session.attempts.values() if a.run_id == run_id]
+        if mine and not another_slot:
+            held = mine[0]
+            raise LookupError(
+                f"You already hold slot {held.slot} of run {run_id} (attempt {held.id}): work "
+                "on that one. Claim another slot of the same run only if the brief asks for it "
+                "(another_slot: true)."
+            )
+        attempt = ClaimedAttempt(
+            session.client, run_id, process_id=session.process_id, slot=slot, wait=wait_s
+        )
         attempt.open()
         with session.lock:
             session.attempts[attempt.id] = attempt
@@ -174,7 +472,7 @@ def build_server(session: Session) -> MCPServer:
         )
 
     @tool
-    def read_brief(attempt_id: int | None = None) -> str:
+    def read_brief(attempt_id: AttemptId = None) -> str:
         """The task of your claimed attempt (Markdown) and the evidence it must leave."""
         brief = session.attempt(attempt_id).brief()
         required = ", ".join(brief.evidence_required) or "none"
@@ -182,21 +480,51 @@ def build_server(session: Session) -> MCPServer:
 
     @tool
     def report_progress(
-        message: str,
-        percent: float | None = None,
-        kind: str = "progress",
-        attempt_id: int | None = None,
+        message: Annotated[
+            str,
+            Field(
+                max_length=MAX_TEXT,
+                description="What happened, for the supervisor (up to 2000 characters).",
+            ),
+        ],
+        percent: Annotated[
+            float | None,
+            Field(ge=0, le=100, description="How far along the work is, 0 to 100."),
+        ] = None,
+        kind: Annotated[
+            Literal["progress", "blocker", "note", "heartbeat"],
+            Field(
+                description="progress (default); blocker: you are stuck, say on what; note: "
+                "anything else worth keeping; heartbeat: only that you are alive (never "
+                "needed: this session heartbeats for you)."
+            ),
+        ] = "progress",
+        attempt_id: AttemptId = None,
     ) -> str:
-        """Tell the supervisor how it goes. `kind`: progress, blocker or note."""
+        """Tell the supervisor how the work goes. The answer carries the supervisor's directive
+        (continue, pause or stop)."""
         attempt = session.attempt(attempt_id)
         result = attempt.report(message, percent=percent, kind=kind)
         return f"Reported on attempt {attempt.id}. Directive: {result.attempt.directive}."
 
     @tool
     def finish(
-        evidence: list[EvidenceItem], summary: str | None = None, attempt_id: int | None = None
+        evidence: Annotated[
+            list[EvidenceItem],
+            Field(
+                min_length=1,
+                description="The evidence the brief asks for: one {kind, url, note?} per item, "
+                "e.g. {kind: pull_request, url: https://…}.",
+            ),
+        ],
+        summary: Annotated[
+            str | None,
+            Field(max_length=MAX_TEXT, description="What was done, in a sentence or two."),
+        ] = None,
+        attempt_id: AttemptId = None,
     ) -> str:
-        """Finish your attempt with evidence (links of the kinds the brief asks for)."""
+        """Finish your attempt with evidence (links of the kinds the brief asks for). The slot
+        is done: nobody claims it again."""
         attempt = session.attempt(attempt_id)
         attempt.finish([Evidence(kind=e.kind, url=e.url, note=e.note) for e in evidence], summary)
         with session.lock:
@@ -204,8 +532,19 @@ def build_server(session: Session) -> MCPServer:
         return f"Finished attempt {attempt.id} with {len(evidence)} evidence item(s)."
 
     @tool
-    def release(reason: str, attempt_id: int | None = None) -> str:
-        """Give your slot back with a reason (you cannot finish, or were told to stop)."""
+    def release(
+        reason: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_TEXT,
+                description="Why you give it back, for the supervisor and the next hand.",
+            ),
+        ],
+        attempt_id: AttemptId = None,
+    ) -> str:
+        """Give your slot back with a reason (you cannot finish, or were told to stop). The slot
+        is open to others at once."""
         attempt = session.attempt(attempt_id)
         with session.lock:
             session.attempts.pop(attempt.id, None)
@@ -213,23 +552,43 @@ def build_server(session: Session) -> MCPServer:
         return f"Released attempt {attempt.id}; the slot is open to others again."
 
     @tool
-    def acquire_lease(resource: str, ttl_s: float = 300, wait_s: float | None = None) -> str:
-        """Take a lease on a resource (a path like src/auth/, a lock name) before you change it.
-        Kept alive in the background until you release it."""
+    def acquire_lease(
+        resource: Resource,
+        ttl_s: Annotated[
+            float,
+            Field(
+                ge=1,
+                le=MAX_TTL_S,
+                description="Seconds the lease lasts without renewal (1 to 86400, default "
+                "300). This session renews it in the background, so it matters only if the "
+                "session dies: the lease then lapses ttl_s after the last renewal, and others "
+                "may take it.",
+            ),
+        ] = 300,
+        wait_s: WaitS = None,
+    ) -> str:
+        """Take a lease on a resource (a path like src/auth/, a lock's name) before you change
+        it, so no other agent changes it meanwhile. Kept alive in the background until you
+        release it."""
+        with session.lock:
+            held = session.leases.get(resource)
+        if held is not None:
+            return f"You already hold {resource} at fence {held.fence}; it is kept alive for you."
         lease = HeldLease(
             session.client, resource, ttl_s=ttl_s, process_id=session.process_id, wait_s=wait_s
         )
         lease.open()
         with session.lock:
             session.leases[resource] = lease
+            session.lost_leases.pop(resource, None)
         return (
             f"Acquired {resource} at fence {lease.fence}; it is kept alive for you. Release it "
             "when you are done with it."
         )
 
     @tool
-    def release_lease(resource: str) -> str:
-        """Release a resource lease you hold."""
+    def release_lease(resource: Resource) -> str:
+        """Release a resource lease you hold: others may take it at once."""
         lease = session.lease(resource)
         with session.lock:
             session.leases.pop(resource, None)
@@ -237,28 +596,78 @@ def build_server(session: Session) -> MCPServer:
         return f"Released {resource}."
 
     @tool
-    def check_lease(resource: str) -> str:
-        """Is your lease on a resource still valid? Ask before a write that must not be stale."""
+    def check_lease(resource: Resource) -> str:
+        """Is your lease on a resource still valid? Ask right before a write that must not
+        come from a stale holder."""
         lease = session.lease(resource)
         checked = lease.check()
         return f"Your lease on {resource} is valid at fence {checked.fence}."
 
     @tool
+    def list_leases(
+        prefix: Annotated[
+            str | None,
+            Field(description="Only resources whose name starts with this, e.g. src/."),
+        ] = None,
+        holder: Annotated[
+            str | None, Field(description="Only leases this hand holds (a hand's name).")
+        ] = None,
+    ) -> str:
+        """The workspace's resource leases: who holds what, so you can pick work nobody is
+        changing. Yours are marked."""
+        leases = [
+            lease
+            for lease in session.client.leases(prefix=prefix, holder=holder)
+            if lease.holder and lease.state not in ("free", "lost")
+        ]
+        if not leases:
+            return "Nobody holds a resource lease" + (f" under {prefix}." if prefix else ".")
+        with session.lock:
+            mine = {r: lease.fence for r, lease in session.leases.items()}
+        lines = [
+            f"- {describe_lease(lease)}"
+            + (" (yours)" if mine.get(lease.resource) == lease.fence else "")
+            + "."
+            for lease in leases
+        ]
+        return "Resource leases:\n" + "\n".join(lines)
+
+    @tool
+    def list_my_leases() -> str:
+        """The resource leases this session holds (kept alive for you), and those it lost."""
+        with session.lock:
+            held = [
+                f"- {r} at fence {lease.fence} (ttl {lease.ttl_s:g} s, kept alive for you)."
+                for r, lease in session.leases.items()
+            ]
+            lost = [f"- {gone.sentence()}" for gone in session.lost_leases.values()]
+        if not held and not lost:
+            return "This session holds no resource lease."
+        text = "You hold:\n" + "\n".join(held) if held else "You hold no resource lease."
+        return text + ("\nLost:\n" + "\n".join(lost) if lost else "")
+
+    @tool
     def status() -> str:
-        """What this session holds, and the directives on your attempts."""
+        """What this session holds, the directives on your attempts, what it lost, and the
+        server's version."""
         with session.lock:
             attempts = [
                 f"attempt {a.id} (run {a.run_id} slot {a.slot}, fence {a.fence}): "
                 f"directive {a.directive}"
                 for a in session.attempts.values()
-                if not a.lost
             ]
             leases = [f"lease {r} (fence {lease.fence})" for r, lease in session.leases.items()]
-        return (
+            lost = [c.sentence() for c in session.lost_claims.values()] + [
+                lease.sentence() for lease in session.lost_leases.values()
+            ]
+        lines = [
             "You hold: " + "; ".join(attempts + leases)
             if attempts or leases
             else ("You hold nothing.")
-        )
+        ]
+        lines += [f"Lost: {sentence}" for sentence in lost]
+        lines.append(f"(Ground Control MCP server, groundcontrol-client {__version__}.)")
+        return "\n".join(lines)
 
     return server
 

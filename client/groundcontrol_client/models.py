@@ -42,7 +42,7 @@ class SlotLease:
         return cls(
             resource=str(data.get("resource", "")),
             fence=int(data["fence"]),
-            holder=str(data.get("holder", "")),
+            holder=str(data.get("holder") or ""),
             heartbeat_interval_s=float(data["heartbeat_interval_s"]),
             grace_s=float(data.get("grace_s") or 0),
             expires_in_s=_float(data.get("expires_in_s")),
@@ -105,7 +105,7 @@ class Lease:
     def from_wire(cls, data: dict[str, Any]) -> Lease:
         return cls(
             resource=str(data["resource"]),
-            holder=str(data.get("holder", "")),
+            holder=str(data.get("holder") or ""),
             process_id=str(data.get("process_id") or ""),
             fence=int(data["fence"]),
             state=str(data.get("state", "")),
@@ -181,16 +181,29 @@ class Run:
         lane = data.get("lane")
         if isinstance(lane, dict):
             lane = lane.get("slug")
+        # Either nested ({"work_package": {id, key, title}, "slots": {total, open, held,
+        # done}}) or flat, as the run answer has it ("work_package": id, "work_package_key",
+        # "slots": total, "slots_by_state": {open, held, done}).
+        package = data.get("work_package")
+        if not isinstance(package, dict):
+            package = {
+                "id": package,
+                "key": data.get("work_package_key"),
+                "title": data.get("work_package_title"),
+            }
+        slots = data.get("slots")
+        if not isinstance(slots, dict):
+            slots = {"total": slots, **(data.get("slots_by_state") or {})}
         return cls(
             id=int(data["id"]),
             title=str(data.get("title", "")),
             state=str(data.get("state", "")),
             lane=str(lane or ""),
-            work_package=dict(data.get("work_package") or {}),
+            work_package=dict(package),
             evidence_required=[str(k) for k in data.get("evidence_required") or []],
             heartbeat_interval_s=float(data.get("heartbeat_interval_s") or 0),
             grace_s=float(data.get("grace_s") or 0),
-            slots=SlotCounts.from_wire(data.get("slots") or {}),
+            slots=SlotCounts.from_wire(slots),
             created_at=_time(data.get("created_at")),
             raw=data,
         )
@@ -273,3 +286,61 @@ class Evidence:
 class ReportResult:
     renewed: bool
     attempt: Attempt
+
+
+# --- sentences: how gctl and the MCP server say a lease, a slot and a run ---------------------
+
+
+def describe_window(expires_in_s: float | None) -> str:
+    """The end of a holder's current renewal window, which a live holder keeps pushing on."""
+    if expires_in_s is None:
+        return ""
+    if expires_in_s < 0:
+        return f", late: its window ended {-expires_in_s:.0f} s ago"
+    return f", live, its current window ends in {expires_in_s:.0f} s"
+
+
+def describe_lease(lease: Lease) -> str:
+    """One resource lease as a sentence: who holds it, at which fence, and how it stands."""
+    if lease.state == "free" or not lease.holder:
+        return f"{lease.resource}: free (fence {lease.fence}; the next holder gets a higher one)"
+    if lease.state == "lost":
+        return (
+            f"{lease.resource}: lost by hand {lease.holder} at fence {lease.fence} "
+            "(it stopped renewing; anyone may take it)"
+        )
+    window = describe_window(lease.expires_in_s).removeprefix(", live")
+    return (
+        f"{lease.resource}: held by hand {lease.holder} at fence {lease.fence}, "
+        f"{lease.state}{window}"
+    )
+
+
+def describe_slot(slot: Slot) -> str:
+    """One slot as a sentence, e.g. "slot 1: held by hand b at fence 3, live, its current
+    window ends in 40 s"."""
+    if slot.state == "held":
+        window = describe_window(slot.expires_in_s)
+        return f"slot {slot.index}: held by hand {slot.holder} at fence {slot.fence}{window}"
+    facts = []
+    if slot.fence:  # fence 0: never held
+        facts.append(f"fence {slot.fence}")
+    if slot.last_holder:
+        verb = "finished by" if slot.state == "done" else "last held by"
+        facts.append(f"{verb} hand {slot.last_holder}")
+    return f"slot {slot.index}: {slot.state}" + (f" ({', '.join(facts)})" if facts else "")
+
+
+def describe_run(run: Run) -> str:
+    counts = run.slots
+    state = "" if run.state == "open" else f" [{run.state}]"
+    package = run.work_package.get("key") or run.work_package.get("title") or "?"
+    taken = [f"{n} {name}" for n, name in ((counts.held, "held"), (counts.done, "done")) if n]
+    evidence = ", ".join(run.evidence_required) or "none"
+    return (
+        f"run {run.id}{state}: {run.title} (lane {run.lane}, work package {package}): "
+        f"{counts.open} of {counts.total} slot{'' if counts.total == 1 else 's'} open"
+        + (f" ({', '.join(taken)})" if taken else "")
+        + f"; evidence: {evidence}; heartbeat every {run.heartbeat_interval_s:g} s, "
+        f"grace {run.grace_s:g} s"
+    )

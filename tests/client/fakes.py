@@ -94,6 +94,42 @@ class FakeServer:
             "server_time": "2030-01-01T12:00:00+00:00",
         }
 
+    def slot(self) -> dict[str, Any]:
+        """Slot 0 of run 12: held while an attempt is live, done once finished, else open."""
+        state = {"finished": "done"}.get(self.state, "held" if self.fence else "open")
+        if self.state in ("released", "lost"):
+            state = "open"
+        held = state == "held"
+        return {
+            "index": 0,
+            "state": state,
+            "holder": "hand-a" if held else None,
+            "fence": self.fence,
+            "expires_in_s": self.interval_s if held else None,
+        }
+
+    def run(self) -> dict[str, Any]:
+        slot = self.slot()["state"]
+        return {
+            "id": 12,
+            "title": "Fix the login redirect",
+            "state": "done" if slot == "done" else "open",
+            "lane": "rewalk",
+            "work_package": {"id": 7, "key": "rewalk-1", "title": "Daily rewalk"},
+            "evidence_required": self.evidence_required,
+            "heartbeat_interval_s": self.interval_s,
+            "grace_s": self.grace_s,
+            "slots": {"total": 1, **{s: int(slot == s) for s in ("open", "held", "done")}},
+            "created_at": "2030-01-01T12:00:00Z",
+        }
+
+    @staticmethod
+    def _listed(
+        items: list[dict[str, Any]], request: httpx.Request, by: str | None
+    ) -> httpx.Response:
+        wanted = request.url.params.get(by) if by else None
+        return httpx.Response(200, json=[i for i in items if not wanted or i["state"] == wanted])
+
     # --- the transport ----------------------------------------------------------------------
 
     def handle(self, request: httpx.Request) -> httpx.Response:
@@ -133,6 +169,13 @@ class FakeServer:
             return httpx.Response(200, json=self.attempt())
         if route.startswith("leases/"):
             return self._lease_call(route.removeprefix("leases/"), body)
+        if route == "runs/12/slots" and request.method == "GET":
+            return self._listed([self.slot()], request, "state")
+        if route == "runs" and request.method == "GET":
+            return self._listed([self.run()], request, "state")
+        if route == "leases" and request.method == "GET":
+            leases = [self.lease(resource) for resource in self.leases]
+            return self._listed(leases, request, None)
         return error(404, "not_found", f"no route {route}")
 
     def _lease_call(self, action: str, body: dict[str, Any]) -> httpx.Response:

@@ -27,6 +27,7 @@ from groundcontrol_client import (
     ProcessMismatch,
     RateLimited,
     RetryPolicy,
+    Run,
     ScopeDenied,
     ServerError,
     SlotTaken,
@@ -478,3 +479,23 @@ def test_it_lists_runs_with_their_slots() -> None:
     assert listed.work_package["key"] == "rewalk-1" and listed.evidence_required == ["pull_request"]
     assert seen[0].url.path == "/api/v1/runs"
     assert dict(seen[0].url.params) == {"state": "open", "lane": "rewalk"}
+
+
+def test_it_reads_a_run_in_the_flat_shape_of_the_run_answer() -> None:
+    flat = {
+        "id": 12,
+        "work_package": 7,
+        "work_package_key": "rewalk-1",
+        "work_package_title": "Daily rewalk",
+        "lane": "rewalk",
+        "title": "Fix",
+        "evidence_required": [],
+        "slots": 3,
+        "slots_by_state": {"open": 1, "held": 1, "done": 1},
+        "heartbeat_interval_s": 60,
+        "grace_s": 120,
+        "state": "open",
+    }
+    run = Run.from_wire(flat)
+    assert run.work_package == {"id": 7, "key": "rewalk-1", "title": "Daily rewalk"}
+    assert (run.slots.total, run.slots.open, run.slots.held, run.slots.done) == (3, 1, 1, 1)

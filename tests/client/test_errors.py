@@ -72,8 +72,19 @@ def held(**fields: Any) -> dict[str, Any]:
             f"run 12 has no open slot (1 slot): {WAIT}",
         ),
         (
-            RunClosed("run 12 is done"),
-            "run 12 is done: it takes no more claims; pick other work, or escalate.",
+            # What the server says now: its counts, which the sentence says from the fields.
+            NoOpenSlot(
+                "run 12 has no open slot: 1 held (the soonest holder's current renewal window "
+                "ends in 9 s; ...); wait, or pick other work",
+                fields={"slots": 1, "held": 1, "done": 0, "next_expires_in_s": 9.2},
+            ),
+            "run 12 has no open slot (1 slot: 1 held; the soonest holder's current window ends "
+            f"in 9 s): {WAIT}",
+        ),
+        (
+            RunClosed("run 12 is done: every slot was finished", fields={"run_state": "done"}),
+            "run 12 is done: every slot was finished; it takes no claims: pick other work, or "
+            "escalate.",
         ),
         (
             ValidationFailed(

@@ -4,19 +4,22 @@ as a real subprocess driven by the SDK's own stdio client against the live serve
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.metadata
+import re
 import time
 from typing import Any
 
 import anyio
 import pytest
-from groundcontrol_client import Client
+from groundcontrol_client import Client, __version__
 from groundcontrol_client.mcp_server import Session, build_server
 from mcp import Client as McpClient
 from mcp import StdioServerParameters
 from mcp.types import CallToolResult
 
 from evidence.models import Evidence
-from fleet.models import AttemptEnd
+from fleet import services as fleet
+from fleet.models import AttemptEnd, Hand, Lane
 from tests.client.conftest import (
     GCTL,
     INTERVAL_S,
@@ -28,6 +31,7 @@ from tests.client.conftest import (
 from tests.client.fakes import FakeServer, error
 
 TOOLS = {
+    "list_runs",
     "list_open_slots",
     "claim",
     "read_brief",
@@ -37,8 +41,12 @@ TOOLS = {
     "acquire_lease",
     "release_lease",
     "check_lease",
+    "list_leases",
+    "list_my_leases",
     "status",
 }
+VERSION_LINE = f"(Ground Control MCP server, groundcontrol-client {__version__}.)"
+LOST_AT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
 
 
 def text(result: CallToolResult) -> str:
@@ -103,8 +111,10 @@ def test_it_answers_a_denial_with_a_sentence_the_model_can_act_on(
     fake.leases["src/auth/"] = {"holder": "b", "process_id": "x", "fence": 8, "ttl_s": 40}
     _, denied = drive(build_server(session), [("acquire_lease", {"resource": "src/auth/"})])
     assert denied.is_error
+    # Its expires_in_s is the holder's current window, said as that (issue 17).
     assert text(denied) == (
-        "src/auth/ is held by hand b (fence 8) for 40 s: wait, pick other work, or escalate."
+        "src/auth/ is held by hand b (fence 8), renewing; its current window ends in 40 s: "
+        "wait, pick other work, or escalate."
     )
 
 
@@ -126,19 +136,29 @@ def test_it_announces_a_lost_claim_and_a_directive_once(fake: FakeServer, sessio
     assert text(stopped).startswith("NOTICE: the supervisor says stop attempt 41")
     fake.report_answer = error(409, "lease_lost", "attempt 41 has lost its slot lease")
     _, lost, after = drive(server, [("sleep", {"s": 0.4}), ("status", {}), ("status", {})])
-    assert text(lost).splitlines() == [
-        "NOTICE: your claim on attempt 41 was lost (attempt 41 has lost its slot lease). Stop "
-        "working on it: the slot may already be someone else's.",
-        "You hold nothing.",
-    ]
-    assert text(after) == "You hold nothing."
+    # Said once, with when and what to do; never listed as held again (issue 17).
+    notice, *rest = text(lost).splitlines()
+    assert re.fullmatch(
+        f"NOTICE: Your claim on run 12 \\(attempt 41\\) was lost at {LOST_AT}; claim again only "
+        "if the work is still needed. \\(attempt 41 has lost its slot lease.\\) Stop working on "
+        "it: the slot may already be someone else's.",
+        notice,
+    ), notice
+    assert rest[0] == "You hold nothing."
+    assert re.fullmatch(
+        f"Lost: your claim on run 12 \\(attempt 41\\) was lost at {LOST_AT}; claim again only if "
+        "the work is still needed.",
+        rest[1],
+    )
+    assert rest[2:] == [VERSION_LINE]
+    assert text(after).splitlines() == rest
     assert "directive pause" in text(paused) and text(again) == text(paused)
 
 
 def test_it_asks_which_attempt_when_it_holds_none(session: Session) -> None:
     _, answer = drive(build_server(session), [("report_progress", {"message": "hi"})])
     assert answer.is_error
-    assert text(answer) == "this session holds no claim: claim a slot first."
+    assert text(answer) == "This session holds no claim: claim a slot first."
 
 
 def test_it_releases_what_the_session_still_holds_when_it_ends(
@@ -154,6 +174,198 @@ def test_it_releases_what_the_session_still_holds_when_it_ends(
     count = len(fake.calls("/reports"))
     time.sleep(0.3)
     assert len(fake.calls("/reports")) == count
+
+
+def list_tools(server: Any) -> dict[str, Any]:
+    async def session() -> dict[str, Any]:
+        async with McpClient(server) as client:
+            return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, session).result()
+
+
+def test_it_describes_every_tool_and_parameter_with_its_range(session: Session) -> None:
+    tools = list_tools(build_server(session))
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 20, tool.name
+        for name, schema in tool.input_schema.get("properties", {}).items():
+            assert schema.get("description"), f"{tool.name}({name}) has no description"
+
+    def param(tool: str, name: str) -> dict[str, Any]:
+        schema = tools[tool].input_schema["properties"][name]
+        return next((s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"), schema)
+
+    assert (
+        param("report_progress", "percent")["minimum"],
+        param("report_progress", "percent")["maximum"],
+    ) == (0, 100)
+    assert set(param("report_progress", "kind")["enum"]) == {
+        "heartbeat",
+        "progress",
+        "blocker",
+        "note",
+    }
+    assert param("acquire_lease", "wait_s")["maximum"] == 60
+    assert param("claim", "wait_s")["maximum"] == 60
+    assert param("acquire_lease", "ttl_s")["minimum"] == 1
+    ttl = tools["acquire_lease"].input_schema["properties"]["ttl_s"]["description"]
+    assert "session dies" in ttl and "lapses ttl_s after the last renewal" in ttl
+    assert "another_slot" in tools["claim"].input_schema["properties"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "sentence"),
+    [
+        (
+            "report_progress",
+            {"message": "hi", "percent": 150},
+            "report_progress was not run: percent must be a number from 0 to 100, not 150. "
+            "Call it again with valid arguments.",
+        ),
+        (
+            "report_progress",
+            {"message": "hi", "kind": "done"},
+            "report_progress was not run: kind must be one of progress, blocker, note, "
+            "heartbeat, not 'done'. Call it again with valid arguments.",
+        ),
+        (
+            "acquire_lease",
+            {"resource": "src/", "wait_s": 90},
+            "acquire_lease was not run: wait_s must be a number from 0 to 60, not 90. Call it "
+            "again with valid arguments.",
+        ),
+        (
+            "claim",
+            {},
+            "claim was not run: run_id is required: a whole number of at least 1. Call it again "
+            "with valid arguments.",
+        ),
+        (
+            "finish",
+            {"evidence": [{"kind": "pull_request"}]},
+            "finish was not run: evidence[0].url: field required. Call it again with valid "
+            "arguments.",
+        ),
+    ],
+)
+def test_it_answers_arguments_out_of_range_in_a_sentence_without_pydantics_text(
+    session: Session, tool: str, arguments: dict[str, Any], sentence: str
+) -> None:
+    _, answer = drive(build_server(session), [(tool, arguments)])
+    assert answer.is_error
+    assert text(answer) == sentence
+    assert "pydantic" not in text(answer) and "http" not in text(answer)
+
+
+def test_it_says_its_version_in_server_info_and_status(session: Session) -> None:
+    async def connect() -> tuple[Any, CallToolResult]:
+        async with McpClient(build_server(session)) as client:
+            return client.server_info, await client.call_tool("status", {})
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        info, status = pool.submit(anyio.run, connect).result()
+    assert __version__ == importlib.metadata.version("groundcontrol-client")
+    assert (info.name, info.version) == ("groundcontrol", __version__)
+    assert text(status).splitlines() == ["You hold nothing.", VERSION_LINE]
+
+
+def test_it_claims_one_slot_of_a_run_unless_asked_for_another(
+    fake: FakeServer, session: Session
+) -> None:
+    _, claimed, again, another = drive(
+        build_server(session),
+        [
+            ("claim", {"run_id": 12}),
+            ("claim", {"run_id": 12}),
+            ("claim", {"run_id": 12, "another_slot": True}),
+        ],
+    )
+    assert not claimed.is_error
+    assert again.is_error and text(again) == (
+        "You already hold slot 0 of run 12 (attempt 41): work on that one. Claim another slot "
+        "of the same run only if the brief asks for it (another_slot: true)."
+    )
+    # Asked for: sent to the server (whose one slot is taken).
+    assert another.is_error and text(another).startswith("run 12 has no open slot")
+    assert len(fake.calls("/claim")) == 2
+    session.close()
+
+
+def test_it_says_a_lost_claim_and_lease_on_later_calls_not_claim_a_slot_first(
+    fake: FakeServer, session: Session
+) -> None:
+    server = build_server(session)
+    drive(
+        server,
+        [("claim", {"run_id": 12}), ("acquire_lease", {"resource": "src/auth/", "ttl_s": 1})],
+    )
+    fake.report_answer = error(409, "lease_lost", "attempt 41 has lost its slot lease")
+    fake.leases["src/auth/"]["fence"] += 1  # broken: the session's renewals are stale now
+    _, notices, report, check, status = drive(
+        server,
+        [
+            ("sleep", {"s": 0.8}),  # a renewal of each, every third of its interval
+            ("list_my_leases", {}),
+            ("report_progress", {"message": "still going"}),
+            ("check_lease", {"resource": "src/auth/"}),
+            ("status", {}),
+        ],
+    )
+    assert [line.split(" was lost")[0] for line in text(notices).splitlines()[:2]] == [
+        "NOTICE: Your claim on run 12 (attempt 41)",
+        "NOTICE: Your lease on src/auth/",
+    ]
+    assert report.is_error
+    assert re.fullmatch(
+        f"Your claim on run 12 \\(attempt 41\\) was lost at {LOST_AT}; claim again only if the "
+        "work is still needed.",
+        text(report),
+    ), text(report)
+    assert check.is_error and re.fullmatch(
+        f"Your lease on src/auth/ was lost at {LOST_AT}; acquire it again only if you still "
+        "need it, and check first what changed meanwhile.",
+        text(check),
+    ), text(check)
+    lines = text(status).splitlines()
+    assert lines[0] == "You hold nothing."
+    assert [line.split(" was lost")[0] for line in lines[1:3]] == [
+        "Lost: your claim on run 12 (attempt 41)",
+        "Lost: your lease on src/auth/",
+    ]
+
+
+def test_it_lists_runs_slots_and_leases(fake: FakeServer, session: Session) -> None:
+    fake.evidence_required = ["pull_request"]
+    fake.leases["migrations"] = {"holder": "b", "process_id": "x", "fence": 3, "ttl_s": 40}
+    _, runs, slots, claimed, full, leases, mine = drive(
+        build_server(session),
+        [
+            ("list_runs", {}),
+            ("list_open_slots", {"run_id": 12}),
+            ("claim", {"run_id": 12}),
+            ("list_open_slots", {"run_id": 12}),
+            ("list_leases", {}),
+            ("list_my_leases", {}),
+        ],
+    )
+    assert text(runs) == (
+        "Open runs:\n- run 12: Fix the login redirect (lane rewalk, work package rewalk-1): 1 of "
+        "1 slot open; evidence: pull_request; heartbeat every 0.3 s, grace 0.3 s."
+    )
+    assert text(slots) == "Run 12 has open slots: 0."
+    assert not claimed.is_error
+    assert text(full) == (
+        "Run 12 has no open slot (1 held, 0 done; the soonest holder's current window ends in "
+        "0 s): wait, pick other work, or escalate."
+    )
+    assert text(leases) == (
+        "Resource leases:\n- migrations: held by hand b at fence 3, live, its current window "
+        "ends in 40 s."
+    )
+    assert text(mine) == "This session holds no resource lease."
+    session.close()
 
 
 # --- gctl mcp as a subprocess, against the live server ----------------------------------------
@@ -206,9 +418,50 @@ def test_it_denies_in_a_sentence_and_releases_when_the_session_ends(gc: Fleet) -
     )
     assert not claimed.is_error
     assert denied.is_error
-    assert text(denied).startswith(f"src/auth/ is held by hand hand-b (fence {held.fence}) for ")
+    assert text(denied).startswith(
+        f"src/auth/ is held by hand hand-b (fence {held.fence}), renewing; its current window "
+        "ends in "
+    )
     assert text(denied).endswith(" s: wait, pick other work, or escalate.")
     # The session ended with the claim unfinished: released, open to others at once.
     (record,) = attempts_of(run)
     assert (record.end, record.end_reason) == (AttemptEnd.RELEASED, "the MCP session ended")
     assert other.claim(run.pk, process_id="hand-b:1").slot == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_finds_work_with_a_lane_limited_key_and_never_reclaims_a_done_run(
+    gc: Fleet, owner: Hand, lane: Lane
+) -> None:
+    run = gc.run()
+    other_lane, _ = fleet.lane_create(workspace=lane.workspace, slug="payments", name="Payments")
+    package, _ = fleet.work_package_create(lane=other_lane, key="pay-1", title="Payments")
+    elsewhere = fleet.run_create(
+        work_package=package, title="Migrate", brief="b", slots=1, evidence_required=[]
+    )
+    key = fleet.key_issue(hand=owner, scopes=["work"], actor="test", lane=lane).plaintext
+    listed, claimed, held, finished, done, again, status = drive(
+        stdio(gc, key),
+        [
+            ("list_runs", {}),
+            ("claim", {"run_id": run.pk}),
+            ("list_runs", {}),
+            ("finish", {"evidence": [{"kind": "pull_request", "url": PR_URL}]}),
+            ("list_runs", {"state": "done"}),
+            ("claim", {"run_id": run.pk}),
+            ("status", {}),
+        ],
+    )[1:]
+    assert not listed.is_error, text(listed)
+    assert text(listed).startswith("Open runs:\n- run ")
+    assert f"run {run.pk}: " in text(listed) and "1 of 1 slot open" in text(listed)
+    assert f"run {elsewhere.pk}:" not in text(listed)  # another lane's: not this key's to see
+    assert not claimed.is_error, text(claimed)
+    (record,) = attempts_of(run)
+    assert f"(you hold slot 0 as attempt {record.pk})" in text(held)
+    assert not finished.is_error, text(finished)
+    assert text(done).startswith("Done runs:\n") and f"run {run.pk} [done]" in text(done)
+    # A done run is never claimed again: its one slot is done.
+    assert again.is_error and text(again).startswith(f"run {run.pk} is done")
+    assert text(status).splitlines()[-1] == VERSION_LINE
+    assert attempts_of(run) == [record]
