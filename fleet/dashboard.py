@@ -41,6 +41,7 @@ from fleet.models import (
     Role,
     Run,
     Slot,
+    SlotState,
     WorkPackage,
 )
 from fleet.selectors import (
@@ -48,6 +49,7 @@ from fleet.selectors import (
     attempt_state,
     lane_get,
     last_report_at,
+    slot_state,
     work_package_get,
 )
 from fleet.selectors import _PlusSeconds as PlusSeconds  # the one clock-aware `ts + s`
@@ -215,6 +217,7 @@ class AttemptRow:
             a.progress_percent,
             self.lease.fence,
             self.lease.deadline,
+            a.run.state,  # the run's badge: done by its last finish, reopened by a supervisor
         )
 
 
@@ -427,8 +430,9 @@ class SlotCell:
 
     @property
     def state(self) -> str:
-        """open, or the holder's lease state."""
-        return str(self.lease.state) if self.lease.held else "open"
+        """open, done, or the holder's lease state (live, late, stalled)."""
+        state = slot_state(self.lease)
+        return str(self.lease.state) if state == SlotState.HELD else state
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,13 @@ hand that speaks only HTTP to the server:
 
 - healthy:  claims a slot, heartbeats and reports progress, and holds the `migrations` lock;
 - quiet:    claims, heartbeats a little, then goes silent: late, stalled, then lost; then again;
-- finisher: claims, reports progress, finishes with a pull-request link; then again;
+- finisher: claims, reports progress, finishes with a pull-request link; then again, on a new
+            run (a finished slot is done: it is never claimed again);
 - waiter:   claims, is denied the `migrations` lock (lease_held) and waits, heartbeating; gives
             up after a while and releases its slot with a reason; then again.
+
+A hand whose run is done asks the demo's planner (a key with the `plan` scope, over the same
+REST API) for a new run like it, as a supervisor would plan the next piece of work.
 
 Each hand obeys its directive: a paused hand keeps heartbeating but makes no progress, a stopped
 one releases its slot. With the default timings every state shows within about a minute.
@@ -39,6 +43,7 @@ LANE_SLUG = "demo"
 LOCK = "migrations"
 ACTOR = "demo-fleet"
 HAND_NAMES = ("demo-healthy", "demo-quiet", "demo-finisher", "demo-waiter")
+PLANNER = "demo-planner"
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,8 @@ class DemoPlan:
     workspace_id: int
     runs: dict[str, int]  # hand name -> the run it works on
     keys: dict[str, str]  # hand name -> its key's plaintext (in memory only)
+    work_package_id: int = 0
+    planner_key: str = ""  # the `plan` key that plans a new run when one is done
 
 
 _RUNS = {
@@ -134,17 +141,22 @@ def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> Demo
             )
         runs[title] = run
     hands = {
-        name: fleet.hand_create(workspace=workspace, name=name, lane=lane)[0] for name in HAND_NAMES
+        name: fleet.hand_create(workspace=workspace, name=name, lane=lane)[0]
+        for name in (*HAND_NAMES, PLANNER)
     }
     _tidy(workspace.pk, list(hands.values()))
+    planner = hands.pop(PLANNER)
     keys = {
         name: fleet.key_issue(hand=hand, scopes=[Scope.WORK, Scope.LEASES], actor=ACTOR).plaintext
         for name, hand in hands.items()
     }
+    planner_key = fleet.key_issue(hand=planner, scopes=[Scope.PLAN], lane=lane, actor=ACTOR)
     return DemoPlan(
         workspace_id=workspace.pk,
         runs={name: runs[title].pk for name, title in _WORK.items()},
         keys=keys,
+        work_package_id=package.pk,
+        planner_key=planner_key.plaintext,
     )
 
 
@@ -208,6 +220,39 @@ class Api:
         self.client.close()
 
 
+class Planner:
+    """The demo's supervisor: plans a new run like a done one, over REST with a `plan` key."""
+
+    def __init__(self, url: str, key: str, work_package_id: int) -> None:
+        self.url, self.key, self.work_package_id = url, key, work_package_id
+        self._lock = threading.Lock()
+
+    def run_like(self, run_id: int) -> int:
+        api = Api(self.url, self.key)
+        try:
+            with self._lock:
+                done = api.call("GET", f"runs/{run_id}")
+                again = {
+                    name: done[name]
+                    for name in (
+                        "title",
+                        "brief",
+                        "evidence_required",
+                        "heartbeat_interval_s",
+                        "grace_s",
+                    )
+                }
+                return int(
+                    api.call(
+                        "POST",
+                        f"work-packages/{self.work_package_id}/runs",
+                        {**again, "slots": done["slots"]},
+                    )["id"]
+                )
+        finally:
+            api.close()
+
+
 class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
     """One simulated hand: a loop of tenures, each a `tenure()` call, with rests between."""
 
@@ -222,8 +267,10 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
         stopping: threading.Event,
         lock_taken: threading.Event,
         say: Callable[[str], None],
+        planner: Planner | None = None,
     ) -> None:
         super().__init__(name=name, daemon=True)
+        self.planner = planner
         self.api = Api(url, key)
         self.run_id = run_id
         self.t = timings
@@ -246,6 +293,10 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
                 "POST", f"runs/{self.run_id}/claim", {"process_id": self.process_id}
             )
         except Refused as refused:
+            if refused.error.get("run_state") == "done" and self.planner is not None:
+                self.run_id = self.planner.run_like(self.run_id)
+                self.say(f"{self.name}: its run is done; the planner planned run {self.run_id}")
+                return self.claim()
             self.say(f"{self.name}: claim refused ({refused.code}); trying again soon")
             return False
         assert self.attempt is not None
@@ -453,6 +504,7 @@ class DemoFleet:
     ) -> None:
         self.stopping = threading.Event()
         lock_taken = threading.Event()
+        planner = Planner(url, plan.planner_key, plan.work_package_id) if plan.planner_key else None
         self.hands = [
             _BEHAVIOURS[name](
                 name,
@@ -463,6 +515,7 @@ class DemoFleet:
                 stopping=self.stopping,
                 lock_taken=lock_taken,
                 say=say,
+                planner=planner,
             )
             for name in HAND_NAMES
         ]

@@ -25,6 +25,7 @@ REFUSAL_CODES = [
     "stale_fence",
     "process_mismatch",
     "run_closed",
+    "slot_not_done",
     "payload_too_large",
     "evidence_missing",
     "rate_limited",
@@ -111,6 +112,23 @@ class KeyIssueForm(forms.Form):
 class ReasonForm(forms.Form):
     reason = forms.CharField(
         required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2})
+    )
+
+
+class SlotReopenForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Recorded in the slot_reopened event. The finished attempt stays on record.",
+    )
+
+
+class SlotsAddForm(forms.Form):
+    count = forms.IntegerField(min_value=1, max_value=1000, initial=1, label="Slots to add")
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Recorded in the slots_added event.",
     )
 
 

@@ -42,6 +42,8 @@ from fleet.forms import (
     MembershipForm,
     ReasonForm,
     RefusalFilterForm,
+    SlotReopenForm,
+    SlotsAddForm,
     WorkspaceSwitchForm,
 )
 from fleet.models import Directive, Membership, PlanState, Role
@@ -299,9 +301,82 @@ def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRes
         label=lambda row: f"{row.attempt.hand.name} · slot {row.attempt.slot.index}",
         href=lambda row: reverse("hand", args=[row.attempt.hand_id]),
     )
-    open_slots = sum(1 for cell in page.slots if cell.state == "open")
-    context = {"page": page, "run": page.run, "open_slots": open_slots, **timeline}
+    context = {
+        "page": page,
+        "run": page.run,
+        "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
+        "done_slots": sum(1 for cell in page.slots if cell.state == "done"),
+        **timeline,
+    }
     return _render(request, "fleet/run.html", context)
+
+
+@dashboard_view(Role.SUPERVISOR)
+@require_http_methods(["GET", "POST"])
+def slot_reopen(request: HttpRequest, membership: Membership, pk: int, index: int) -> HttpResponse:
+    """Reopen a done slot of a run, with a reason: it can be claimed again."""
+    page = dashboard.run_page(workspace_id=membership.workspace_id, run_id=pk)
+    form = SlotReopenForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            fleet_services.slot_reopen(
+                workspace_id=membership.workspace_id,
+                run_id=pk,
+                index=index,
+                actor=_actor(request),
+                reason=form.cleaned_data["reason"],
+            )
+            messages.success(request, f"Slot {index} of {page.run.title} is open again.")
+            return redirect("run", pk=pk)
+        except GroundControlError as error:
+            _refused(request, error)
+    return _render(
+        request,
+        "fleet/confirm.html",
+        {
+            "title": f"Reopen slot {index} of run {page.run.title}?",
+            "explanation": "Its work was finished. Reopened, the slot can be claimed again "
+            "(at the next fence); the finished attempt and its evidence stay on record, and a "
+            "done run is open again.",
+            "action": reverse("slot-reopen", args=[pk, index]),
+            "button": "Reopen the slot",
+            "cancel": reverse("run", args=[pk]),
+            "form": form,
+        },
+    )
+
+
+@dashboard_view(Role.SUPERVISOR)
+@require_http_methods(["GET", "POST"])
+def run_add_slots(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
+    """Add open slots to an open or done run, with a reason."""
+    page = dashboard.run_page(workspace_id=membership.workspace_id, run_id=pk)
+    form = SlotsAddForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = fleet_services.run_add_slots(
+                workspace_id=membership.workspace_id,
+                run_id=pk,
+                count=form.cleaned_data["count"],
+                actor=_actor(request),
+                reason=form.cleaned_data["reason"],
+            )
+            messages.success(request, f"Run {run.title} has {run.slot_count} slots now.")
+            return redirect("run", pk=pk)
+        except GroundControlError as error:
+            _refused(request, error)
+    return _render(
+        request,
+        "fleet/confirm.html",
+        {
+            "title": f"Add slots to run {page.run.title}?",
+            "explanation": "New slots are open at once. A done run is open again.",
+            "action": reverse("run-add-slots", args=[pk]),
+            "button": "Add the slots",
+            "cancel": reverse("run", args=[pk]),
+            "form": form,
+        },
+    )
 
 
 @dashboard_view(Role.SUPERVISOR)

@@ -145,3 +145,57 @@ def test_an_admin_creates_hands_and_sets_members(admin_client, workspace):
     assert workspace.memberships.get(user__username="newbie").role == "supervisor"
     unknown = admin_client.post("/members/", {"username": "ghost", "role": "viewer"})
     assert "No user with that name" in unknown.content.decode()
+
+
+def _finish(owner, run):  # noqa: ANN001, ANN202
+    from evidence.services import attempt_finish
+
+    view = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    return attempt_finish(
+        hand=owner,
+        attempt_id=view.attempt.pk,
+        fence=view.attempt.fence,
+        process_id="host:1",
+        evidence=[{"kind": "pull_request", "url": "https://example.com/pr/7"}],
+    )
+
+
+def test_a_done_run_shows_as_done_on_its_page_and_the_board(
+    supervisor_client, viewer_client, owner, make_run
+):
+    run = make_run(slots=1, evidence_required=["pull_request"])
+    _finish(owner, run)
+    page = supervisor_client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'class="badge badge-plan-done">done</span>' in page
+    assert 'class="slot slot-done"' in page and "(0 open, 1 done)" in page
+    assert f'href="/runs/{run.pk}/slots/0/reopen/"' in page
+    assert f'href="/runs/{run.pk}/slots/new/"' in page
+    # A viewer sees the state but no action.
+    seen = viewer_client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'class="slot slot-done"' in seen and "/reopen/" not in seen and "/slots/new/" not in seen
+    assert viewer_client.post(f"/runs/{run.pk}/slots/0/reopen/", {"reason": "x"}).status_code == 403
+    board = supervisor_client.get("/").content.decode()
+    assert '<span class="badge badge-plan-done">run done</span>' in board
+
+
+def test_it_reopens_a_done_slot_and_adds_slots_with_a_reason(supervisor_client, owner, make_run):
+    run = make_run(slots=1, evidence_required=["pull_request"])
+    _finish(owner, run)
+    asked = supervisor_client.get(f"/runs/{run.pk}/slots/0/reopen/").content.decode()
+    assert "Reopen the slot" in asked
+    # A reason is required: nothing changes without one.
+    refused = supervisor_client.post(f"/runs/{run.pk}/slots/0/reopen/", {"reason": ""})
+    assert refused.status_code == 200
+    assert Run.objects.get(pk=run.pk).state == "done"
+    supervisor_client.post(f"/runs/{run.pk}/slots/0/reopen/", {"reason": "regressed"})
+    assert Run.objects.get(pk=run.pk).state == "open"
+    event = Event.objects.get(kind="slot_reopened")
+    assert (event.actor, event.data["reason"]) == ("sam", "regressed")
+    # Reopening it again is refused with why, on the page.
+    again = supervisor_client.post(
+        f"/runs/{run.pk}/slots/0/reopen/", {"reason": "again"}, follow=True
+    )
+    assert "Refused (slot_not_done)" in again.content.decode()
+    supervisor_client.post(f"/runs/{run.pk}/slots/new/", {"count": 2, "reason": "more"})
+    assert Run.objects.get(pk=run.pk).slot_count == 3
+    assert Event.objects.get(kind="slots_added").data["slots"] == [1, 2]

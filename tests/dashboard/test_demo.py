@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections import Counter
 
 import pytest
 from django.core.management import call_command
@@ -11,7 +12,7 @@ from django.core.management import call_command
 from evidence.models import Evidence
 from fleet import dashboard, demo
 from fleet.dashboard import BoardFilters
-from fleet.models import HandKey, Run
+from fleet.models import Attempt, AttemptEnd, HandKey, Run
 from leases.models import Refusal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -19,6 +20,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 # SQLite's in-memory test database is shared-cache: concurrent requests of the live server fail
 # at once ("table is locked") instead of waiting, which would derail the scenario itself.
+def finished_by(hand: str) -> int:
+    return Attempt.objects.filter(hand__name=hand, end=AttemptEnd.FINISHED).count()
+
+
 @pytest.mark.postgres
 def test_it_shows_every_state_within_seconds_on_fast_timings(live_server):
     plan = demo.setup(workspace_name="demo", timings=demo.FAST)
@@ -32,9 +37,18 @@ def test_it_shows_every_state_within_seconds_on_fast_timings(live_server):
             board = dashboard.board(workspace_id=plan.workspace_id, filters=BoardFilters())
             seen |= {state for state, n in board.counts.items() if n}
             time.sleep(0.1)
+        # The finisher finishes again and again, each time on a new run: never twice on a slot.
+        while time.monotonic() < deadline and finished_by("demo-finisher") < 2:
+            time.sleep(0.1)
     finally:
         fleet.stop()
     assert seen == set(dashboard.STATES), lines
+    assert finished_by("demo-finisher") >= 2, lines
+    per_slot = Counter(
+        Attempt.objects.filter(end=AttemptEnd.FINISHED).values_list("slot_id", flat=True)
+    )
+    assert per_slot and max(per_slot.values()) == 1, per_slot
+    assert any("the planner planned run" in line for line in lines), lines
     assert Refusal.objects.filter(code="lease_held", hand="demo-waiter").exists()
     assert Evidence.objects.filter(
         kind="pull_request",
@@ -48,7 +62,9 @@ def test_setting_up_again_reuses_the_plan_and_replaces_the_keys(db):
     second = demo.setup(workspace_name="demo")
     assert first.runs == second.runs and Run.objects.count() == 3
     assert set(first.keys.values()).isdisjoint(second.keys.values())
-    assert HandKey.objects.filter(revoked_at=None).count() == len(demo.HAND_NAMES)
+    # One key per hand, and the planner's (plan scope, for new runs when one is done).
+    assert HandKey.objects.filter(revoked_at=None).count() == len(demo.HAND_NAMES) + 1
+    assert HandKey.objects.get(revoked_at=None, hand__name=demo.PLANNER).scopes == ["plan"]
 
 
 def test_the_command_runs_the_fleet_for_a_while_and_stops(live_server):

@@ -51,7 +51,9 @@ def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links
     )
     fleet.attempt_claim(hand=teammate, run_id=run.pk, process_id="host:2")
     html = admin_client.get(f"/runs/{run.pk}/").content.decode()
-    assert html.count('class="slot slot-') == 3 and "(2 open)" in html
+    # The finished slot is done, not open again (issue 17.1).
+    assert html.count('class="slot slot-') == 3 and "(1 open, 1 done)" in html
+    assert 'class="slot slot-done"' in html
     assert 'data-state="finished"' in html and 'data-state="live"' in html
     assert '<a href="https://example.com/pr/7"' in html
     timeline = html.split('id="run-timeline">')[1].split("</figure>")[0]

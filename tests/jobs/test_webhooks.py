@@ -264,3 +264,22 @@ def test_the_periodic_task_delivers_and_records_its_run(
     assert len(receiver.received) == 1
     job = JobRun.objects.get(name="deliver_webhooks")
     assert (job.runs, job.last_processed) == (1, 1)
+
+
+def test_a_run_done_webhook_hears_of_the_last_finish(
+    workspace, owner, run, claim, receiver, frozen_clock: datetime
+) -> None:
+    register(workspace, receiver.url, ["run_done"])
+    view = claim(owner, run)
+    attempt_finish(
+        hand=owner,
+        attempt_id=view.attempt.pk,
+        fence=view.attempt.fence,
+        process_id=view.attempt.process_id,
+        evidence=[],
+    )
+    assert webhooks.webhooks_run()["delivered"] == 1
+    [(headers, body)] = receiver.received
+    assert headers["x-groundcontrol-event"] == "run_done"
+    payload = json.loads(body)
+    assert (payload["kind"], payload["data"]) == ("run_done", {"run": run.pk})
