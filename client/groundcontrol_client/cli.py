@@ -36,11 +36,22 @@ from groundcontrol_client.errors import (
     AuthFailed,
     ConfigError,
     Denied,
+    EvidenceMissing,
     GroundControlError,
+    ProcessMismatch,
     TenureLost,
+    ValidationFailed,
+    describe,
 )
 from groundcontrol_client.identity import process_identity
-from groundcontrol_client.models import Attempt, Evidence, Lease
+from groundcontrol_client.models import (
+    Attempt,
+    Evidence,
+    describe_lease,
+    describe_run,
+    describe_slot,
+    describe_window,
+)
 from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
 from groundcontrol_client.wrappers import (
     EXIT_AUTH,
@@ -52,10 +63,22 @@ from groundcontrol_client.wrappers import (
 )
 
 Result = tuple[Any, str]  # (what --json prints, what a person reads)
+# `gctl hold` and `gctl lease acquire` take a lease for this long unless told (seconds).
+DEFAULT_TTL_S = 60.0
 
 
 class UsageError(Exception):
     pass
+
+
+class Explained(Exception):
+    """A refusal that gctl can say better than the server, knowing where it runs (a `gctl
+    report` inside `gctl run`): printed as `sentence`, with the refusal's code and exit code."""
+
+    def __init__(self, error: GroundControlError, sentence: str) -> None:
+        super().__init__(sentence)
+        self.error = error
+        self.sentence = sentence
 
 
 def exit_code_for(error: GroundControlError) -> int:
@@ -73,6 +96,9 @@ def exit_code_for(error: GroundControlError) -> int:
 def _label(error: GroundControlError) -> str:
     if isinstance(error, Denied):
         return "denied"
+    if isinstance(error, ProcessMismatch):
+        # Not lost: the claim is alive, held by another process (often the wrapper).
+        return "wrong process"
     if isinstance(error, TenureLost):
         return "lease lost"
     return "error"
@@ -118,24 +144,34 @@ def _lease_fence(args: argparse.Namespace) -> int:
 
 
 def _attempt_line(attempt: Attempt) -> str:
-    lease = attempt.lease
-    expires = f", expires in {lease.expires_in_s:.0f} s" if lease.expires_in_s is not None else ""
     return (
         f"attempt {attempt.id}: run {attempt.run} slot {attempt.slot}, fence {attempt.fence}, "
-        f"{attempt.state}, directive {attempt.directive}{expires}"
-    )
-
-
-def _lease_line(lease: Lease) -> str:
-    expires = f", expires in {lease.expires_in_s:.0f} s" if lease.expires_in_s is not None else ""
-    return (
-        f"{lease.resource}: held by {lease.holder or 'nobody'} at fence {lease.fence}, "
-        f"{lease.state}{expires}"
+        f"{attempt.state}, directive {attempt.directive}"
+        + describe_window(attempt.lease.expires_in_s)
     )
 
 
 def _exports(**values: object) -> str:
+    """One line a POSIX shell can eval: every value quoted."""
     return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in values.items())
+
+
+def _comment(text: str) -> str:
+    """Human lines around exports start with '#', so `eval` of the whole output is safe too."""
+    return "\n".join(f"# {line}" for line in text.splitlines())
+
+
+def _waiting(args: argparse.Namespace, what: str) -> Callable[[Denied], None]:
+    """How `--wait` says each new answer while it waits (stderr: stdout is for the result)."""
+
+    def say(denied: Denied) -> None:
+        if args.json:
+            line = json.dumps({"gctl": f"waiting for {what}", "error": denied.to_dict()})
+            wrappers.eprint(line)
+        else:
+            wrappers.eprint(f"gctl: waiting for {what}: {describe(denied)}")
+
+    return say
 
 
 # --- commands -------------------------------------------------------------------------------
@@ -150,28 +186,45 @@ def cmd_me(client: Client, args: argparse.Namespace) -> Result:
     return me.raw, text
 
 
+def cmd_runs(client: Client, args: argparse.Namespace) -> Result:
+    runs = client.runs(state=None if args.all else "open", lane=args.lane)
+    empty = "no runs" if args.all else "no open runs"
+    empty += f" in lane {args.lane}" if args.lane else ""
+    text = "\n".join(map(describe_run, runs)) or empty
+    return [run.raw for run in runs], text
+
+
 def cmd_slots(client: Client, args: argparse.Namespace) -> Result:
     slots = client.slots(args.run, state=None if args.all else "open")
-    lines = [
-        f"slot {s.index}: {s.state}"
-        + (f" (held by {s.holder}, fence {s.fence})" if s.holder else "")
-        for s in slots
-    ]
-    return [s.raw for s in slots], "\n".join(lines) or f"run {args.run} has no open slot"
+    empty = f"run {args.run} has no open slot (`gctl slots {args.run} --all` lists every slot)"
+    return [s.raw for s in slots], "\n".join(map(describe_slot, slots)) or empty
 
 
 def cmd_claim(client: Client, args: argparse.Namespace) -> Result:
+    if args.export and args.json:
+        raise UsageError("--export prints shell lines; it does not mix with --json")
     process_id = _process_id(args)
-    attempt = client.claim(args.run, process_id=process_id, slot=args.slot)
-    lease = attempt.lease
-    text = (
-        f"claimed run {attempt.run} slot {attempt.slot}: attempt {attempt.id}, fence "
-        f"{attempt.fence}; heartbeat every {lease.heartbeat_interval_s:g} s "
-        f"(grace {lease.grace_s:g} s)\n"
-        "so that `gctl report` renews this claim from here on:\n"
-        + _exports(GC_ATTEMPT=attempt.id, GC_ATTEMPT_FENCE=attempt.fence, GC_PROCESS_ID=process_id)
+    attempt = client.claim(
+        args.run,
+        process_id=process_id,
+        slot=args.slot,
+        wait_s=args.wait,
+        on_wait=_waiting(args, f"a slot of run {args.run}"),
     )
-    return attempt.raw, text
+    lease = attempt.lease
+    exports = _exports(
+        GC_ATTEMPT=attempt.id, GC_ATTEMPT_FENCE=attempt.fence, GC_PROCESS_ID=process_id
+    )
+    if args.export:
+        return attempt.raw, exports
+    summary = (
+        f"claimed run {attempt.run} slot {attempt.slot}: attempt {attempt.id}, fence "
+        f"{attempt.fence}; renew it at least every {lease.heartbeat_interval_s:g} s "
+        f"(grace {lease.grace_s:g} s), e.g. with `gctl report`\n"
+        "the line below makes `gctl report` renew this claim; "
+        f'`eval "$(gctl claim --export {args.run})"` claims and sets it in one step'
+    )
+    return attempt.raw, f"{_comment(summary)}\n{exports}"
 
 
 def cmd_brief(client: Client, args: argparse.Namespace) -> Result:
@@ -181,16 +234,40 @@ def cmd_brief(client: Client, args: argparse.Namespace) -> Result:
     return brief.raw, text
 
 
+def _inside_wrapper(args: argparse.Namespace, attempt_id: int) -> bool:
+    """Run by the command of `gctl run` for its own attempt: the wrapper exports GC_ATTEMPT and
+    no GC_PROCESS_ID, since the wrapper's process, not the command's, holds the claim."""
+    return (
+        os.environ.get("GC_ATTEMPT") == str(attempt_id)
+        and not args.process_id
+        and not os.environ.get("GC_PROCESS_ID")
+    )
+
+
 def cmd_report(client: Client, args: argparse.Namespace) -> Result:
     attempt_id = _attempt_id(args)
-    result = client.report(
-        attempt_id,
-        fence=_attempt_fence(client, args, attempt_id),
-        kind=args.kind,
-        process_id=None if args.no_renew else _process_id(args),
-        message=args.message,
-        percent=args.percent,
-    )
+    process_id = None if args.no_renew else _process_id(args)
+    try:
+        result = client.report(
+            attempt_id,
+            fence=_attempt_fence(client, args, attempt_id),
+            kind=args.kind,
+            process_id=process_id,
+            message=args.message,
+            percent=args.percent,
+        )
+    except ProcessMismatch as error:
+        if not _inside_wrapper(args, attempt_id):
+            raise
+        holder = error.get("process_id")
+        raise Explained(
+            error,
+            f"attempt {attempt_id} is held by the wrapper's process"
+            + (f" ({holder})" if holder else "")
+            + f", not this one ({process_id}), so this report was refused; the claim is "
+            "fine. Report with --no-renew (recorded; the wrapper keeps renewing), or from "
+            "the wrapper's identity.",
+        ) from error
     renewed = "renewed" if result.renewed else "recorded (not renewed)"
     return (
         {"renewed": result.renewed, "attempt": result.attempt.raw},
@@ -226,20 +303,28 @@ def cmd_release(client: Client, args: argparse.Namespace) -> Result:
 
 
 def cmd_lease_acquire(client: Client, args: argparse.Namespace) -> Result:
+    if args.export and args.json:
+        raise UsageError("--export prints shell lines; it does not mix with --json")
+    process_id = _process_id(args)
     lease = client.lease_acquire(
-        args.resource, ttl_s=args.ttl, process_id=_process_id(args), wait_s=args.wait
+        args.resource, ttl_s=args.ttl, process_id=process_id, wait_s=args.wait
     )
-    text = f"acquired {_lease_line(lease)}\n" + _exports(
-        GC_RESOURCE=lease.resource, GC_FENCE=lease.fence
+    exports = _exports(GC_RESOURCE=lease.resource, GC_FENCE=lease.fence)
+    if args.export:
+        return lease.raw, exports
+    summary = (
+        f"acquired {describe_lease(lease)}\n"
+        f"it lapses unless renewed within {lease.ttl_s:g} s (`gctl lease renew`); "
+        "`gctl hold` renews it for as long as a command runs"
     )
-    return lease.raw, text
+    return lease.raw, f"{_comment(summary)}\n{exports}"
 
 
 def cmd_lease_renew(client: Client, args: argparse.Namespace) -> Result:
     lease = client.lease_renew(
         args.resource, fence=_lease_fence(args), process_id=_process_id(args)
     )
-    return lease.raw, f"renewed {_lease_line(lease)}"
+    return lease.raw, f"renewed {describe_lease(lease)}"
 
 
 def cmd_lease_release(client: Client, args: argparse.Namespace) -> Result:
@@ -249,12 +334,12 @@ def cmd_lease_release(client: Client, args: argparse.Namespace) -> Result:
 
 def cmd_lease_check(client: Client, args: argparse.Namespace) -> Result:
     lease = client.lease_check(args.resource, fence=_lease_fence(args))
-    return {"valid": True, "lease": lease.raw}, f"valid: {_lease_line(lease)}"
+    return {"valid": True, "lease": lease.raw}, f"valid: {describe_lease(lease)}"
 
 
 def cmd_lease_list(client: Client, args: argparse.Namespace) -> Result:
     leases = client.leases(prefix=args.prefix, holder=args.holder, state=args.state)
-    return [lease.raw for lease in leases], "\n".join(map(_lease_line, leases)) or "no leases"
+    return [lease.raw for lease in leases], "\n".join(map(describe_lease, leases)) or "no leases"
 
 
 def _logger(args: argparse.Namespace) -> Callable[[str, dict[str, Any]], None]:
@@ -276,15 +361,38 @@ def cmd_run(client: Client, args: argparse.Namespace) -> int:
     cmd = _wrapped_command(args)
     log = _logger(args)
     attempt = ClaimedAttempt(
-        client, args.run, process_id=_process_id_for_wrapper(args), slot=args.slot
+        client,
+        args.run,
+        process_id=_process_id_for_wrapper(args),
+        slot=args.slot,
+        on_wait=_waiting(args, f"a slot of run {args.run}"),
     )
-    attempt.open()
+    try:
+        # run_claimed claims (waiting up to --wait for an open slot), then runs the command.
+        outcome = wrappers.run_claimed(
+            attempt, cmd, kill_after_s=args.kill_after, log=log, wait=args.wait
+        )
+    except (EvidenceMissing, ValidationFailed) as error:
+        if not attempt.claimed:
+            raise  # the claim itself was refused: the main handler says why
+        # The wrapper released the attempt: the finish it tried was refused.
+        missing = ", ".join(map(str, error.get("missing") or []))
+        log(
+            f"attempt {attempt.id} released: the finish was refused: {describe(error)}"
+            + (
+                f" Write it to $GC_EVIDENCE_FILE, one kind=url a line ({missing}=…)."
+                if missing
+                else ""
+            )
+            + f" ({error.code})",
+            {"status": "released", "error": error.to_dict()},
+        )
+        return EXIT_ERROR
+    reason = outcome.detail.get("reason")
     log(
-        f"claimed run {args.run} slot {attempt.slot} (attempt {attempt.id}, fence {attempt.fence})",
-        {"attempt": attempt.id, "fence": attempt.fence, "slot": attempt.slot},
+        f"attempt {attempt.id} {outcome.status}" + (f": {reason}" if reason else ""),
+        {"status": outcome.status, **outcome.detail},
     )
-    outcome = wrappers.run_claimed(attempt, cmd, kill_after_s=args.kill_after, log=log)
-    log(f"attempt {attempt.id} {outcome.status}", {"status": outcome.status, **outcome.detail})
     return outcome.exit_code
 
 
@@ -329,14 +437,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ground Control for agents. Configured by GC_URL and GC_KEY.",
         epilog="exit codes: 0 ok, 1 error, 2 usage, 3 denied, 4 lease lost, 5 auth, 6 stopped",
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    json_help = 'machine-readable output: the server\'s JSON, or {"error": {...}}'
+    parser.add_argument("--json", action="store_true", help=json_help)
     parser.add_argument("--url", help="the server (default: GC_URL)")
     # Options that each subcommand also accepts after its name; SUPPRESS keeps a value given
     # before the subcommand from being overwritten by the subparser's default.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    common.add_argument("--process-id", default=None, help="default: GC_PROCESS_ID")
-    sub = parser.add_subparsers(dest="command", required=True)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
+    common.add_argument(
+        "--process-id",
+        default=None,
+        help="the process identity to claim and report with (default: GC_PROCESS_ID, else "
+        "the process that runs gctl; the wrappers use their own)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", help="a command")
 
     def add(
         name: str, handler: Callable[..., Any], help_text: str, **kw: Any
@@ -345,39 +459,70 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(handler=handler)
         return p
 
-    add("me", cmd_me, "who this key is")
-    p = add("slots", cmd_slots, "a run's slots (open ones unless --all)")
-    p.add_argument("run", type=int)
-    p.add_argument("--all", action="store_true")
-    p = add("claim", cmd_claim, "claim an open slot of a run")
-    p.add_argument("run", type=int)
-    p.add_argument("--slot", type=int)
-    p = add("brief", cmd_brief, "read an attempt's brief")
-    p.add_argument("attempt", nargs="?", help="default: GC_ATTEMPT")
-    p = add("report", cmd_report, "report progress (renews the lease with the claim's identity)")
-    p.add_argument("attempt", nargs="?", help="default: GC_ATTEMPT")
-    p.add_argument("--message", "-m")
-    p.add_argument("--percent", type=float)
-    p.add_argument(
-        "--kind", default="progress", choices=["heartbeat", "progress", "blocker", "note"]
+    attempt_help = "the attempt's id (default: GC_ATTEMPT)"
+    fence_help = "the attempt's fence (default: GC_ATTEMPT_FENCE for GC_ATTEMPT, else the server's)"
+    claim_wait_help = (
+        "if every slot is taken, ask again (with backoff) for up to this many seconds; a run "
+        "that is closed or done is never waited on"
     )
-    p.add_argument("--fence", type=int)
+
+    add("me", cmd_me, "who this key is")
+    p = add("runs", cmd_runs, "the runs this key may claim (open ones unless --all)")
+    p.add_argument("--lane", help="only this lane's runs (a lane's slug)")
+    p.add_argument("--all", action="store_true", help="every run: open, closed and done")
+    p = add("slots", cmd_slots, "a run's slots (open ones unless --all)")
+    p.add_argument("run", type=int, help="the run's id")
+    p.add_argument("--all", action="store_true", help="every slot: open, held and done")
+    p = add(
+        "claim",
+        cmd_claim,
+        "claim an open slot of a run; prints the export line that makes `gctl report` renew it",
+    )
+    p.add_argument("run", type=int, help="the run's id")
+    p.add_argument("--slot", type=int, help="this slot (default: the lowest open one)")
+    p.add_argument("--wait", type=float, metavar="S", help=claim_wait_help)
     p.add_argument(
-        "--no-renew", action="store_true", help="record only, without a process identity"
+        "--export",
+        action="store_true",
+        help='print only the export line, for eval "$(gctl claim --export RUN)"',
+    )
+    p = add("brief", cmd_brief, "read an attempt's brief")
+    p.add_argument("attempt", nargs="?", help=attempt_help)
+    p = add("report", cmd_report, "report progress (renews the lease with the claim's identity)")
+    p.add_argument("attempt", nargs="?", help=attempt_help)
+    p.add_argument("--message", "-m", help="what happened, for the supervisor")
+    p.add_argument("--percent", type=float, help="how far along, 0 to 100")
+    p.add_argument(
+        "--kind",
+        default="progress",
+        choices=["heartbeat", "progress", "blocker", "note"],
+        help="the report's kind (default: progress)",
+    )
+    p.add_argument("--fence", type=int, help=fence_help)
+    p.add_argument(
+        "--no-renew",
+        action="store_true",
+        help="record only, without a process identity (what a command under `gctl run` uses)",
     )
     p = add("finish", cmd_finish, "finish an attempt with evidence")
-    p.add_argument("attempt", nargs="?", help="default: GC_ATTEMPT")
-    p.add_argument("--evidence", action="append", default=[], metavar="KIND=URL")
-    p.add_argument("--summary")
-    p.add_argument("--fence", type=int)
-    p = add("release", cmd_release, "give an attempt's slot back, with a reason")
-    p.add_argument("attempt", nargs="?", help="default: GC_ATTEMPT")
-    p.add_argument("--reason", required=True)
-    p.add_argument("--fence", type=int)
-
-    lease = sub.add_parser("lease", help="resource leases").add_subparsers(
-        dest="action", required=True
+    p.add_argument("attempt", nargs="?", help=attempt_help)
+    p.add_argument(
+        "--evidence",
+        action="append",
+        default=[],
+        metavar="KIND=URL",
+        help="evidence of a kind the brief asks for, e.g. pull_request=https://…; repeatable",
     )
+    p.add_argument("--summary", help="what was done, in a sentence or two")
+    p.add_argument("--fence", type=int, help=fence_help)
+    p = add("release", cmd_release, "give an attempt's slot back, with a reason")
+    p.add_argument("attempt", nargs="?", help=attempt_help)
+    p.add_argument("--reason", required=True, help="why, for the supervisor and the next hand")
+    p.add_argument("--fence", type=int, help=fence_help)
+
+    lease = sub.add_parser(
+        "lease", help="resource leases", description="resource leases"
+    ).add_subparsers(dest="action", required=True, title="actions", help="an action")
 
     def add_lease(
         name: str, handler: Callable[..., Any], help_text: str
@@ -386,32 +531,47 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(handler=handler)
         return p
 
+    resource_help = "the resource's name (a path like src/auth/, a lock's name)"
+    ttl_help = (
+        f"seconds the lease lasts unless renewed (default {DEFAULT_TTL_S:g}); if the holder "
+        "dies, it lapses this long after its last renewal"
+    )
+    lease_wait_help = "if it is held, wait up to this many seconds (0 to 60) for it to free"
     p = add_lease("acquire", cmd_lease_acquire, "take a resource lease")
-    p.add_argument("resource")
-    p.add_argument("--ttl", type=float, required=True, help="seconds")
-    p.add_argument("--wait", type=float, help="wait up to this many seconds for it to free")
+    p.add_argument("resource", help=resource_help)
+    p.add_argument("--ttl", type=float, default=DEFAULT_TTL_S, help=ttl_help)
+    p.add_argument("--wait", type=float, metavar="S", help=lease_wait_help)
+    p.add_argument(
+        "--export",
+        action="store_true",
+        help='print only the export line, for eval "$(gctl lease acquire --export RES)"',
+    )
     for name, handler, help_text in (
         ("renew", cmd_lease_renew, "renew a resource lease"),
         ("release", cmd_lease_release, "release a resource lease"),
         ("check", cmd_lease_check, "is this fence still the current tenure? (exit 4 if not)"),
     ):
         p = add_lease(name, handler, help_text)
-        p.add_argument("resource")
+        p.add_argument("resource", help=resource_help)
         p.add_argument("--fence", type=int, help="default: GC_FENCE when GC_RESOURCE matches")
-    p = add_lease("list", cmd_lease_list, "list resource leases")
-    p.add_argument("--prefix")
-    p.add_argument("--holder")
-    p.add_argument("--state")
+    p = add_lease("list", cmd_lease_list, "list the workspace's resource leases")
+    p.add_argument("--prefix", help="only resources whose name starts with this")
+    p.add_argument("--holder", help="only leases this hand holds (a hand's name)")
+    p.add_argument(
+        "--state", choices=["live", "late", "stalled", "lost", "free"], help="only in this state"
+    )
 
+    kill_help = "seconds from SIGTERM to SIGKILL when the command is stopped (default 10)"
     p = add("run", cmd_run, "claim a slot and run CMD under it (gctl run --run ID -- CMD...)")
-    p.add_argument("--run", type=int, required=True)
-    p.add_argument("--slot", type=int)
-    p.add_argument("--kill-after", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL")
+    p.add_argument("--run", type=int, required=True, help="the run's id")
+    p.add_argument("--slot", type=int, help="this slot (default: the lowest open one)")
+    p.add_argument("--wait", type=float, metavar="S", help=claim_wait_help)
+    p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)
     p = add("hold", cmd_hold, "hold a resource lease while CMD runs (gctl hold RES -- CMD...)")
-    p.add_argument("resource")
-    p.add_argument("--ttl", type=float, default=60.0, help="seconds (default 60)")
-    p.add_argument("--wait", type=float)
-    p.add_argument("--kill-after", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL")
+    p.add_argument("resource", help=resource_help)
+    p.add_argument("--ttl", type=float, default=DEFAULT_TTL_S, help=ttl_help)
+    p.add_argument("--wait", type=float, metavar="S", help=lease_wait_help)
+    p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)
     add("mcp", cmd_mcp, "serve the Model Context Protocol on stdio")
     return parser
 
@@ -421,11 +581,23 @@ def _print_result(args: argparse.Namespace, result: Result) -> None:
     print(json.dumps(data, indent=2, default=str) if args.json else text, flush=True)
 
 
-def _print_error(args: argparse.Namespace, error: GroundControlError) -> None:
+def _print_error(
+    args: argparse.Namespace, error: GroundControlError, sentence: str | None = None
+) -> None:
     if args.json:
         print(json.dumps({"error": error.to_dict()}, default=str), flush=True)
     else:
-        print(f"gctl: {_label(error)}: {error.message} ({error.code})", file=sys.stderr, flush=True)
+        text = sentence or describe(error, subject=_subject(args))
+        print(f"gctl: {_label(error)}: {text} ({error.code})", file=sys.stderr, flush=True)
+
+
+def _subject(args: argparse.Namespace) -> str | None:
+    """What the command asked for, for a refusal that does not name it."""
+    if getattr(args, "resource", None):
+        return str(args.resource)
+    if getattr(args, "run", None) is not None and getattr(args, "slot", None) is not None:
+        return f"slot {args.slot} of run {args.run}"
+    return None
 
 
 WRAPPERS = ("run", "hold")
@@ -460,6 +632,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"gctl: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except Explained as explained:
+        _print_error(args, explained.error, explained.sentence)
+        return exit_code_for(explained.error)
     except GroundControlError as error:
         _print_error(args, error)
         return exit_code_for(error)

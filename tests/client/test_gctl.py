@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -139,6 +140,101 @@ def test_it_lists_slots_and_leases(gc: Fleet) -> None:
     assert [(lease["resource"], lease["holder"]) for lease in listed] == [("src/auth/", "hand-a")]
 
 
+def test_it_claims_in_one_eval_with_export(gc: Fleet) -> None:
+    run = gc.run(slots=2)
+    script = f'eval "$({GCTL} claim --export {run.pk})" && echo "$GC_ATTEMPT $GC_ATTEMPT_FENCE"'
+    shell = subprocess.run(
+        ["bash", "-c", script], env=gc.env(), capture_output=True, text=True, timeout=60
+    )
+    assert shell.returncode == 0, shell.stderr
+    (record,) = attempts_of(run)
+    assert shell.stdout.split() == [str(record.pk), str(record.fence)]
+    # The plain output is eval-safe too: a person who evals it leaks no claim either.
+    plain = subprocess.run(
+        ["bash", "-c", f'eval "$({GCTL} claim {run.pk})" && echo "$GC_ATTEMPT"'],
+        env=gc.env(key=gc.key_b),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.split() == [str(attempts_of(run)[-1].pk)]
+    # Refused: nothing on stdout, so the eval sets nothing; kept apart, the status shows.
+    script = (
+        f'eval "$({GCTL} claim --export {run.pk})"; echo "attempt=${{GC_ATTEMPT:-none}}"; '
+        f'exports=$({GCTL} claim --export {run.pk}) && eval "$exports" || echo "refused $?"'
+    )
+    full = subprocess.run(
+        ["bash", "-c", script], env=gc.env(key=gc.key_b), capture_output=True, text=True, timeout=60
+    )
+    assert full.stdout.splitlines() == ["attempt=none", "refused 3"]
+    assert full.stderr.count("(no_open_slot)") == 2
+
+
+def test_it_waits_for_a_slot_and_says_the_queues_answer(gc: Fleet) -> None:
+    run = gc.run()
+    held = gc.gctl("--json", "claim", str(run.pk), "--process-id", "a-1")
+    attempt = json.loads(held.stdout)
+    waiter = _start(gc, "claim", str(run.pk), "--wait", "20", "--export", key=gc.key_b)
+    time.sleep(1.5)
+    released = gc.gctl(
+        "release", str(attempt["id"]), "--reason", "handing over", "--process-id", "a-1"
+    )
+    assert released.returncode == 0, released.stderr
+    out, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+    second = attempts_of(run)[-1]
+    assert second.hand.name == "hand-b" and out.startswith(f"export GC_ATTEMPT={second.pk} ")
+    (said,) = err.splitlines()  # the same answer is said once, however often it was asked
+    assert said.startswith(
+        f"gctl: waiting for a slot of run {run.pk}: run {run.pk} has no open slot (1 slot: 1 held;"
+    )
+
+
+def test_it_never_waits_on_a_done_run(gc: Fleet) -> None:
+    run = gc.run()
+    script = f'echo "pull_request={PR_URL}" >> "$GC_EVIDENCE_FILE"'
+    assert gc.gctl("run", "--run", str(run.pk), "--", "sh", "-c", script).returncode == 0
+    started = time.monotonic()
+    done = gc.gctl("claim", str(run.pk), "--wait", "30", key=gc.key_b)
+    assert time.monotonic() - started < 10
+    assert done.returncode == EXIT_DENIED
+    assert done.stderr.startswith(f"gctl: denied: run {run.pk} is done") and "(run_closed)" in (
+        done.stderr
+    )
+    slots = gc.gctl("slots", str(run.pk), "--all")
+    assert slots.stdout.splitlines() == ["slot 0: done (fence 1)"]
+
+
+def test_it_passes_the_servers_field_messages_through(gc: Fleet) -> None:
+    refused = gc.gctl("lease", "acquire", "migrations", "--wait", "90")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("gctl: error: invalid input: wait_s: ")
+    assert "60" in refused.stderr and refused.stderr.endswith("(validation_error)\n")
+
+
+def test_it_lists_runs_slots_and_leases_as_sentences(gc: Fleet) -> None:
+    run = gc.run(slots=3, title="Fix the login redirect")
+    claimed = json.loads(gc.gctl("--json", "claim", str(run.pk)).stdout)
+    runs = gc.gctl("runs")
+    assert runs.returncode == 0, runs.stderr
+    assert f"run {run.pk}: Fix the login redirect (lane rewalk, " in runs.stdout
+    assert "2 of 3 slots open (1 held); evidence: pull_request" in runs.stdout
+    assert gc.gctl("runs", "--lane", "nowhere").stdout == "no open runs in lane nowhere\n"
+    every = gc.gctl("slots", str(run.pk), "--all").stdout.splitlines()
+    assert re.fullmatch(
+        f"slot 0: held by hand hand-a at fence {claimed['fence']}, live, its current window "
+        "ends in \\d+ s",
+        every[0],
+    ), every
+    assert every[1:] == ["slot 1: open", "slot 2: open"]
+    assert gc.gctl("lease", "acquire", "src/auth/").returncode == 0
+    listed = gc.gctl("lease", "list", "--prefix", "src/").stdout.splitlines()
+    assert len(listed) == 1 and listed[0].startswith(
+        "src/auth/: held by hand hand-a at fence 1, live, its current window ends in "
+    )
+
+
 # --- gctl run ---------------------------------------------------------------------------------
 
 
@@ -191,6 +287,62 @@ def test_it_releases_when_the_command_cannot_be_started(gc: Fleet) -> None:
     held = gc.gctl("hold", "lock", "--", "/no/such/command")
     assert held.returncode == 127
     assert gc.gctl("lease", "acquire", "lock", "--ttl", "5", key=gc.key_b).returncode == 0
+
+
+def test_it_says_why_the_attempt_was_released(gc: Fleet) -> None:
+    run = gc.run()
+    failed = gc.gctl("run", "--run", str(run.pk), "--", "sh", "-c", "exit 7")
+    (record,) = attempts_of(run)
+    assert failed.stderr.splitlines()[-1] == (
+        f"gctl: attempt {record.pk} released: the command failed: exit status 7"
+    )
+    empty = gc.gctl("run", "--run", str(run.pk), "--", "true")
+    last = empty.stderr.splitlines()[-1]
+    assert last.startswith(f"gctl: attempt {attempts_of(run)[-1].pk} released: the finish was ")
+    assert "pull_request" in last and "$GC_EVIDENCE_FILE" in last
+    assert last.endswith("(evidence_missing)")
+
+
+def test_it_explains_a_report_from_inside_gctl_run(gc: Fleet) -> None:
+    run = gc.run()
+    script = (
+        'gctl report -m halfway; echo "exit $?"; gctl report --no-renew -m noted; '
+        f'echo "pull_request={PR_URL}" >> "$GC_EVIDENCE_FILE"'
+    )
+    env_path = f"{Path(GCTL).parent}:{os.environ['PATH']}"
+    done = gc.gctl("run", "--run", str(run.pk), "--", "sh", "-c", script, PATH=env_path)
+    assert done.returncode == 0, done.stderr
+    (record,) = attempts_of(run)
+    assert "exit 4" in done.stdout
+    (explained,) = [line for line in done.stderr.splitlines() if "(process_mismatch)" in line]
+    assert explained.startswith(
+        f"gctl: wrong process: attempt {record.pk} is held by the wrapper's process "
+        f"({record.process_id}), not this one ("
+    )
+    assert "Report with --no-renew" in explained and "lease lost" not in explained
+    # The --no-renew report was recorded; the claim was never in danger.
+    assert Report.objects.get(attempt=record, kind="progress").message == "noted"
+    assert record.end == AttemptEnd.FINISHED
+
+
+def test_it_waits_for_a_slot_before_running_the_command(gc: Fleet) -> None:
+    run = gc.run()
+    held = json.loads(gc.gctl("--json", "claim", str(run.pk), "--process-id", "a-1").stdout)
+    script = f'echo "pull_request={PR_URL}" >> "$GC_EVIDENCE_FILE"'
+    waiter = _start(
+        gc, "run", "--run", str(run.pk), "--wait", "20", "--", "sh", "-c", script, key=gc.key_b
+    )
+    time.sleep(1.5)
+    assert (
+        gc.gctl(
+            "release", str(held["id"]), "--reason", "over to b", "--process-id", "a-1"
+        ).returncode
+        == 0
+    )
+    _, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+    assert err.startswith(f"gctl: waiting for a slot of run {run.pk}: ")
+    assert attempts_of(run)[-1].end == AttemptEnd.FINISHED
 
 
 def _start(gc: Fleet, *args: str, key: str | None = None) -> subprocess.Popen[str]:
@@ -306,7 +458,12 @@ def test_it_holds_a_resource_while_the_command_runs(gc: Fleet, tmp_path: Path) -
     assert resource == "src/auth/"
     denied = gc.gctl("lease", "acquire", "src/auth/", "--ttl", "5", key=gc.key_b)
     assert denied.returncode == EXIT_DENIED
-    assert f"held by hand 'hand-a' (fence {fence})" in denied.stderr
+    # It names the resource, and its window as only the holder's current one (issue 17).
+    assert denied.stderr.startswith(
+        f"gctl: denied: src/auth/ is held by hand hand-a (fence {fence}), renewing; its current "
+        "window ends in "
+    )
+    assert denied.stderr.endswith(" s: wait, pick other work, or escalate. (lease_held)\n")
     # Held past its 1 s ttl by the wrapper's renewals, then released when the command ended.
     assert wrapper.wait(15) == 0
     acquired = gc.gctl("--json", "lease", "acquire", "src/auth/", "--ttl", "5", key=gc.key_b)
