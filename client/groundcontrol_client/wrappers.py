@@ -1,8 +1,10 @@
 """`gctl run` and `gctl hold`: hold a lease while a command runs, so the command never has to.
 
-The command runs in its own process group, so stopping it stops everything it started. The
-wrapper watches three things several times a second: the command's exit, the lease (lost), and
-the supervisor's directive (stop, pause, continue).
+The command runs in a process group of its own, so stopping it stops everything it started, and
+it dies with the wrapper however the wrapper dies (`lifeline`: the death signal on Linux and a
+watchdog everywhere). What it leaves running in its group when it exits is stopped too: nothing
+of it outlives the lease. The wrapper watches three things several times a second: the
+command's exit, the lease (lost), and the supervisor's directive (stop, pause, continue).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from groundcontrol_client import lifeline
 from groundcontrol_client.errors import EvidenceMissing, GroundControlError, ValidationFailed
 from groundcontrol_client.models import Evidence
 from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
@@ -45,17 +48,25 @@ class Outcome:
 
 
 class _Child:
-    """The wrapped command, in its own process group, with signals forwarded to it."""
+    """The wrapped command, in its own process group, with signals forwarded to it, and a
+    watchdog that ends the group (and removes `remove`) if the wrapper dies before `close()`."""
 
-    def __init__(self, cmd: Sequence[str], env: dict[str, str], kill_after_s: float) -> None:
+    def __init__(
+        self, cmd: Sequence[str], env: dict[str, str], kill_after_s: float, remove: Sequence[str]
+    ) -> None:
         self.kill_after_s = kill_after_s
         self.interrupted: int | None = None
         self.paused = False
-        self.proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
+        self.watchdog = lifeline.Watchdog(grace_s=kill_after_s, remove=remove)
+        try:
+            self.proc = lifeline.spawn(cmd, env)
+        except BaseException:
+            self.watchdog.done()
+            raise
+        self.watchdog.watch(self.proc.pid)
 
     def _signal(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signum)
+        lifeline.signal_group(self.proc.pid, signum)
 
     @contextlib.contextmanager
     def forwarding(self) -> Iterator[None]:
@@ -86,6 +97,14 @@ class _Child:
         except subprocess.TimeoutExpired:
             self._signal(signal.SIGKILL)
             return self.proc.wait()
+
+    def close(self) -> None:
+        """The command has ended: stop what it left running in its group (SIGTERM, SIGKILL
+        after `kill_after_s`), then tell the watchdog the wrapper ends normally."""
+        if self.proc.poll() is None:
+            self.stop()
+        lifeline.end_group(self.proc.pid, self.kill_after_s)
+        self.watchdog.done()
 
 
 def exit_status(returncode: int) -> int:
@@ -124,15 +143,16 @@ def _watch(
 
 
 @contextlib.contextmanager
-def _evidence_file(env: dict[str, str]) -> Iterator[Path]:
-    """The file named by GC_EVIDENCE_FILE, or a fresh temporary one removed afterwards."""
+def _evidence_file(env: dict[str, str]) -> Iterator[tuple[Path, bool]]:
+    """The file named by GC_EVIDENCE_FILE, or a fresh temporary one removed afterwards (by the
+    watchdog, if the wrapper dies first); and whether it is the temporary one."""
     if env.get("GC_EVIDENCE_FILE"):
-        yield Path(env["GC_EVIDENCE_FILE"])
+        yield Path(env["GC_EVIDENCE_FILE"]), False
         return
     fd, name = tempfile.mkstemp(prefix="gc-evidence-", suffix=".txt")
     os.close(fd)
     try:
-        yield Path(name)
+        yield Path(name), True
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
@@ -155,13 +175,18 @@ def run_claimed(
     wait: float | None = None,
 ) -> Outcome:
     """`gctl run`: run `cmd` under the attempt and end the attempt. An attempt not claimed yet
-    is claimed here, waiting up to `wait` seconds for an open slot."""
+    is claimed here (and logged), waiting up to `wait` seconds for an open slot."""
     if not attempt.claimed:
         if wait is not None:
             attempt.wait = wait
         attempt.open()
+        log(
+            f"claimed run {attempt.run_id} slot {attempt.slot} "
+            f"(attempt {attempt.id}, fence {attempt.fence})",
+            {"attempt": attempt.id, "fence": attempt.fence, "slot": attempt.slot},
+        )
     env = dict(os.environ)
-    with _evidence_file(env) as evidence_path:
+    with _evidence_file(env) as (evidence_path, temporary):
         env.update(
             GC_ATTEMPT=str(attempt.id),
             GC_ATTEMPT_FENCE=str(attempt.fence),
@@ -172,51 +197,64 @@ def run_claimed(
         # The wrapper, not the command, speaks for the claim's process identity.
         env.pop("GC_PROCESS_ID", None)
         try:
-            child = _Child(cmd, env, kill_after_s)
+            child = _Child(cmd, env, kill_after_s, [str(evidence_path)] if temporary else [])
         except OSError as error:
             reason = f"could not start the command: {error}"
             attempt.release_quietly(reason)
             return Outcome(EXIT_CANNOT_RUN, "released", {"reason": reason})
-
-        def directive() -> str | None:
-            child.pause(attempt.directive == "pause")
-            return attempt.directive
-
-        with child.forwarding():
-            why = _watch(child, attempt, directive)
-            if why is not None:
-                returncode = child.stop()
-                reason = _stop_reason(child, why, attempt.lost_error)
-                released = attempt.release_quietly(reason)
-                log(f"{reason}; the command was stopped", {"reason": reason, "released": released})
-                code = {"lost": EXIT_LOST, "stopped": EXIT_STOPPED}.get(
-                    why, exit_status(-(child.interrupted or signal.SIGTERM))
-                )
-                return Outcome(code, why, {"reason": reason, "returncode": returncode})
-        returncode = child.proc.returncode
-        if attempt.lost:
-            reason = f"lease lost: {attempt.lost_error}"
-            attempt.release_quietly(reason)
-            return Outcome(EXIT_LOST, "lost", {"reason": reason, "returncode": returncode})
-        if returncode != 0:
-            reason = f"the command failed: {describe_status(returncode)}"
-            attempt.release_quietly(reason)
-            return Outcome(exit_status(returncode), "released", {"reason": reason})
         try:
-            evidence = read_evidence(evidence_path)
-        except ValueError as error:
-            attempt.release_quietly(f"unreadable evidence file: {error}")
-            return Outcome(EXIT_ERROR, "released", {"reason": str(error)})
-        try:
-            attempt.finish(evidence)
-        except (EvidenceMissing, ValidationFailed) as error:
-            attempt.release_quietly(f"finish refused: {error}")
-            raise
-        return Outcome(
-            EXIT_OK,
-            "finished",
-            {"evidence": [e.to_wire() for e in evidence], "attempt": attempt.id},
-        )
+            return _run_child(attempt, child, evidence_path, log)
+        finally:
+            child.close()
+
+
+def _run_child(
+    attempt: ClaimedAttempt,
+    child: _Child,
+    evidence_path: Path,
+    log: Callable[[str, dict[str, Any]], None],
+) -> Outcome:
+    def directive() -> str | None:
+        child.pause(attempt.directive == "pause")
+        return attempt.directive
+
+    with child.forwarding():
+        why = _watch(child, attempt, directive)
+        if why is not None:
+            returncode = child.stop()
+            child.close()
+            reason = _stop_reason(child, why, attempt.lost_error)
+            released = attempt.release_quietly(reason)
+            log(f"{reason}; the command was stopped", {"reason": reason, "released": released})
+            code = {"lost": EXIT_LOST, "stopped": EXIT_STOPPED}.get(
+                why, exit_status(-(child.interrupted or signal.SIGTERM))
+            )
+            return Outcome(code, why, {"reason": reason, "returncode": returncode})
+    returncode = child.proc.returncode
+    child.close()  # nothing it started outlives it: then the attempt ends
+    if attempt.lost:
+        reason = f"lease lost: {attempt.lost_error}"
+        attempt.release_quietly(reason)
+        return Outcome(EXIT_LOST, "lost", {"reason": reason, "returncode": returncode})
+    if returncode != 0:
+        reason = f"the command failed: {describe_status(returncode)}"
+        attempt.release_quietly(reason)
+        return Outcome(exit_status(returncode), "released", {"reason": reason})
+    try:
+        evidence = read_evidence(evidence_path)
+    except ValueError as error:
+        attempt.release_quietly(f"unreadable evidence file: {error}")
+        return Outcome(EXIT_ERROR, "released", {"reason": str(error)})
+    try:
+        attempt.finish(evidence)
+    except (EvidenceMissing, ValidationFailed) as error:
+        attempt.release_quietly(f"finish refused: {error}")
+        raise
+    return Outcome(
+        EXIT_OK,
+        "finished",
+        {"evidence": [e.to_wire() for e in evidence], "attempt": attempt.id},
+    )
 
 
 def hold_lease(
@@ -230,32 +268,39 @@ def hold_lease(
     env = dict(os.environ, GC_RESOURCE=lease.resource, GC_FENCE=str(lease.fence))
     env.pop("GC_PROCESS_ID", None)
     try:
-        child = _Child(cmd, env, kill_after_s)
+        child = _Child(cmd, env, kill_after_s, [])
     except OSError as error:
         lease.release()
         return Outcome(EXIT_CANNOT_RUN, "released", {"reason": f"could not start: {error}"})
+    try:
+        return _hold_child(lease, child, log)
+    finally:
+        child.close()
+
+
+def _hold_child(
+    lease: HeldLease, child: _Child, log: Callable[[str, dict[str, Any]], None]
+) -> Outcome:
     with child.forwarding():
         why = _watch(child, lease, lambda: None)
         if why is not None:
             returncode = child.stop()
+            child.close()
             reason = _stop_reason(child, why, lease.lost_error)
-            with contextlib.suppress(GroundControlError):
-                lease.release()
+            lease.release_quietly()
             log(f"{reason}; the command was stopped", {"reason": reason})
             code = (
                 EXIT_LOST if why == "lost" else exit_status(-(child.interrupted or signal.SIGTERM))
             )
             return Outcome(code, why, {"reason": reason, "returncode": returncode})
     returncode = child.proc.returncode
+    child.close()
     lost = lease.lost
-    try:
-        lease.release()
-    except GroundControlError:
-        if not lost:
-            raise  # refused though the client thought it held: the main handler says why
     if lost:
+        lease.release_quietly()
         reason = f"lease lost: {lease.lost_error}"
         return Outcome(EXIT_LOST, "lost", {"reason": reason, "returncode": returncode})
+    lease.release()  # refused though the client thought it held: the main handler says why
     status = "released" if returncode == 0 else "failed"
     return Outcome(exit_status(returncode), status, {"returncode": returncode})
 
