@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib.metadata
 import re
+import threading
 import time
 from typing import Any
 
@@ -465,3 +466,13 @@ def test_it_finds_work_with_a_lane_limited_key_and_never_reclaims_a_done_run(
     assert again.is_error and text(again).startswith(f"run {run.pk} is done")
     assert text(status).splitlines()[-1] == VERSION_LINE
     assert attempts_of(run) == [record]
+
+
+def test_it_waits_for_a_slot_when_asked(fake: FakeServer, session: Session) -> None:
+    fake.fence = 1  # slot 0 is someone's
+    threading.Timer(0.6, lambda: setattr(fake, "state", "released")).start()
+    _, claimed = drive(build_server(session), [("claim", {"run_id": 12, "wait_s": 10})])
+    assert not claimed.is_error, text(claimed)
+    assert text(claimed).startswith("Claimed run 12 slot 0 as attempt 41 (fence 2).")
+    assert len(fake.calls("/claim")) >= 2
+    session.close()
