@@ -4,10 +4,12 @@ clock (the give-up rule at its boundaries, retries through an outage), directive
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
 
+import anyio
 import httpx
 import pytest
 from groundcontrol_client import (
@@ -22,7 +24,10 @@ from groundcontrol_client import (
     Unavailable,
 )
 from groundcontrol_client import runtime as runtime_module
+from groundcontrol_client.mcp_server import Session, build_server
 from groundcontrol_client.tenure import LeaseUnconfirmed, TenureClock, safety_margin
+from mcp import Client as McpClient
+from mcp.types import CallToolResult
 
 from tests.client.fakes import FakeServer, error
 
@@ -480,3 +485,33 @@ def test_it_rides_out_a_real_outage_shorter_than_interval_plus_grace(hand: Hand)
     # The heartbeats kept trying faster than their 0.1 s period, and the attempt finished.
     assert failed > 10
     assert server.state == "finished" and not attempt.lost
+
+
+def test_the_mcp_session_rides_out_an_outage_with_the_same_rule() -> None:
+    """`gctl mcp` holds its claims with this runtime: a report made through a brief outage is
+    answered once the server is back, and the claim is still the session's."""
+    server = FakeServer(interval_s=0.3, grace_s=1.5)
+    session = Session(server.client(), process_id="mcp-1")
+
+    async def talk() -> tuple[CallToolResult, CallToolResult, CallToolResult]:
+        async with McpClient(build_server(session)) as client:
+            claimed = await client.call_tool("claim", {"run_id": 12})
+            server.down = True
+            threading.Timer(0.8, lambda: setattr(server, "down", False)).start()
+            reported = await client.call_tool("report_progress", {"message": "through it"})
+            status = await client.call_tool("status", {})
+        return claimed, reported, status
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        claimed, reported, status = pool.submit(anyio.run, talk).result(timeout=30)
+    try:
+        assert not claimed.is_error and not reported.is_error, reported
+        assert len(server.calls("/reports", kind="progress")) > 3  # retried, then answered
+        assert "NOTICE" not in _text(status) and "attempt 41" in _text(status)
+    finally:
+        session.close()
+    assert server.state == "released"
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
