@@ -8,12 +8,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY . .
-# Editable, so the code runs from /app, next to templates/ and static/. gunicorn_h1c (gunicorn's
-# C parser) is published as source only: a compiler for the install, removed after it.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
-    && pip install -e . \
-    && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* \
+# Editable, so the code runs from /app, next to templates/ and static/.
+RUN pip install -e . \
     && useradd --create-home --uid 10001 groundcontrol \
     && mkdir -p /app/var \
     && chown groundcontrol /app/var

@@ -23,9 +23,8 @@ bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{os.environ.get('PORT', '800
 # processes than cores only switch between each other, and hold more database connections.
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() + 1))
 # Threads, because a resource acquire may hold its request for up to 60 s (`wait_s`) without
-# using a CPU; a sync worker would be blocked for the whole wait. gthread, with a thread that
-# stays with a busy connection and answers in one write (groundcontrol/gunicorn_worker.py).
-worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "groundcontrol.gunicorn_worker.FleetWorker")
+# using a CPU; a sync worker would be blocked for the whole wait.
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gthread")
 threads = int(os.environ.get("GUNICORN_THREADS", "12"))
 # Longer than the longest legitimate request (a 60 s wait) plus margin.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "90"))

@@ -832,8 +832,8 @@ class HandAPIView(APIView):
 
     def perform_authentication(self, request: Request) -> None:
         super().perform_authentication(request)
-        # The hot path (fleet/hotpath.py) may have counted this call already before handing it
-        # over: count each call once.
+        # A hot view (fleet/hot.py) may have counted this call already before handing it over:
+        # count each call once.
         counted = request._request.META.get(RATE_COUNTED)
         if isinstance(counted, RateLimited):
             raise counted

@@ -745,8 +745,8 @@ def _report_template(
     their tables is opened and locked). Any other report also inserts the report and stamps the
     attempt, in CTEs after the renewal.
 
-    The caller (`ReportCaller`) is a set of slots: parameters here, or the hot path's key check
-    (fleet/hotpath.py), joined in the same UPDATE.
+    The caller (`ReportCaller`) is a set of slots: parameters here, or the hot view's key check
+    (fleet/hot.py), joined in the same UPDATE.
 
     Its row is the lease's columns and the statement's time (`engine.COLUMNS`, server_time), the
     attempt's, the attempt's lane (its id: `fleet.selectors.lane_slug` names it), whether the

@@ -254,8 +254,8 @@ class LimitedJSONParser(JSONParser):
             raise drf.ParseError(f"JSON parse error - {exc}") from None
 
 
-# Set in the WSGI environ of a call that the hot path (fleet/hotpath.py) hands to Django after
-# taking its rate-limit count: True, or the RateLimited refusal Django answers once the key is
+# Set in request.META of a call that a hot view (fleet/hot.py) hands to its DRF view after taking
+# its rate-limit count: True, or the RateLimited refusal the DRF view answers once the key is
 # authenticated.
 RATE_COUNTED = "gc.rate_counted"
 

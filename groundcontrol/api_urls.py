@@ -1,12 +1,14 @@
 """The REST API, mounted at /api/v1/ (CONTRACT.md). Paths carry no trailing slash, as written in
 the contract; the schema and the docs are at schema/ and docs/. Any other path under /api/v1/
-answers not_found with the uniform error body."""
+answers not_found with the uniform error body. The three hot calls are `fleet.hot.serving`: one
+statement, else their DRF view."""
 
 from django.urls import URLPattern, URLResolver, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from evidence import api as evidence
 from fleet import api as fleet
+from fleet import hot
 from groundcontrol.api import NotFoundView
 
 urlpatterns: list[URLPattern | URLResolver] = [
@@ -22,7 +24,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("runs/<int:run_id>/claim", fleet.ClaimApi.as_view(), name="api-claim"),
     path("attempts/<int:attempt_id>", fleet.AttemptApi.as_view(), name="api-attempt"),
     path("attempts/<int:attempt_id>/brief", fleet.BriefApi.as_view(), name="api-brief"),
-    path("attempts/<int:attempt_id>/reports", fleet.ReportApi.as_view(), name="api-reports"),
+    path(
+        "attempts/<int:attempt_id>/reports",
+        hot.serving(fleet.ReportApi, hot.report),
+        name="api-reports",
+    ),
     path("attempts/<int:attempt_id>/finish", evidence.FinishApi.as_view(), name="api-finish"),
     path("attempts/<int:attempt_id>/release", fleet.ReleaseApi.as_view(), name="api-release"),
     path(
@@ -32,8 +38,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     ),
     # Resource leases
     path("leases", fleet.LeaseListApi.as_view(), name="api-leases"),
-    path("leases/acquire", fleet.LeaseAcquireApi.as_view(), name="api-lease-acquire"),
-    path("leases/renew", fleet.LeaseRenewApi.as_view(), name="api-lease-renew"),
+    path(
+        "leases/acquire",
+        hot.serving(fleet.LeaseAcquireApi, hot.acquire),
+        name="api-lease-acquire",
+    ),
+    path("leases/renew", hot.serving(fleet.LeaseRenewApi, hot.renew), name="api-lease-renew"),
     path("leases/release", fleet.LeaseReleaseApi.as_view(), name="api-lease-release"),
     path("leases/check", fleet.LeaseCheckApi.as_view(), name="api-lease-check"),
     path("leases/break", fleet.LeaseBreakApi.as_view(), name="api-lease-break"),

@@ -127,7 +127,7 @@ class LeaseSnapshot:
 
 
 # Who is asking, in the statements that grant or renew a tenure: by default the parameters
-# `workspace_id` and `holder`. The hot path (fleet/hotpath.py) renders the same statements with
+# `workspace_id` and `holder`. The hot views (fleet/hot.py) render the same statements with
 # its key check as their source instead (`caller_from` = " FROM key"), so a call is authenticated
 # and applied in one round trip by the very SQL the engine runs.
 PARAMETER_CALLER = {

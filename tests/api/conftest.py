@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.test import Client
 
+from fleet import hot
 from fleet import services as fleet
 from fleet.models import Hand, Run, Workspace
 from leases.models import Refusal
-from tests.hotpath_client import HotPathClient
 
 API = "/api/v1"
 PR_URL = "https://github.com/acme/app/pull/7"
 
 
 class Api:
-    """One caller: a test client that sends its key and JSON, and reads JSON back, through the
-    hot path as in production (`tests/hotpath_client.py`); `hot_path=False` for Django alone."""
+    """One caller: a test client that sends its key and JSON, and reads JSON back. The hot calls'
+    statements (fleet/hot.py) answer what they can, as in production; `hot_path=False` turns them
+    off, so that the DRF view answers every call."""
 
     def __init__(self, key: str | None, hand: Hand | None = None, *, hot_path: bool = True) -> None:
-        self.client = HotPathClient() if hot_path else Client()
+        self.client = Client() if hot_path else _DrfOnlyClient()
         self.key = key
         self.hand = hand
 
@@ -49,6 +51,12 @@ class Api:
             content_type="application/json",
             headers=self._headers(None),
         )
+
+
+class _DrfOnlyClient(Client):
+    def request(self, **request: Any) -> Any:
+        with mock.patch.object(hot, "ENABLED", False):
+            return super().request(**request)
 
 
 def error_of(response: Any, status: int, code: str) -> dict[str, Any]:

@@ -1,27 +1,26 @@
-"""The hot path (fleet/hotpath.py) on PostgreSQL: a plain renew, acquire or renewing report is
-answered in front of Django in one statement, exactly as Django would answer it; everything else
-is handed to Django, counted once against the rate limit, and answered (and recorded) there.
+"""The hot views (fleet/hot.py) on PostgreSQL: a plain renew, acquire or renewing report is
+answered by one statement, exactly as the endpoint's DRF view would answer it; everything else is
+answered (and recorded) by that DRF view, counted once against the rate limit; and once the
+statement has matched, nothing sends the call to the DRF view again.
 
-Every other API test goes through the hot path too (`tests/hotpath_client.py`); here each answer
-is compared with Django's own (`hot_path=False`) for the same call."""
+Every other API test goes through the hot views too; here each answer is compared with the DRF
+view's own (`hot_path=False`) for the same call."""
 
 from __future__ import annotations
 
 import copy
-import json
+import threading
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from unittest import mock
 
 import pytest
-from django.core.handlers.wsgi import WSGIHandler
-from django.core.signals import request_started
-from django.db import OperationalError, close_old_connections
-from django.test import RequestFactory, override_settings
+from django.db import DatabaseError, OperationalError
+from django.test import override_settings
 
-from fleet import hotpath, selectors
+from fleet import hot, selectors
 from fleet import services as fleet
 from fleet.models import HandKey, Lane, Report
-from groundcontrol.api import RATE_COUNTED
 from leases import clock
 from leases.models import Event, Lease
 from tests.api.conftest import Api, error_of, mint, refusals
@@ -30,10 +29,58 @@ from tests.api.test_hand_calls import claim, report
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 VOLATILE = {"X-Request-ID", "Content-Length"}
+_served = threading.local()
+_real_answer = hot._answer
+
+
+def _answer_noting(request, call, kwargs):  # noqa: ANN001, ANN202
+    answered = _real_answer(request, call, kwargs)
+    _served.hot = answered is not None
+    return answered
+
+
+@pytest.fixture(autouse=True)
+def _note_who_answers() -> Iterator[None]:
+    with mock.patch.object(hot, "_answer", _answer_noting):
+        yield
+
+
+class _Noted:
+    """A response, and whether the hot statement answered it."""
+
+    def __init__(self, response, hot_answered: bool) -> None:  # noqa: ANN001
+        self.response, self.hot_path = response, hot_answered
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.response, name)
+
+    def __getitem__(self, name: str):  # noqa: ANN204
+        return self.response[name]
+
+
+class NotingApi(Api):
+    def post(self, path, body=None, headers=None):  # noqa: ANN001, ANN201
+        _served.hot = False
+        response = super().post(path, body, headers)
+        return _Noted(response, _served.hot)
+
+
+def noting(api: Api) -> NotingApi:
+    return NotingApi(api.key, api.hand)
+
+
+@pytest.fixture
+def api_a(api_a: Api) -> NotingApi:
+    return noting(api_a)
+
+
+@pytest.fixture
+def api_b(api_b: Api) -> NotingApi:
+    return noting(api_b)
 
 
 def django_twin(api: Api) -> Api:
-    """The same caller and key, answered by Django alone."""
+    """The same caller and key, answered by the DRF view alone."""
     return Api(api.key, api.hand, hot_path=False)
 
 
@@ -160,14 +207,14 @@ def test_a_heartbeat_and_a_renewal_are_one_statement_each(
     # and the first this process answers for the lane reads the lane's slug.
     selectors.forget_lane(Lane.objects.get(pk=run.work_package.lane_id))
     with (
-        mock.patch.object(hotpath, "_row", wraps=hotpath._row) as statements,
+        mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as statements,
         django_assert_num_queries(2),
     ):
         first = report(api_a, attempt)
     assert first.status_code == 200 and statements.call_count == 1
     assert first.json()["attempt"]["lane"] == run.work_package.lane.slug
     with (
-        mock.patch.object(hotpath, "_row", wraps=hotpath._row) as statements,
+        mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as statements,
         django_assert_num_queries(0),
     ):
         beat = report(api_a, attempt)
@@ -211,21 +258,21 @@ def test_a_key_is_checked_on_the_hot_path_every_call(api_a: Api, api_b: Api, run
     )
     error_of(api_a.post("/leases/renew", renew), 401, "key_revoked")
 
-    wrong_secret = Api(f"gc_{prefix}_{'x' * 43}", api_a.hand)
+    wrong_secret = NotingApi(f"gc_{prefix}_{'x' * 43}", api_a.hand)
     error_of(wrong_secret.post("/leases/renew", renew), 401, "key_invalid")
 
-    work_only = Api(mint(api_b.hand, ["work"]), api_b.hand)
+    work_only = NotingApi(mint(api_b.hand, ["work"]), api_b.hand)
     error_of(work_only.post("/leases/acquire", {**body, "resource": "b/"}), 403, "scope_denied")
     assert not Lease.objects.filter(resource="b/").exists()
 
 
 def test_each_hot_call_checks_its_own_scope(api_a: Api, run) -> None:
     attempt = claim(api_a, run)
-    leases_only = Api(mint(api_a.hand, ["leases"]), api_a.hand)
+    leases_only = NotingApi(mint(api_a.hand, ["leases"]), api_a.hand)
     refused = report(leases_only, attempt)
     assert not served_by_hot_path(refused)
     error_of(refused, 403, "scope_denied")
-    work_only = Api(mint(api_a.hand, ["work"]), api_a.hand)
+    work_only = NotingApi(mint(api_a.hand, ["work"]), api_a.hand)
     body = {"resource": "scoped/", "ttl_s": 60, "process_id": "p1"}
     refused = work_only.post("/leases/acquire", body)
     assert not served_by_hot_path(refused)
@@ -238,7 +285,7 @@ def test_a_lane_limited_key_reaches_only_its_lane_on_the_hot_path(
     api_a: Api, run, make_run, workspace
 ) -> None:
     other_lane, _ = fleet.lane_create(workspace=workspace, slug="other")
-    limited = Api(mint(api_a.hand, ["work"], lane=other_lane), api_a.hand)
+    limited = NotingApi(mint(api_a.hand, ["work"], lane=other_lane), api_a.hand)
     attempt = claim(api_a, run)
     refused = report(limited, attempt)
     assert not served_by_hot_path(refused) and refused.status_code == 404, refused.content
@@ -248,26 +295,26 @@ def test_a_lane_limited_key_reaches_only_its_lane_on_the_hot_path(
 def test_a_heartbeat_names_its_lease_as_remembered_and_a_wrong_one_matches_nothing(
     api_a: Api, run, make_run
 ) -> None:
-    """The hot path remembers each attempt's lease from its reports' rows and names the lease by
+    """The hot view remembers each attempt's lease from its reports' rows and names the lease by
     it (no second read of the attempt). The statement checks the pair: a wrong lease matches
-    nothing and writes nothing, Django answers, and the next report reads it afresh."""
+    nothing and writes nothing, the DRF view answers, and the next report reads it afresh."""
     attempt = claim(api_a, run)
-    hotpath._ATTEMPT_LEASES.pop(attempt["id"], None)
+    hot._ATTEMPT_LEASES.pop(attempt["id"], None)
     assert served_by_hot_path(report(api_a, attempt))
     lease = Lease.objects.get(resource=attempt["lease"]["resource"])
-    assert hotpath._ATTEMPT_LEASES[attempt["id"]] == lease.pk
+    assert hot._ATTEMPT_LEASES[attempt["id"]] == lease.pk
     other = claim(api_a, make_run(title="another run"))
     other_lease = Lease.objects.get(resource=other["lease"]["resource"])
     renewed_at = other_lease.renewed_at
-    hotpath._ATTEMPT_LEASES[attempt["id"]] = other_lease.pk
+    hot._ATTEMPT_LEASES[attempt["id"]] = other_lease.pk
     answered = report(api_a, attempt)
     assert not served_by_hot_path(answered) and answered.status_code == 200, answered.content
     assert answered.json()["attempt"]["id"] == attempt["id"]
     other_lease.refresh_from_db()
     assert other_lease.renewed_at == renewed_at  # the other attempt's lease was not touched
-    assert attempt["id"] not in hotpath._ATTEMPT_LEASES
+    assert attempt["id"] not in hot._ATTEMPT_LEASES
     assert served_by_hot_path(report(api_a, attempt))
-    assert hotpath._ATTEMPT_LEASES[attempt["id"]] == lease.pk
+    assert hot._ATTEMPT_LEASES[attempt["id"]] == lease.pk
 
 
 def test_a_lanes_slug_is_remembered_by_id_and_forgotten_when_the_lane_is_saved(
@@ -318,7 +365,7 @@ def test_a_call_handed_to_django_is_counted_once(api_a: Api) -> None:
 @override_settings(GC_RATE_LIMIT_PER_MINUTE=2)
 def test_a_caller_without_the_secret_cannot_spend_a_keys_rate_limit(api_a: Api) -> None:
     prefix = api_a.key.split("_")[1]
-    impostor = Api(f"gc_{prefix}_{'x' * 43}")
+    impostor = NotingApi(f"gc_{prefix}_{'x' * 43}")
     renew = {"resource": "src/", "fence": 1, "process_id": "p1"}
     for _ in range(3):
         impostor.post("/leases/renew", renew)
@@ -363,15 +410,41 @@ def test_a_body_the_hot_path_does_not_parse_goes_to_django(
     assert answer.status_code == status, answer.content
 
 
-def test_a_database_error_on_the_hot_path_hands_the_call_to_django(api_a: Api) -> None:
+def test_a_statement_the_database_refuses_hands_the_call_to_the_drf_view(api_a: Api) -> None:
     body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
-    with mock.patch.object(hotpath, "_row", side_effect=OperationalError("gone")):
+    with mock.patch.object(hot, "run_statement", side_effect=DatabaseError("refused")):
         answer = api_a.post("/leases/acquire", body)
     assert answer.status_code == 201 and not served_by_hot_path(answer)
     assert Lease.objects.get(resource="src/").fence == 1
 
 
-def test_the_hot_path_serves_only_posts_to_its_endpoints(api_a: Api) -> None:
+def test_a_database_out_of_reach_answers_503_and_is_not_tried_again(api_a: Api, run) -> None:
+    attempt = claim(api_a, run)
+    with mock.patch.object(hot, "run_statement", side_effect=OperationalError("gone")) as tried:
+        error_of(report(api_a, attempt), 503, "dependency_unavailable")
+    assert tried.call_count == 1
+    assert not Report.objects.filter(attempt_id=attempt["id"]).exists()
+
+
+@pytest.mark.parametrize("failing", ["heartbeat_record", "key_mark_used"])
+def test_a_failure_after_the_statement_applies_nothing_twice(api_a: Api, run, failing: str) -> None:
+    """The statement has renewed (and, for a report with a message, written the report) before
+    the bookkeeping runs: a failure there is logged, and the DRF view never does the call again."""
+    attempt = claim(api_a, run)
+    HandKey.objects.filter(prefix=api_a.key.split("_")[1]).update(last_used_at=None)
+    with mock.patch.object(fleet, failing, side_effect=OperationalError("gone")) as broken:
+        beat = report(api_a, attempt)
+        noted = report(api_a, attempt, kind="note", message="one row only")
+    assert broken.called
+    assert (beat.status_code, noted.status_code) == (200, 200)
+    assert served_by_hot_path(beat) and served_by_hot_path(noted)
+    assert Report.objects.filter(attempt_id=attempt["id"], kind="note").count() == 1
+    assert Report.objects.filter(attempt_id=attempt["id"], kind="heartbeat").count() == (
+        0 if failing == "heartbeat_record" else 1
+    )
+
+
+def test_the_hot_views_serve_only_posts(api_a: Api) -> None:
     assert api_a.client.get("/api/v1/leases/renew").status_code in (401, 405)
     assert api_a.post("/attempts/0/reports", {"fence": 1, "kind": "heartbeat"}).status_code in (
         400,
@@ -379,51 +452,32 @@ def test_the_hot_path_serves_only_posts_to_its_endpoints(api_a: Api) -> None:
     )
 
 
-def test_the_hot_path_names_the_calls_it_may_serve() -> None:
-    app = hotpath.HotPath(app=None)  # type: ignore[arg-type]
-    for path in ("/api/v1/leases/renew", "/api/v1/leases/acquire", "/api/v1/attempts/7/reports"):
-        assert app.serves(path), path
-    for path in ("/api/v1/leases/release", "/api/v1/attempts/x/reports", "/api/v1/leases/renew/"):
-        assert not app.serves(path), path
+def test_the_schema_still_describes_the_hot_endpoints(api_a: Api) -> None:
+    schema = api_a.client.get("/api/v1/schema/", {"format": "json"}).json()
+    for path in (
+        "/api/v1/leases/renew",
+        "/api/v1/leases/acquire",
+        "/api/v1/attempts/{attempt_id}/reports",
+    ):
+        assert "post" in schema["paths"][path], path
 
 
 @override_settings(GC_RATE_LIMIT_PER_MINUTE=3)
-def test_a_call_the_hot_path_tried_is_answered_by_django_without_a_second_try(
-    api_a: Api,
-) -> None:
-    """The web worker's front door (groundcontrol/gunicorn_worker.py) runs `respond` on a raw
-    request; when it answers None the request goes to the application with what `carried`
-    names. The application must then leave the call to Django: no second statement, no second
-    count against the rate limit."""
+def test_a_call_the_statement_left_to_the_drf_view_is_counted_once(api_a: Api) -> None:
     api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p1"})
-    stale = json.dumps({"resource": "src/", "fence": 9, "process_id": "p1"})
-    factory = RequestFactory()
-
-    def environ() -> dict:
-        return factory.post(
-            "/api/v1/leases/renew",
-            data=stale,
-            content_type="application/json",
-            headers={"Authorization": f"Bearer {api_a.key}"},
-        ).environ
-
-    app = hotpath.HotPath(WSGIHandler())
-    tried = environ()
-    assert app.respond(tried) is None  # a stale fence: for Django to refuse and record
-    carried = {key: tried[key] for key in app.carried if key in tried}
-    assert carried == {RATE_COUNTED: True, hotpath.HOT_PATH_TRIED: True}
-    statements = []
-    answers = []
-    # As Django's test client does: the test's connection is not to be closed between requests.
-    request_started.disconnect(close_old_connections)
-    try:
-        with mock.patch.object(hotpath, "_row", side_effect=lambda *a: statements.append(a)):
-            body = app({**environ(), **carried}, lambda status, headers: answers.append(status))
-    finally:
-        request_started.connect(close_old_connections)
-    assert statements == [] and answers[0].startswith("409")
-    assert json.loads(b"".join(body))["error"]["code"] == "stale_fence"
-    assert len(refusals("stale_fence")) == 1
+    stale = {"resource": "src/", "fence": 9, "process_id": "p1"}
+    with mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as statements:
+        error_of(api_a.post("/leases/renew", stale), 409, "stale_fence")
+    assert statements.call_count == 1 and len(refusals("stale_fence")) == 1
     # Counted once: the acquire and that call leave room for one more of three a minute.
-    assert api_a.post("/leases/renew", json.loads(stale)).status_code == 409
-    error_of(api_a.post("/leases/renew", json.loads(stale)), 429, "rate_limited")
+    assert api_a.post("/leases/renew", stale).status_code == 409
+    error_of(api_a.post("/leases/renew", stale), 429, "rate_limited")
+
+
+@pytest.mark.parametrize("kind", [{}, [], 7, None])
+def test_a_body_the_hot_view_cannot_read_is_answered_by_the_drf_view(api_a: Api, run, kind) -> None:
+    attempt = claim(api_a, run)
+    body = {"fence": attempt["fence"], "process_id": "host-a:1", "kind": kind}
+    answer = api_a.post(f"/attempts/{attempt['id']}/reports", body)
+    assert not served_by_hot_path(answer)
+    error_of(answer, 400, "validation_error")

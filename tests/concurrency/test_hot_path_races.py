@@ -1,9 +1,10 @@
-"""The hot path (fleet/hotpath.py) under contention, through the WSGI application as gunicorn
-calls it, each thread with its own PostgreSQL connection:
+"""The hot views (fleet/hot.py) under contention, through Django as gunicorn calls it, each thread
+with its own PostgreSQL connection:
 
 - the one-statement acquire (the key check, `insert` and `take` on one snapshot, and the event):
   many callers ask for the same resource at the same instant; exactly one is granted each time,
-  with the next fence and one event; every other caller is answered by Django with lease_held;
+  with the next fence and one event; every other caller is answered by the DRF view with
+  lease_held;
 - a bare heartbeat's once-a-minute record (`fleet.services.heartbeat_record`): many heartbeats
   of one attempt find it due at once; every one renews, and one report row is written."""
 
@@ -11,16 +12,16 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from unittest import mock
 
 import pytest
 from django.db import connection
-from django.test import RequestFactory
+from django.test import Client
 
+from fleet import hot
 from fleet import services as fleet
-from fleet.hotpath import HotPath
 from fleet.models import Report
-from groundcontrol.wsgi import application
 from leases import services as leases
 from leases.models import Event, Lease
 from tests.api.conftest import mint
@@ -29,6 +30,22 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 THREADS = 12
 ROUNDS = 4
+_served = threading.local()
+
+
+def _answer_noting(request, call, kwargs):  # noqa: ANN001, ANN202
+    answered = _real_answer(request, call, kwargs)
+    _served.hot = answered is not None
+    return answered
+
+
+_real_answer = hot._answer
+
+
+@pytest.fixture(autouse=True)
+def _note_who_answers() -> Iterator[None]:
+    with mock.patch.object(hot, "_answer", _answer_noting):
+        yield
 
 
 def _acquire(key: str, resource: str) -> tuple[int, dict, bool]:
@@ -38,23 +55,15 @@ def _acquire(key: str, resource: str) -> tuple[int, dict, bool]:
 
 
 def _post(key: str, path: str, payload: dict) -> tuple[int, dict, bool]:
-    """One call through the production WSGI application: status, body, whether the hot path
-    answered it."""
-    request = RequestFactory().post(
+    """One call through Django's WSGI handler: status, body, whether the statement answered."""
+    _served.hot = False
+    response = Client().post(
         path,
         data=json.dumps(payload),
         content_type="application/json",
-        headers={"Authorization": f"Bearer {key}", "Host": "localhost"},
+        headers={"Authorization": f"Bearer {key}"},
     )
-    environ = request.environ
-    answered = application.respond(environ)
-    if answered is not None:
-        status, _, content = answered
-        return int(status.split()[0]), json.loads(content), True
-    captured: list[str] = []
-    chunks = application.app(environ, lambda status, headers, *_: captured.append(status))
-    content = b"".join(chunks)
-    return int(captured[0].split()[0]), json.loads(content), False
+    return response.status_code, response.json(), _served.hot
 
 
 def _race(
@@ -85,7 +94,6 @@ def _race(
 
 
 def test_one_caller_of_many_gets_a_free_resource_each_time(workspace) -> None:
-    assert isinstance(application, HotPath)
     keys = []
     for i in range(THREADS):
         hand, _ = fleet.hand_create(workspace=workspace, name=f"racer-{i}")
@@ -98,7 +106,7 @@ def test_one_caller_of_many_gets_a_free_resource_each_time(workspace) -> None:
         assert len(granted) == 1, answers
         winner, _, lease, served_by_hot_path = granted[0]
         assert lease["fence"] == round_number + 1 and lease["holder"] == winner
-        assert served_by_hot_path  # the losers' statements matched nothing and went to Django
+        assert served_by_hot_path  # the losers' statements matched nothing: the DRF view answered
         assert all(
             status == 409 and body["error"]["code"] == "lease_held"
             for _, status, body, _ in answers

@@ -15,7 +15,7 @@ import re
 import pytest
 from django.db import connection
 
-from fleet import hotpath
+from fleet import hot
 from leases.clock import now_sql
 from leases.models import Lease, LeaseKind, LeaseStatus
 
@@ -67,7 +67,7 @@ def test_a_plan_made_on_small_tables_never_reads_through_the_jobs_indexes(
 ) -> None:
     if not on_postgres:
         pytest.skip("the hot path's statements are PostgreSQL's")
-    plan = generic_plan(hotpath._statement(name, now_sql()))
+    plan = generic_plan(hot.statement(name, now_sql()))
     assert SWEEP_INDEX not in plan, plan
     assert REVOKE_INDEX not in plan, plan
     assert re.search(r"Index Cond: \(\(prefix\)::text = \$\d+\)", plan), plan
@@ -101,7 +101,7 @@ def test_with_statistics_a_plan_reaches_each_lease_by_its_key(
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE leases_lease, fleet_handkey, fleet_attempt")
-    plan = generic_plan(hotpath._statement(name, now_sql()))
+    plan = generic_plan(hot.statement(name, now_sql()))
     for scan, condition in lease_lookups(plan):
         by_id = condition.startswith("Index Cond: (id = ")
         by_key = "workspace_id = " in condition and "(resource)::text = " in condition
