@@ -22,14 +22,12 @@ from django.db.models import (
     CharField,
     Count,
     DateTimeField,
-    F,
     Prefetch,
     Q,
     QuerySet,
     Value,
     When,
 )
-from django.db.models.lookups import LessThanOrEqual
 
 from fleet.models import (
     Attempt,
@@ -50,9 +48,9 @@ from fleet.selectors import (
     lane_get,
     last_report_at,
     slot_state,
+    tenure_state_expression,
     work_package_get,
 )
-from fleet.selectors import _PlusSeconds as PlusSeconds  # the one clock-aware `ts + s`
 from leases.clock import db_now
 from leases.engine import LeaseSnapshot
 from leases.errors import NotFound
@@ -109,29 +107,8 @@ def _at(now: datetime) -> Value:
 
 
 def attempt_state_expression(now: datetime) -> Case:
-    """`fleet.selectors.attempt_state` as SQL, at `now`, for attempts joined to their lease.
-
-    The deadline is normalised through the same clock helper on both sides of each comparison,
-    so ORM-written and engine-written timestamps compare alike on SQLite.
-    """
-    at = _at(now)
-    deadline = F("lease__deadline")
-    grace = F("lease__grace_s")
-    return Case(
-        When(end__isnull=False, then=F("end")),
-        # A tenure whose lease moved on (broken, or reclaimed after it was lost) is lost.
-        When(~Q(lease__fence=F("fence")), then=Value("lost")),
-        When(
-            ~Q(lease__status=LeaseStatus.HELD) | Q(lease__deadline__isnull=True), then=Value("lost")
-        ),
-        When(LessThanOrEqual(at, PlusSeconds(deadline, Value(0))), then=Value("live")),
-        # Grace 0 goes straight from live to lost.
-        When(lease__grace_s__lte=0, then=Value("lost")),
-        When(LessThanOrEqual(at, PlusSeconds(deadline, grace / 2)), then=Value("late")),
-        When(LessThanOrEqual(at, PlusSeconds(deadline, grace)), then=Value("stalled")),
-        default=Value("lost"),
-        output_field=CharField(),
-    )
+    """`fleet.selectors.tenure_state` as SQL, at the page's time `now`."""
+    return tenure_state_expression(_at(now))
 
 
 def _state_counts(queryset: QuerySet[Attempt], now: datetime) -> dict[str, int]:

@@ -24,11 +24,13 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from fleet.models import Attempt, Hand, HandKey, JobRun, Report, WebhookDelivery
+from fleet.selectors import tenure_state_sql
 from fleet.services import attempt_mark_lost
 from fleet.sql import seconds_param, skip_locked
 from fleet.webhooks import webhooks_kick, webhooks_run
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.models import Event, EventKind, Lease, LeaseKind, LeaseState, Refusal
+from leases.state import next_check_sql, state_sql
 
 logger = logging.getLogger(__name__)
 
@@ -162,20 +164,8 @@ class _Due:
 
 
 def _state_sql(now: str) -> tuple[str, str]:
-    """SQL for the computed state and the next threshold of a held lease (leases/state.py)."""
-    stalled_at = plus_seconds_sql("deadline", "grace_s / 2.0")
-    lost_at = plus_seconds_sql("deadline", "grace_s")
-    state = (
-        f"CASE WHEN {now} <= deadline THEN 'live' "
-        f"WHEN grace_s > 0 AND {now} <= {stalled_at} THEN 'late' "
-        f"WHEN {now} <= {lost_at} THEN 'stalled' ELSE 'lost' END"
-    )
-    next_check = (
-        f"CASE WHEN {now} <= deadline THEN deadline "
-        f"WHEN grace_s > 0 AND {now} <= {stalled_at} THEN {stalled_at} "
-        f"WHEN {now} <= {lost_at} THEN {lost_at} ELSE NULL END"
-    )
-    return state, next_check
+    """SQL for the computed state and the next threshold of a lease (leases/state.py)."""
+    return state_sql(now), next_check_sql(now)
 
 
 _RETURNING = "id, workspace_id, resource, kind, holder, fence, deadline, grace_s"
@@ -548,8 +538,8 @@ def metrics_snapshot() -> MetricsSnapshot:
     attempts = {
         str(name): int(count)
         for name, count in _rows(
-            f"SELECT CASE WHEN leases.fence <> a.fence OR leases.status <> 'held' THEN 'lost' "
-            f"ELSE {state} END, COUNT(*) FROM {ATTEMPTS} a "
+            f"SELECT {tenure_state_sql(now, attempt='a', lease='leases')}, COUNT(*) "
+            f"FROM {ATTEMPTS} a "
             f"JOIN {LEASES} leases ON leases.id = a.lease_id WHERE a.\"end\" IS NULL "
             f"GROUP BY 1",
             params,
@@ -562,7 +552,7 @@ def metrics_snapshot() -> MetricsSnapshot:
     leases = {
         (str(kind), str(name)): int(count)
         for kind, name, count in _rows(
-            f"SELECT kind, CASE WHEN status = 'held' THEN {state} ELSE 'free' END, COUNT(*) "
+            f"SELECT kind, {state}, COUNT(*) "
             f"FROM {LEASES} GROUP BY 1, 2",
             params,
         )

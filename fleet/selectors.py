@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import DateTimeField, F, Func, Q, QuerySet
-from django.db.models.lookups import GreaterThan, LessThanOrEqual
+from django.db.models import Case, CharField, F, Q, QuerySet, Value, When
 
 from fleet.models import (
     Attempt,
@@ -25,11 +24,11 @@ from fleet.models import (
     SlotState,
     WorkPackage,
 )
-from leases.clock import db_now, now_expression, plus_seconds_sql
+from leases.clock import db_now, now_expression
 from leases.engine import LeaseSnapshot
 from leases.errors import NotFound
 from leases.models import Event, Lease, LeaseKind, LeaseState, LeaseStatus, Refusal
-from leases.state import lease_state
+from leases.state import lease_state, state_expression, state_q, state_sql
 
 # A lane's slug by its id, for the renewing report's answer (the fleet's most frequent call):
 # joining the lane on every heartbeat cost about a tenth of its statement. A slug is the lane's
@@ -313,46 +312,60 @@ def lease_snapshots(leases: list[Lease], now: datetime | None = None) -> list[Le
 # Each returns an unordered queryset; the caller pages it by primary key (newest first).
 
 
-class _PlusSeconds(Func):
-    """`timestamp + seconds` for either database, where both are column expressions."""
-
-    output_field = DateTimeField()
-    arity = 2
-
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
-        ts_sql, ts_params = compiler.compile(self.source_expressions[0])
-        s_sql, s_params = compiler.compile(self.source_expressions[1])
-        return plus_seconds_sql(ts_sql, s_sql), [*ts_params, *s_params]
-
-
 LEASE_STATES = [state.value for state in LeaseState]
 ATTEMPT_STATES = ["live", "late", "stalled", "lost", "finished", "released"]
 
 
 def lease_state_q(state: str, *, prefix: str = "") -> Q:
-    """Rows whose lease (at `prefix`) is in `state` now: `leases.state.lease_state` in SQL."""
-    now = now_expression()
-    deadline = F(f"{prefix}deadline")
-    grace = F(f"{prefix}grace_s")
-    held = Q(**{f"{prefix}status": LeaseStatus.HELD})
-    stalled_at = _PlusSeconds(deadline, grace / 2.0)
-    lost_at = _PlusSeconds(deadline, grace)
-    if state == LeaseState.FREE:
-        return ~held
-    if state == LeaseState.LIVE:
-        return held & Q(LessThanOrEqual(now, deadline))
-    if state == LeaseState.LATE:
-        return (
-            held
-            & Q(GreaterThan(now, deadline))
-            & Q(LessThanOrEqual(now, stalled_at))
-            & Q(**{f"{prefix}grace_s__gt": 0})
+    """Rows whose lease (at `prefix`) is in `state` now (`leases.state.state_q`)."""
+    return state_q(state, now_expression(), prefix=prefix)
+
+
+# --- The tenure's state (`tenure_state`), as ORM and SQL ------------------------------------------
+# An attempt's state is its end once it ended; lost once its slot's lease moved on (broken, or
+# taken after it was lost) or stopped being held; else its lease's state. Lost is final.
+
+
+def _moved_on() -> Q:
+    return ~Q(lease__fence=F("fence"))
+
+
+def tenure_state_expression(now: Any) -> Case:
+    """`tenure_state` for attempts joined to their lease, at the expression `now`."""
+    return Case(
+        When(end__isnull=False, then=F("end")),
+        When(_moved_on(), then=Value(AttemptEnd.LOST.value)),
+        When(state_q(LeaseState.FREE, now, prefix="lease__"), then=Value(AttemptEnd.LOST.value)),
+        default=state_expression(now, prefix="lease__"),
+        output_field=CharField(),
+    )
+
+
+def tenure_state_q(state: str, now: Any) -> Q:
+    """Attempts in `state` (one of ATTEMPT_STATES) at the expression `now`."""
+    if state in (AttemptEnd.FINISHED, AttemptEnd.RELEASED):
+        return Q(end=state)
+    open_tenure = Q(end=None) & ~_moved_on()
+    if state == AttemptEnd.LOST:
+        lost_or_free = state_q(LeaseState.LOST, now, prefix="lease__") | state_q(
+            LeaseState.FREE, now, prefix="lease__"
         )
-    if state == LeaseState.STALLED:
-        return held & Q(GreaterThan(now, stalled_at)) & Q(LessThanOrEqual(now, lost_at))
-    if state == LeaseState.LOST:
-        return held & Q(GreaterThan(now, lost_at))
-    raise ValueError(state)
+        return Q(end=AttemptEnd.LOST) | (Q(end=None) & _moved_on()) | (open_tenure & lost_or_free)
+    return open_tenure & state_q(state, now, prefix="lease__")
+
+
+def tenure_state_sql(now: str, *, attempt: str, lease: str) -> str:
+    """`tenure_state` as SQL over the aliases of an attempt and its lease."""
+    lease_state_text = state_sql(
+        now, status=f"{lease}.status", deadline=f"{lease}.deadline", grace=f"{lease}.grace_s"
+    )
+    end = f'{attempt}."end"'
+    return (
+        f"CASE WHEN {end} IS NOT NULL THEN {end} "
+        f"WHEN {lease}.fence <> {attempt}.fence THEN '{AttemptEnd.LOST.value}' "
+        f"ELSE COALESCE(NULLIF({lease_state_text}, '{LeaseState.FREE.value}'), "
+        f"'{AttemptEnd.LOST.value}') END"
+    )
 
 
 def leases_list(
@@ -392,18 +405,8 @@ def attempts_list(
         attempts = attempts.filter(hand__name=hand_name)
     if run_id is not None:
         attempts = attempts.filter(run_id=run_id)
-    if state in (AttemptEnd.FINISHED, AttemptEnd.RELEASED):
-        return attempts.filter(end=state)
-    same_tenure = Q(end=None, lease__fence=F("fence"))
-    if state == AttemptEnd.LOST:
-        moved_on = Q(end=None) & ~Q(lease__fence=F("fence"))
-        return attempts.filter(
-            Q(end=AttemptEnd.LOST)
-            | moved_on
-            | (same_tenure & (lease_state_q("lost", prefix="lease__") | Q(lease__status="free")))
-        )
     if state:
-        return attempts.filter(same_tenure & lease_state_q(state, prefix="lease__"))
+        attempts = attempts.filter(tenure_state_q(state, now_expression()))
     return attempts
 
 

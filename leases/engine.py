@@ -20,7 +20,14 @@ from django.db import connection
 
 from leases.clock import now_sql, parse_timestamp, plus_seconds_sql
 from leases.models import Lease, LeaseKind, LeaseState, LeaseStatus
-from leases.state import Thresholds, lease_state, seconds_until, thresholds
+from leases.state import (
+    Thresholds,
+    alive_sql,
+    lease_state,
+    seconds_until,
+    takeable_sql,
+    thresholds,
+)
 
 TABLE = Lease._meta.db_table
 
@@ -140,14 +147,12 @@ PARAMETER_CALLER = {
 def _sql(template: str, **caller: str) -> str:
     """Render {now}, {alive}, {free_or_lost} and the caller's slots for the current database."""
     now = now_sql()
-    lost_at = plus_seconds_sql("deadline", "grace_s")
     return template.format(
         table=TABLE,
         now=now,
         columns=", ".join(_COLUMNS),
-        alive=f"(status = 'held' AND {now} <= {lost_at})",
-        # A retired lease's deadline is past too: only a held one can be lost.
-        free_or_lost=f"(status = 'free' OR (status = 'held' AND {now} > {lost_at}))",
+        alive=alive_sql(now),
+        free_or_lost=takeable_sql(now),
         deadline_from_now=plus_seconds_sql(now, "CAST(%(interval_s)s AS REAL)")
         if connection.vendor == "sqlite"
         else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
