@@ -31,9 +31,7 @@ from groundcontrol_client.errors import (
     Denied,
     EvidenceMissing,
     GroundControlError,
-    ServerError,
     TenureLost,
-    Unavailable,
     ValidationFailed,
 )
 from groundcontrol_client.identity import process_identity
@@ -51,7 +49,10 @@ from groundcontrol_client.tenure import (
     is_transient,
     lease_grace_s,
     local_lease_lost,
+    lost_reason,
+    refused_reason,
     renewal_period,
+    renewal_retryable,
 )
 
 __all__ = [
@@ -67,8 +68,6 @@ __all__ = [
 
 logger = logging.getLogger("groundcontrol_client")
 T = TypeVar("T")
-# Backoff steps past this add nothing (the delay is capped long before) but an overflow.
-MAX_BACKOFF_STEP = 30
 
 
 def _sleep(seconds: float) -> None:
@@ -129,7 +128,7 @@ class _Keeper:
     def _start(self, *, sent_at: float, interval: float, grace: float) -> None:
         """Start the clock at the granting request's send time, and the heartbeats."""
         self.tenure.start(sent_at=sent_at, interval_s=interval, grace_s=grace)
-        if self.tenure.clock() - sent_at > interval * self._fraction:
+        if self.tenure.waited(sent_at, self._fraction):
             # The grant waited (for an open slot, or a lease to free): it was granted late in the
             # wait, not when it was sent. A renewal sent now pins the clock before anyone asks.
             self._renew_once(timeout=self.client.timeout)
@@ -152,8 +151,7 @@ class _Keeper:
                 failures += 1
 
     def _backoff(self, failures: int) -> float:
-        step = min(failures, MAX_BACKOFF_STEP)
-        return self.tenure.retry_delay(self.client.retry.delay(step, hint=None, rand=self._rand))
+        return self.tenure.backoff_s(self.client.retry, failures, self._rand)
 
     def _renew_once(self, *, timeout: float | None = None) -> bool:
         sent_at = self.tenure.clock()
@@ -162,10 +160,11 @@ class _Keeper:
                 give_up_at=max(self.tenure.give_up_at, sent_at + (timeout or 0)),
                 timeout=timeout or self.tenure.timeout_s(self.client.timeout),
             )
-        except (Unavailable, ServerError) as error:
-            logger.warning("%s: renewal failed (%s); retrying", self._name, error)
         except GroundControlError as error:
-            self._mark_lost(error)
+            if not renewal_retryable(error):
+                self._mark_lost(error)
+                return False
+            logger.warning("%s: renewal failed (%s); retrying", self._name, error)
         except Exception:  # a bug must not kill the thread silently while the agent works
             logger.exception("%s: renewal crashed; retrying", self._name)
         else:
@@ -416,12 +415,12 @@ class ClaimedAttempt(AttemptView, _Keeper):
             return
         if self.lost:
             # The work may already belong to someone else: never finish it, say so.
-            self.release_quietly(f"lease lost: {self.lost_error}")
+            self.release_quietly(lost_reason(self.lost_error))
             self._raise_if_lost()
         try:
             self.finish()
         except (EvidenceMissing, ValidationFailed) as error:
-            self.release_quietly(f"finish refused: {error}")
+            self.release_quietly(refused_reason(error))
             raise
 
 

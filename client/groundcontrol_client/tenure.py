@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from groundcontrol_client.errors import GroundControlError, LeaseLost, Unavailable
+from groundcontrol_client.client import RetryPolicy
+from groundcontrol_client.errors import GroundControlError, LeaseLost, ServerError, Unavailable
 from groundcontrol_client.models import Attempt, Evidence, Lease
 
 logger = logging.getLogger("groundcontrol_client")
@@ -40,6 +41,8 @@ MAX_REASON_LENGTH = 2000
 # The shortest wait between two tries, and the least time a request is given.
 MIN_DELAY_S = 0.01
 MIN_TIMEOUT_S = 0.05
+# Backoff steps past this add nothing (the delay is capped long before) but an overflow.
+MAX_BACKOFF_STEP = 30
 
 
 def safety_margin(interval_s: float, grace_s: float) -> float:
@@ -208,6 +211,17 @@ class TenureClock:
             assert self._lost_error is not None
             raise self._lost_error from error
 
+    def backoff_s(self, policy: RetryPolicy, failures: int, rand: Callable[[], float]) -> float:
+        """The wait before the next try after `failures` in a row: the client's backoff (with
+        jitter), cut at the give-up point."""
+        step = min(failures, MAX_BACKOFF_STEP)
+        return self.retry_delay(policy.delay(step, hint=None, rand=rand))
+
+    def waited(self, sent_at: float, fraction: float) -> bool:
+        """Whether the grant sent at `sent_at` took longer than a renewal period (it waited for
+        a slot or a lease): then it was granted late, and a renewal sent now pins the clock."""
+        return self.clock() - sent_at > self.interval_s * fraction
+
 
 def renewal_period(interval_s: float, fraction: float) -> float:
     return max(interval_s * fraction, MIN_DELAY_S)
@@ -217,6 +231,20 @@ def is_transient(error: GroundControlError) -> bool:
     """A failure worth trying again until the give-up point (the server unreachable, busy or
     rate limiting). A 500 is not: the same call would fail the same way."""
     return isinstance(error, Unavailable) and not isinstance(error, LeaseUnconfirmed)
+
+
+def renewal_retryable(error: GroundControlError) -> bool:
+    """A renewal that failed this way is tried again (a 500 too: the next tick may differ);
+    any other refusal ends the tenure."""
+    return isinstance(error, Unavailable | ServerError)
+
+
+def lost_reason(error: GroundControlError | None) -> str:
+    return f"lease lost: {error}"
+
+
+def refused_reason(error: GroundControlError) -> str:
+    return f"finish refused: {error}"
 
 
 # --- what an attempt and a resource lease know, whichever runtime keeps them ----------------

@@ -1,0 +1,327 @@
+"""`AsyncClient`: the asyncio twin of `Client`, on `httpx.AsyncClient`, for `AsyncHand`.
+
+The same calls, the same bodies and the same answers as `Client` (a parity test holds the two
+together), with the same retry rules, backoff, claim polling and error mapping, taken from
+`client.py`; only the sending awaits. `give_up_at` is an instant of `clock` (the monotonic clock
+unless a test gives another).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from groundcontrol_client.client import (
+    _NOT_SENT,
+    CLAIM_POLL,
+    DEFAULT_TIMEOUT_S,
+    MAX_PAGES,
+    RETRY_STATUSES,
+    Client,
+    RetryPolicy,
+    __version__,
+    _base_url,
+    _drop_none,
+    _env_number,
+    _evidence_items,
+    _retry_hint,
+    denial_key,
+)
+from groundcontrol_client.errors import (
+    ConfigError,
+    ConnectionFailed,
+    Denied,
+    GroundControlError,
+    NoOpenSlot,
+    SlotTaken,
+    error_from_response,
+)
+from groundcontrol_client.models import (
+    Attempt,
+    Brief,
+    Evidence,
+    Lease,
+    Me,
+    ReportResult,
+    Run,
+    Slot,
+)
+
+
+class AsyncClient:
+    """One hand's connection to Ground Control, for asyncio. Safe to share between the tasks
+    of one event loop (the runtime's heartbeat tasks share it with the agent's own calls)."""
+
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not key:
+            raise ConfigError("GC_KEY is not set: a hand needs its own key")
+        self.url = _base_url(url)
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._rand = rand
+        self._clock = clock
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers={
+                "Authorization": f"Bearer {key}",
+                "User-Agent": f"groundcontrol-client/{__version__}",
+                "Accept": "application/json",
+            },
+            timeout=timeout,
+            transport=transport,
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> AsyncClient:
+        """Configured like `Client.from_env`: `GC_URL`, `GC_KEY`, `GC_TIMEOUT`, `GC_RETRIES`."""
+        env = os.environ if env is None else env
+        url = env.get("GC_URL", "")
+        if not url:
+            raise ConfigError("GC_URL is not set: the Ground Control server's URL")
+        if "timeout" not in kwargs and env.get("GC_TIMEOUT"):
+            kwargs["timeout"] = _env_number(env, "GC_TIMEOUT", float, minimum=0.1)
+        if "retry" not in kwargs and env.get("GC_RETRIES"):
+            kwargs["retry"] = RetryPolicy(retries=int(_env_number(env, "GC_RETRIES", int)))
+        return cls(url, env.get("GC_KEY", ""), **kwargs)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- transport: `Client._send`'s rules, awaited ----------------------------------------------
+
+    async def request(self, method: str, path: str, **options: Any) -> Any:
+        return Client._decode(await self._send(method, path, **options))
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        idempotent: bool = True,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        tries = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    method,
+                    path,
+                    json=json,
+                    params=_drop_none(dict(params)) if params else None,
+                    timeout=timeout if timeout is not None else self.timeout,
+                )
+            except httpx.TransportError as exc:
+                error: GroundControlError = ConnectionFailed(
+                    f"{method} {path} failed: {type(exc).__name__}: {exc or 'no answer'}"
+                )
+                hint = None
+                if not idempotent and not isinstance(exc, _NOT_SENT):
+                    raise error from exc
+            else:
+                if response.is_success:
+                    return response
+                error = error_from_response(response.status_code, Client._body(response))
+                if response.status_code not in RETRY_STATUSES:
+                    raise error
+                hint = _retry_hint(response, error)
+            if tries >= self.retry.retries:
+                raise error
+            delay = self.retry.delay(tries, hint=hint, rand=self._rand)
+            if give_up_at is not None and self._clock() + delay >= give_up_at:
+                raise error
+            await self._sleep(delay)
+            tries += 1
+
+    async def _list(
+        self, path: str, params: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        next_url: str | None = path
+        for _ in range(MAX_PAGES):
+            if next_url is None:
+                break
+            response = await self._send("GET", next_url, params=params)
+            items.extend(Client._decode(response) or [])
+            next_url, params = response.links.get("next", {}).get("url"), None
+        return items
+
+    # --- hand calls (scope `work`) ------------------------------------------------------------
+
+    async def me(self) -> Me:
+        return Me.from_wire(await self.request("GET", "me"))
+
+    async def slots(self, run_id: int, *, state: str | None = "open") -> list[Slot]:
+        items = await self._list(f"runs/{int(run_id)}/slots", {"state": state})
+        return [Slot.from_wire(s) for s in items]
+
+    async def claim(
+        self,
+        run_id: int,
+        *,
+        process_id: str,
+        slot: int | None = None,
+        wait_s: float | None = None,
+        on_wait: Callable[[Denied], None] | None = None,
+    ) -> Attempt:
+        """As `Client.claim`: with `wait_s`, polls while every slot is taken."""
+        body = _drop_none({"process_id": process_id, "slot": slot})
+        give_up_at = self._clock() + wait_s if wait_s else None
+        polls = 0
+        heard: tuple[Any, ...] | None = None
+        while True:
+            try:
+                data = await self.request(
+                    "POST", f"runs/{int(run_id)}/claim", json=body, idempotent=False
+                )
+                return Attempt.from_wire(data)
+            except (NoOpenSlot, SlotTaken) as denied:
+                remaining = give_up_at - self._clock() if give_up_at is not None else 0.0
+                if remaining <= 0:
+                    raise
+                if on_wait is not None and denial_key(denied) != heard:
+                    heard = denial_key(denied)
+                    on_wait(denied)
+                delay = CLAIM_POLL.delay(polls, hint=None, rand=self._rand)
+                await self._sleep(min(delay, remaining))
+                polls += 1
+
+    async def runs(self, *, state: str | None = "open", lane: str | None = None) -> list[Run]:
+        items = await self._list("runs", {"state": state, "lane": lane})
+        return [Run.from_wire(r) for r in items]
+
+    async def attempt(self, attempt_id: int) -> Attempt:
+        return Attempt.from_wire(await self.request("GET", f"attempts/{int(attempt_id)}"))
+
+    async def brief(self, attempt_id: int) -> Brief:
+        return Brief.from_wire(await self.request("GET", f"attempts/{int(attempt_id)}/brief"))
+
+    async def report(
+        self,
+        attempt_id: int,
+        *,
+        fence: int,
+        kind: str = "heartbeat",
+        process_id: str | None = None,
+        message: str | None = None,
+        percent: float | None = None,
+        details: Mapping[str, Any] | None = None,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
+    ) -> ReportResult:
+        body = _drop_none(
+            {
+                "fence": fence,
+                "process_id": process_id,
+                "kind": kind,
+                "message": message,
+                "percent": percent,
+                "details": dict(details) if details is not None else None,
+            }
+        )
+        data = await self.request(
+            "POST",
+            f"attempts/{int(attempt_id)}/reports",
+            json=body,
+            give_up_at=give_up_at,
+            timeout=timeout,
+        )
+        return ReportResult(
+            renewed=bool(data.get("renewed")), attempt=Attempt.from_wire(data["attempt"])
+        )
+
+    async def finish(
+        self,
+        attempt_id: int,
+        *,
+        fence: int,
+        process_id: str,
+        evidence: Iterable[Evidence | Mapping[str, str]],
+        summary: str | None = None,
+    ) -> Attempt:
+        body = _drop_none(
+            {
+                "fence": fence,
+                "process_id": process_id,
+                "evidence": _evidence_items(evidence),
+                "summary": summary,
+            }
+        )
+        data = await self.request("POST", f"attempts/{int(attempt_id)}/finish", json=body)
+        return Attempt.from_wire(data)
+
+    async def release(
+        self, attempt_id: int, *, fence: int, process_id: str, reason: str
+    ) -> Attempt:
+        body = {"fence": fence, "process_id": process_id, "reason": reason}
+        data = await self.request("POST", f"attempts/{int(attempt_id)}/release", json=body)
+        return Attempt.from_wire(data)
+
+    # --- resource leases (scope `leases`) -----------------------------------------------------
+
+    async def lease_acquire(
+        self, resource: str, *, ttl_s: float, process_id: str, wait_s: float | None = None
+    ) -> Lease:
+        body = _drop_none(
+            {"resource": resource, "ttl_s": ttl_s, "process_id": process_id, "wait_s": wait_s}
+        )
+        timeout = self.timeout + (wait_s or 0)
+        data = await self.request("POST", "leases/acquire", json=body, timeout=timeout)
+        return Lease.from_wire(data)
+
+    async def lease_renew(
+        self,
+        resource: str,
+        *,
+        fence: int,
+        process_id: str,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
+    ) -> Lease:
+        body = {"resource": resource, "fence": fence, "process_id": process_id}
+        data = await self.request(
+            "POST", "leases/renew", json=body, give_up_at=give_up_at, timeout=timeout
+        )
+        return Lease.from_wire(data)
+
+    async def lease_release(self, resource: str, *, fence: int) -> bool:
+        body = {"resource": resource, "fence": fence}
+        data = await self.request("POST", "leases/release", json=body)
+        return bool(data.get("released")) if isinstance(data, dict) else True
+
+    async def lease_check(self, resource: str, *, fence: int) -> Lease:
+        body = {"resource": resource, "fence": fence}
+        data = await self.request("POST", "leases/check", json=body)
+        return Lease.from_wire(data["lease"])
+
+    async def leases(
+        self, *, prefix: str | None = None, holder: str | None = None, state: str | None = None
+    ) -> list[Lease]:
+        params = {"prefix": prefix, "holder": holder, "state": state}
+        return [Lease.from_wire(item) for item in await self._list("leases", params)]
