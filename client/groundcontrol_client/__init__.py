@@ -1,6 +1,8 @@
 """Ground Control's client for agents (no Django): a typed REST client, the runtime that holds
 leases for an agent (`Hand`), the `gctl` CLI and its MCP server."""
 
+from groundcontrol_client.async_client import AsyncClient
+from groundcontrol_client.async_runtime import AsyncClaimedAttempt, AsyncHand, AsyncHeldLease
 from groundcontrol_client.client import Client, RetryPolicy, __version__
 from groundcontrol_client.errors import (
     AuthFailed,
@@ -42,9 +44,19 @@ from groundcontrol_client.models import (
     Slot,
     SlotCounts,
 )
-from groundcontrol_client.runtime import ClaimedAttempt, Hand, HeldLease, StopRequested
+from groundcontrol_client.runtime import (
+    ClaimedAttempt,
+    Hand,
+    HeldLease,
+    LeaseUnconfirmed,
+    StopRequested,
+)
 
 __all__ = [
+    "AsyncClaimedAttempt",
+    "AsyncClient",
+    "AsyncHand",
+    "AsyncHeldLease",
     "Attempt",
     "AuthFailed",
     "Brief",
@@ -65,6 +77,7 @@ __all__ = [
     "Lease",
     "LeaseHeld",
     "LeaseLost",
+    "LeaseUnconfirmed",
     "Me",
     "NoOpenSlot",
     "NotFound",
