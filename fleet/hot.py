@@ -20,7 +20,6 @@ SQLite (the embedded default) always takes the DRF view: data-modifying CTEs are
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import math
@@ -41,6 +40,7 @@ from django.db import (
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from fleet import keys
 from fleet import services as fleet
 from fleet.api import MAX_NAME, MAX_REASON, lease_json, report_row_json
 from fleet.models import Hand, HandKey, ReportKind, Scope
@@ -96,17 +96,15 @@ def plain_float(value: object, *, minimum: float, maximum: float) -> float | Non
 
 
 def _key_conditions(scope: Scope) -> str:
-    """The key check on the key `k`: valid for `scope` now. The secret is compared as its
-    SHA-256 hash (the stored form), so the comparison's timing says nothing about the secret.
-    The scope is a constant in the statement's text: PostgreSQL reads it as jsonb once per plan.
+    """The key check on the key `k`: valid for `scope` now (`fleet.keys`). The secret is
+    compared as its SHA-256 hash (the stored form), so the comparison's timing says nothing
+    about the secret.
 
     Every statement returns the key's id and `last_used_at`, which a statement of its own stamps
     when it is a minute old (`fleet.services.key_mark_used`); a data-modifying CTE would cost
     its table's index locks on every call even when it writes nothing (docs/performance.md)."""
-    return (
-        "k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s "
-        "AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > {now}) "
-        f"AND k.scopes @> CAST('[\"{scope.value}\"]' AS jsonb)"
+    return "k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s AND " + (
+        keys.usable_sql("k", "{now}", scope.value)
     )
 
 
@@ -382,11 +380,7 @@ def _plain(request: HttpRequest) -> bool:
 
 def _bearer(request: HttpRequest) -> tuple[str, str] | None:
     scheme, _, raw = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    parts = raw.strip().split("_", 2)
-    if scheme.lower() != "bearer" or len(parts) != 3 or parts[0] != "gc":
-        return None
-    prefix, secret = parts[1], parts[2]
-    return (prefix, secret) if prefix and secret else None
+    return keys.parse_token(raw.strip()) if scheme.lower() == "bearer" else None
 
 
 def _json_body(request: HttpRequest) -> dict[str, Any] | None:
@@ -421,7 +415,7 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
     if prepared is None:
         return None
     prefix, secret = token
-    secret_hash = hashlib.sha256(secret.encode()).hexdigest()
+    secret_hash = keys.hash_secret(secret)
     try:
         rate_limit(rate_caller(prefix, secret_hash))
     except RateLimited as refused:

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
+from fleet import keys
 from fleet.models import Attempt, Hand, HandKey, JobRun, Report, WebhookDelivery
 from fleet.selectors import tenure_state_sql
 from fleet.services import attempt_mark_lost
@@ -418,7 +419,7 @@ def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
         f"ORDER BY a.ended_at DESC, a.id DESC LIMIT 1)"
     )
     jobs = [
-        ("expired", f"k.expires_at IS NOT NULL AND k.expires_at <= {now}", "'expired'"),
+        ("expired", keys.expired_sql("k", now), "'expired'"),
         (
             "done",
             f"k.revoke_when_done AND EXISTS ({ended}) AND NOT EXISTS ({still_open})",

@@ -7,7 +7,6 @@ attempt) plus its event, in one transaction. Every refusal is recorded by `refus
 from __future__ import annotations
 
 import functools
-import hashlib
 import hmac
 import json
 import secrets
@@ -20,6 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Model, Q
 from django.utils.text import slugify
 
+from fleet import keys
 from fleet.models import (
     DEFAULT_GRACE_S,
     DEFAULT_HEARTBEAT_INTERVAL_S,
@@ -61,9 +61,7 @@ from leases.audit import record_event, refusals_recorded
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp
 from leases.engine import LeaseSnapshot
 from leases.errors import (
-    KeyExpired,
     KeyInvalid,
-    KeyRevoked,
     LeaseLost,
     NoOpenSlot,
     NotFound,
@@ -309,12 +307,6 @@ def hand_create(*, workspace: Workspace, name: str, lane: Lane | None = None) ->
     return Hand.objects.get_or_create(workspace=workspace, name=name, defaults={"lane": lane})
 
 
-def _hash_secret(secret: str) -> str:
-    # The secret is 256 random bits, so a fast hash is enough (no dictionary to guess from);
-    # SHA-256 keeps authentication cheap on the hot path.
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
 @dataclass(frozen=True)
 class IssuedKey:
     key: HandKey
@@ -354,7 +346,7 @@ def key_issue(
         key = HandKey.objects.create(
             hand=hand,
             prefix=secrets.token_hex(KEY_PREFIX_BYTES),
-            secret_hash=_hash_secret(secret),
+            secret_hash=keys.hash_secret(secret),
             scopes=scopes,
             lane=lane,
             expires_at=now + timedelta(seconds=expires_in_s) if expires_in_s else None,
@@ -481,20 +473,22 @@ def key_authenticate(raw: str) -> HandKey:
     One query (the key, its hand, and the database's time) plus, at most once a minute per key,
     one conditional write of `last_used_at`.
     """
-    parts = raw.split("_", 2) if isinstance(raw, str) else []
-    if len(parts) != 3 or parts[0] != "gc" or not parts[1] or not parts[2]:
+    token = keys.parse_token(raw)
+    if token is None:
         raise KeyInvalid("the key is missing or malformed")
-    prefix, secret = parts[1], parts[2]
+    prefix, secret = token
     found = _key_with_hand(prefix)
     key, now = found if found else (None, None)
     # Compare even when no key matched, so timing does not tell whether a prefix exists.
-    expected = key.secret_hash if key else _hash_secret("")
-    if not hmac.compare_digest(expected, _hash_secret(secret)) or key is None or now is None:
+    expected = key.secret_hash if key else keys.hash_secret("")
+    if not hmac.compare_digest(expected, keys.hash_secret(secret)) or key is None or now is None:
         raise KeyInvalid("unknown key")
-    if key.revoked_at is not None:
-        raise KeyRevoked(f"key {prefix} was revoked", revoked_at=key.revoked_at.isoformat())
-    if key.expires_at is not None and key.expires_at <= now:
-        raise KeyExpired(f"key {prefix} expired", expired_at=key.expires_at.isoformat())
+    refusal = keys.key_refusal(
+        prefix=prefix, revoked_at=key.revoked_at, expires_at=key.expires_at, scopes=key.scopes,
+        now=now,
+    )
+    if refusal is not None:
+        raise refusal
     key_mark_used(key.pk, key.last_used_at, now)
     return key
 
@@ -510,8 +504,9 @@ def key_mark_used(key_id: int, last_used_at: datetime | None, now: datetime) -> 
 
 
 def key_require_scope(key: HandKey, scope: str) -> None:
-    if scope not in key.scopes:
-        raise ScopeDenied(f"this key lacks the '{scope}' scope", required_scope=scope)
+    refusal = keys.scope_refusal(key.scopes, scope)
+    if refusal is not None:
+        raise refusal
 
 
 # --- Attempts -----------------------------------------------------------------------------------
@@ -1398,8 +1393,7 @@ def bootstrap(
         if not hand.is_supervisor:
             Hand.objects.filter(pk=hand.pk).update(is_supervisor=True)
         has_live_key = (
-            HandKey.objects.filter(hand=hand, revoked_at=None)
-            .filter(Q(expires_at=None) | Q(expires_at__gt=now_expression()))
+            HandKey.objects.filter(hand=hand).filter(keys.usable_q(now_expression()))
             .exists()
         )
         issued = None
