@@ -50,6 +50,7 @@ from groundcontrol.ratelimit import rate_caller, rate_limit
 from leases import services as lease_services
 from leases.engine import LeaseSnapshot
 from leases.errors import RateLimited, ValidationFailed
+from leases.fences import FENCE_MAX
 from leases.models import Event, EventKind, LeaseState, LeaseStatus, Refusal
 from leases.state import seconds_until, thresholds
 from leases.waiting import MAX_WAIT_S, lease_acquire_waiting
@@ -655,7 +656,7 @@ def _resource() -> serializers.CharField:
 
 
 def _fence() -> serializers.IntegerField:
-    return StrictIntegerField(min_value=0, max_value=2**63 - 1)
+    return StrictIntegerField(min_value=0, max_value=FENCE_MAX)
 
 
 class ClaimIn(serializers.Serializer):

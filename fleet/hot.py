@@ -48,9 +48,11 @@ from groundcontrol.api import RATE_COUNTED, max_body_bytes
 from groundcontrol.ratelimit import rate_caller, rate_limit
 from leases import engine
 from leases import services as lease_services
+from leases.audit import event_insert_sql
 from leases.clock import now_sql
 from leases.errors import GroundControlError, RateLimited
-from leases.models import Event, EventKind, LeaseKind
+from leases.fences import as_fence
+from leases.models import EventKind, LeaseKind
 from leases.waiting import MAX_WAIT_S
 
 logger = logging.getLogger(__name__)
@@ -79,10 +81,6 @@ def plain_text(value: object, *, max_length: int, trimmed: bool = True) -> str |
     if trimmed and value != value.strip():
         return None
     return value
-
-
-def plain_int(value: object, *, minimum: int = 0, maximum: int = 2**63 - 1) -> int | None:
-    return value if type(value) is int and minimum <= value <= maximum else None
 
 
 def plain_float(value: object, *, minimum: float, maximum: float) -> float | None:
@@ -158,14 +156,15 @@ def _acquire_template() -> str:
     """A new resource (INSERT) or a free one (UPDATE), whichever matches, and its event. Both run
     on one snapshot: a row that exists makes the INSERT do nothing, a row that does not is
     invisible to the UPDATE, so at most one of them grants."""
-    event = Event._meta.db_table
+    # The columns of `leases.audit.EVENT_COLUMNS`, as `lease_services.lease_acquire` fills them.
+    written = event_insert_sql(
+        f"SELECT workspace_id, '{EventKind.LEASE_ACQUIRED.value}', server_time, holder, holder, "
+        "resource, fence, CAST(%(event_data)s AS jsonb) FROM granted"
+    )
     return (
         f"WITH {_key_cte(Scope.LEASES)}, inserted AS ({engine.INSERT}), taken AS ({engine.TAKE}), "
         "granted AS (SELECT * FROM inserted UNION ALL SELECT * FROM taken), "
-        f"event AS (INSERT INTO {event} "
-        "(workspace_id, kind, at, actor, hand, resource, fence, data) "
-        f"SELECT workspace_id, '{EventKind.LEASE_ACQUIRED.value}', server_time, holder, holder, "
-        "resource, fence, CAST(%(event_data)s AS jsonb) FROM granted) "
+        f"event AS ({written}) "
         f"SELECT granted.*, {_KEY_COLUMNS} FROM granted, key"
     )
 
@@ -256,7 +255,7 @@ class Renew(HotCall):
         resource = plain_text(
             data.get("resource"), max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False
         )
-        fence = plain_int(data.get("fence"))
+        fence = as_fence(data.get("fence"))
         process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
         if resource is None or fence is None or process_id is None:
             return None
@@ -299,7 +298,7 @@ class Acquire(HotCall):
 
 class Report(HotCall):
     def parse(self, data: dict[str, Any], *, attempt_id: int, **kwargs: Any) -> Prepared | None:
-        fence, kind = plain_int(data.get("fence")), data.get("kind")
+        fence, kind = as_fence(data.get("fence")), data.get("kind")
         # Without a process identity a report renews nothing: the DRF view records it.
         process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
         if fence is None or type(kind) is not str or kind not in _REPORT_KINDS:

@@ -29,6 +29,7 @@ from fleet.selectors import tenure_state_sql
 from fleet.services import attempt_mark_lost
 from fleet.sql import seconds_param, skip_locked
 from fleet.webhooks import webhooks_kick, webhooks_run
+from leases.audit import event, record_events
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.models import Event, EventKind, Lease, LeaseKind, LeaseState, Refusal
 from leases.state import next_check_sql, state_sql
@@ -247,7 +248,7 @@ def _claim_due(batch: int) -> list[_Due]:
 
 
 def _event(row: _Due, kind: str, attempt_id: int | None) -> Event:
-    return Event(
+    return event(
         workspace_id=row.workspace_id,
         kind=kind,
         at=row.server_time,
@@ -289,7 +290,7 @@ def leases_settle(rows: list[_Due]) -> Settled:
                 result_expired += 1
             elif attempt_id is not None:
                 lost.append((attempt_id, row))
-    Event.objects.bulk_create(events)
+    record_events(events)
     settled = Settled(events=len(events), expired=result_expired)
     for attempt_id, row in lost:
         if attempt_mark_lost(
@@ -382,16 +383,18 @@ def _revoke(condition: str, reason_sql: str, batch: int) -> int:
                 pk__in={row[1] for row in rows}
             ).values_list("pk", "workspace_id", "name")
         }
-        Event.objects.bulk_create(
-            Event(
-                workspace_id=hands[hand_id][0],
-                kind=EventKind.KEY_REVOKED,
-                at=parse_timestamp(at),
-                actor=SYSTEM_ACTOR,
-                hand=hands[hand_id][1],
-                data={"prefix": prefix, "reason": reason},
-            )
-            for prefix, hand_id, reason, at in rows
+        record_events(
+            [
+                event(
+                    workspace_id=hands[hand_id][0],
+                    kind=EventKind.KEY_REVOKED,
+                    at=parse_timestamp(at),
+                    actor=SYSTEM_ACTOR,
+                    hand=hands[hand_id][1],
+                    data={"prefix": prefix, "reason": reason},
+                )
+                for prefix, hand_id, reason, at in rows
+            ]
         )
     return len(rows)
 

@@ -71,11 +71,11 @@ from leases.errors import (
     ScopeDenied,
     SlotNotDone,
     SlotTaken,
-    StaleFence,
     ValidationFailed,
 )
+from leases.fences import as_fence, stale_fence, validate_fence
 from leases.models import EventKind, Lease, LeaseKind, LeaseState, LeaseStatus
-from leases.services import held_error, validate_fence, validate_name, validate_seconds
+from leases.services import held_error, validate_name, validate_seconds
 
 MAX_SLOTS = 1000
 MAX_INTERVAL_S = 86_400
@@ -663,12 +663,11 @@ def _attempt_for_hand(
     attempt = attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt_id, lane_id=lane_id)
     if attempt.hand_id != hand.pk:
         raise NotHolder(f"attempt {attempt.pk} belongs to another hand")
-    fence = validate_fence(fence)
-    if fence != attempt.fence:
-        raise StaleFence(
-            f"fence {fence} is not this attempt's fence {attempt.fence}",
-            current_fence=attempt.lease.fence,
-        )
+    stale = stale_fence(validate_fence(fence), attempt.fence, f"attempt {attempt.pk}")
+    if stale is not None:
+        # The lease's fence now, which a caller needs to see how far it fell behind.
+        stale.fields["current_fence"] = attempt.lease.fence
+        raise stale
     return attempt
 
 
@@ -963,7 +962,7 @@ def _report_renewing(
     lane_id: int | None,
 ) -> AttemptView | None:
     """A renewing report in one round trip, or None: then the step-by-step path decides."""
-    if isinstance(fence, bool) or not isinstance(fence, int) or not (0 <= fence < 2**63):
+    if as_fence(fence) is None:
         return None
     params = report_params(
         attempt_id=attempt_id,

@@ -57,7 +57,14 @@ def call_context(**fields: Any) -> Iterator[CallContext]:
         _call.reset(token)
 
 
-def record_event(
+# Events, written once: every transition's event is made by `event` (and saved by `record_event`
+# or, many at once, `record_events`) in the transaction of its transition; a statement that
+# writes its own event (the hot acquire) inserts exactly these columns (`EVENT_COLUMNS`), and
+# `tests/api/test_hot_path.py` compares the two rows.
+EVENT_COLUMNS = ("workspace_id", "kind", "at", "actor", "hand", "resource", "fence", "data")
+
+
+def event(
     *,
     workspace_id: int,
     kind: str,
@@ -69,7 +76,8 @@ def record_event(
     fence: int | None = None,
     data: dict[str, Any] | None = None,
 ) -> Event:
-    return Event.objects.create(
+    """An event, not yet saved."""
+    return Event(
         workspace_id=workspace_id,
         kind=kind,
         at=at,
@@ -80,6 +88,21 @@ def record_event(
         fence=fence,
         data=data or {},
     )
+
+
+def record_event(**fields: Any) -> Event:
+    made = event(**fields)
+    made.save(force_insert=True)
+    return made
+
+
+def record_events(events: list[Event]) -> None:
+    Event.objects.bulk_create(events)
+
+
+def event_insert_sql(select_sql: str) -> str:
+    """`INSERT INTO event (EVENT_COLUMNS) <select_sql>`, for a statement that writes its own."""
+    return f"INSERT INTO {Event._meta.db_table} ({', '.join(EVENT_COLUMNS)}) {select_sql}"
 
 
 def record_refusal(

@@ -23,6 +23,7 @@ from leases.errors import (
     StaleFence,
     ValidationFailed,
 )
+from leases.fences import stale_fence, validate_fence
 from leases.models import EventKind, LeaseKind, LeaseState
 from leases.state import seconds_until, thresholds
 from leases.waiting import notify_freed
@@ -84,14 +85,6 @@ def validate_name(value: object, *, field: str, required: bool = True) -> str:
     return value
 
 
-def validate_fence(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not (0 <= value < 2**63):
-        raise ValidationFailed(
-            "fence must be a non-negative integer", fields={"fence": ["A non-negative integer."]}
-        )
-    return value
-
-
 def describe_holder(lease: LeaseSnapshot) -> str:
     """Who holds it and what its numbers mean: `expires_in_s` is only the holder's current
     renewal window, which a live holder keeps pushing forward."""
@@ -141,11 +134,9 @@ def diagnose(
     """Why a fenced statement on `resource` by `holder` at `fence` matched no row."""
     if lease is None:
         return NotFound(f"no lease on {resource!r}")
-    if fence != lease.fence:
-        return StaleFence(
-            f"fence {fence} is not the current fence {lease.fence} of {resource!r}",
-            current_fence=lease.fence,
-        )
+    stale = stale_fence(fence, lease.fence, repr(resource))
+    if stale is not None:
+        return stale
     if lease.holder != holder:
         return NotHolder(f"the lease on {resource!r} at fence {fence} belongs to another hand")
     if lease.state in (LeaseState.FREE, LeaseState.LOST):
