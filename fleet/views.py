@@ -26,7 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
-from fleet import dashboard, login_throttle
+from fleet import dashboard, login_throttle, selectors
 from fleet import services as fleet_services
 from fleet.charts import Bar, state_chart_svg, timeline_svg
 from fleet.dashboard import STATES, AttemptRow, BoardFilters
@@ -311,38 +311,63 @@ def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRes
     return _render(request, "fleet/run.html", context)
 
 
+def _confirm_run_change(
+    request: HttpRequest,
+    membership: Membership,
+    *,
+    pk: int,
+    form: Any,
+    change: Callable[[Any], str],
+    title: str,
+    explanation: str,
+    button: str,
+) -> HttpResponse:
+    """A supervisor's change to a run, asked first with its form; `change` makes it through a
+    service with the cleaned data and says what it did."""
+    run = selectors.run_get(workspace_id=membership.workspace_id, run_id=pk)
+    if request.method == "POST" and form.is_valid():
+        try:
+            messages.success(request, change(form.cleaned_data))
+            return redirect("run", pk=pk)
+        except GroundControlError as error:
+            _refused(request, error)
+    context = {
+        "title": title.format(run=run.title),
+        "explanation": explanation,
+        "action": request.path,
+        "button": button,
+        "cancel": reverse("run", args=[pk]),
+        "form": form,
+    }
+    return _render(request, "fleet/confirm.html", context)
+
+
 @dashboard_view(Role.SUPERVISOR)
 @require_http_methods(["GET", "POST"])
 def slot_reopen(request: HttpRequest, membership: Membership, pk: int, index: int) -> HttpResponse:
     """Reopen a done slot of a run, with a reason: it can be claimed again."""
-    page = dashboard.run_page(workspace_id=membership.workspace_id, run_id=pk)
-    form = SlotReopenForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            fleet_services.slot_reopen(
-                workspace_id=membership.workspace_id,
-                run_id=pk,
-                index=index,
-                actor=_actor(request),
-                reason=form.cleaned_data["reason"],
-            )
-            messages.success(request, f"Slot {index} of {page.run.title} is open again.")
-            return redirect("run", pk=pk)
-        except GroundControlError as error:
-            _refused(request, error)
-    return _render(
+
+    def change(data: dict[str, Any]) -> str:
+        fleet_services.slot_reopen(
+            workspace_id=membership.workspace_id,
+            run_id=pk,
+            index=index,
+            actor=_actor(request),
+            reason=data["reason"],
+        )
+        return f"Slot {index} is open again."
+
+    return _confirm_run_change(
         request,
-        "fleet/confirm.html",
-        {
-            "title": f"Reopen slot {index} of run {page.run.title}?",
-            "explanation": "Its work was finished. Reopened, the slot can be claimed again "
-            "(at the next fence); the finished attempt and its evidence stay on record, and a "
-            "done run is open again.",
-            "action": reverse("slot-reopen", args=[pk, index]),
-            "button": "Reopen the slot",
-            "cancel": reverse("run", args=[pk]),
-            "form": form,
-        },
+        membership,
+        pk=pk,
+        form=SlotReopenForm(request.POST or None),
+        change=change,
+        title=f"Reopen slot {index} of run {{run}}?",
+        explanation="Its work was finished. Reopened, the slot can be claimed again (at the "
+        "next fence); the finished attempt and its evidence stay on record, and a done run is "
+        "open again.",
+        button="Reopen the slot",
     )
 
 
@@ -350,32 +375,26 @@ def slot_reopen(request: HttpRequest, membership: Membership, pk: int, index: in
 @require_http_methods(["GET", "POST"])
 def run_add_slots(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
     """Add open slots to an open or done run, with a reason."""
-    page = dashboard.run_page(workspace_id=membership.workspace_id, run_id=pk)
-    form = SlotsAddForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            run = fleet_services.run_add_slots(
-                workspace_id=membership.workspace_id,
-                run_id=pk,
-                count=form.cleaned_data["count"],
-                actor=_actor(request),
-                reason=form.cleaned_data["reason"],
-            )
-            messages.success(request, f"Run {run.title} has {run.slot_count} slots now.")
-            return redirect("run", pk=pk)
-        except GroundControlError as error:
-            _refused(request, error)
-    return _render(
+
+    def change(data: dict[str, Any]) -> str:
+        run = fleet_services.run_add_slots(
+            workspace_id=membership.workspace_id,
+            run_id=pk,
+            count=data["count"],
+            actor=_actor(request),
+            reason=data["reason"],
+        )
+        return f"Run {run.title} has {run.slot_count} slots now."
+
+    return _confirm_run_change(
         request,
-        "fleet/confirm.html",
-        {
-            "title": f"Add slots to run {page.run.title}?",
-            "explanation": "New slots are open at once. A done run is open again.",
-            "action": reverse("run-add-slots", args=[pk]),
-            "button": "Add the slots",
-            "cancel": reverse("run", args=[pk]),
-            "form": form,
-        },
+        membership,
+        pk=pk,
+        form=SlotsAddForm(request.POST or None),
+        change=change,
+        title="Add slots to run {run}?",
+        explanation="New slots are open at once. A done run is open again.",
+        button="Add the slots",
     )
 
 
