@@ -10,8 +10,6 @@ validation, lookups, limits).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import math
@@ -20,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -30,6 +28,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions as drf
 from rest_framework import serializers
+from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -260,72 +259,67 @@ class LimitedJSONParser(JSONParser):
 RATE_COUNTED = "gc.rate_counted"
 
 
-# --- Cursor pagination --------------------------------------------------------------------------
+# --- Pagination ----------------------------------------------------------------------------------
 
 
-def _encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
+class NewestFirst(CursorPagination):
+    """DRF's cursor pagination on the primary key, newest first: a page costs one indexed query
+    however deep it is, and rows inserted meanwhile never shift a page. The answer is the page's
+    JSON array; the next page is in `X-Next-Cursor` and `Link: <url>; rel="next"` (neither on
+    the last page)."""
 
+    ordering = "-pk"
+    page_size = DEFAULT_PAGE_SIZE
+    page_size_query_param = "limit"
+    max_page_size = MAX_PAGE_SIZE
 
-def _decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        kind, _, value = raw.partition(":")
-        if kind != "id":
-            raise ValueError(cursor)
-        return int(value)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ValidationFailed(
-            "cursor is not one this server gave out", fields={"cursor": ["An opaque cursor."]}
-        ) from None
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get("limit")
+        if raw is None or raw == "":
+            return DEFAULT_PAGE_SIZE
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if not (1 <= size <= MAX_PAGE_SIZE):
+            raise ValidationFailed(
+                f"limit must be an integer from 1 to {MAX_PAGE_SIZE}",
+                fields={"limit": [f"An integer from 1 to {MAX_PAGE_SIZE}."]},
+            )
+        return size
 
-
-def page_size(request: Request) -> int:
-    raw = request.query_params.get("limit")
-    if raw is None or raw == "":
-        return DEFAULT_PAGE_SIZE
-    try:
-        size = int(raw)
-    except ValueError:
-        size = 0
-    if not (1 <= size <= MAX_PAGE_SIZE):
-        raise ValidationFailed(
-            f"limit must be an integer from 1 to {MAX_PAGE_SIZE}",
-            fields={"limit": [f"An integer from 1 to {MAX_PAGE_SIZE}."]},
-        )
-    return size
-
-
-def paginate(request: Request, queryset: QuerySet[Any]) -> tuple[list[Any], str | None]:
-    """One page of `queryset`, newest (highest id) first, after the request's cursor.
-
-    Keyset pagination on the primary key: a page costs one indexed query however deep it is,
-    and rows inserted meanwhile never shift a page.
-    """
-    size = page_size(request)
-    cursor = request.query_params.get("cursor")
-    if cursor:
-        queryset = queryset.filter(pk__lt=_decode_cursor(cursor))
-    rows = list(queryset.order_by("-pk")[: size + 1])
-    if len(rows) > size:
-        rows = rows[:size]
-        return rows, _encode_cursor(rows[-1].pk)
-    return rows, None
+    def decode_cursor(self, request: Request) -> Any:
+        try:
+            cursor = super().decode_cursor(request)
+        except drf.NotFound:
+            cursor = None
+            invalid = True
+        else:
+            # Only what `get_next_link` gives out: forward, at a primary key.
+            invalid = cursor is not None and (
+                cursor.reverse
+                or cursor.offset
+                or not str(cursor.position or "").isdigit()
+                or int(cursor.position) >= 2**63
+            )
+        if invalid:
+            raise ValidationFailed(
+                "cursor is not one this server gave out", fields={"cursor": ["An opaque cursor."]}
+            )
+        return cursor
 
 
 def paginated(
     request: Request, queryset: QuerySet[Any], render: Callable[[list[Any]], list[Any]]
 ) -> Response:
-    """One page of `queryset`, rendered: a JSON array, with the next page in
-    `Link: <...>; rel="next"` and `X-Next-Cursor` (neither on the last page)."""
-    rows, next_cursor = paginate(request, queryset)
-    response = Response(render(rows))
-    if next_cursor:
-        params = request.query_params.copy()
-        params["cursor"] = next_cursor
-        url = request.build_absolute_uri(f"{request.path}?{urlencode(params, doseq=True)}")
-        response["Link"] = f'<{url}>; rel="next"'
-        response["X-Next-Cursor"] = next_cursor
+    """One page of `queryset`, rendered (see `NewestFirst`)."""
+    pages = NewestFirst()
+    rows = pages.paginate_queryset(queryset, request)
+    response = Response(render(list(rows or [])))
+    next_url = pages.get_next_link()
+    if next_url:
+        response["Link"] = f'<{next_url}>; rel="next"'
+        response["X-Next-Cursor"] = parse_qs(urlsplit(next_url).query)["cursor"][0]
     return response
 
 

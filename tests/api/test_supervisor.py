@@ -272,6 +272,12 @@ def test_lists_paginate_with_cursors_newest_first(boss: Api, workspace) -> None:
     assert "Link" not in third
     error_of(boss.get("/hands", {"cursor": "garbage!"}), 400, "validation_error")
     error_of(boss.get("/hands", {"limit": 0}), 400, "validation_error")
+    # Cursors are opaque, but a made-up one is refused, never a 500 or another page.
+    import base64
+
+    for made_up in ("p=abc", "r=1&p=5", "o=5&p=3", f"p={2**64}", "p=-1", "x=1"):
+        forged = base64.b64encode(made_up.encode()).decode()
+        error_of(boss.get("/hands", {"cursor": forged}), 400, "validation_error")
 
 
 def test_listing_attempts_costs_the_same_queries_for_one_or_many(
