@@ -157,8 +157,8 @@ def report_row_json(
 ) -> dict[str, Any]:
     """`attempt_json(fleet.report_view(...))`, read straight off the row of a renewing report
     that selects only what its answer shows (`fleet.services.report_statement`, `answer_only`):
-    the hot path's answer to the fleet's most frequent call, without the view's objects (they
-    were half of a heartbeat's Python time beyond a renewal's, measured). `attempt_id` and
+    the hot view's answer to the fleet's most frequent call, without the view's objects (their
+    cost, docs/performance.md). `attempt_id` and
     `fence`: the report's own, which the statement matched. `recorded_at`: the report record
     written after the row was read (`fleet.services.heartbeat_record`), if one was."""
     (

@@ -752,9 +752,8 @@ def _report_template(
     # The answer needs nothing of the run, the slot or the lane beyond the renewed lease and
     # the attempt: the tenure's interval and grace are the lease's, the slot's index is in its
     # resource name, the lane's slug is the lane id's for good. Nothing is read in a CTE of its
-    # own (measured at the database, each of these cost about a tenth of the heartbeat's
-    # statement: a join with the lane, the attempt read in a CTE, the hot path's key check in
-    # a CTE; PostgreSQL does not fold a CTE that calls clock_timestamp() into the statement).
+    # own: PostgreSQL does not fold a CTE that calls clock_timestamp() into the statement, and
+    # each such read cost a tenth of the heartbeat (docs/performance.md).
     renew = (
         # next_check_at stays behind, as in engine.renew (RENEWAL_NOTE there).
         "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "

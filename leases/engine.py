@@ -34,8 +34,7 @@ TABLE = Lease._meta.db_table
 # RENEWAL_NOTE: a renewal moves `deadline` but leaves `next_check_at` where it was. The sweep's
 # partial index covers `next_check_at`, and an UPDATE that changes no indexed column can be a
 # heap-only (HOT) update on PostgreSQL: no new index entries, no index bloat on the hottest rows
-# (measured: renewals fell from ~1,800/s to ~150/s over a benchmark run while every renewal
-# rewrote the index). The sweep meets the row at its old threshold, finds it live, and moves the
+# (docs/performance.md). The sweep meets the row at its old threshold, finds it live, and moves the
 # threshold to the new deadline: one index write per interval instead of one per heartbeat.
 _COLUMNS = (
     "id",

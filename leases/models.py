@@ -70,9 +70,8 @@ class Lease(models.Model):
         indexes = [
             # The sweep's WHERE: held leases whose next threshold has passed. The predicate
             # names next_check_at too, so that only a condition on it (the sweep's `<`) implies
-            # it: a renewal's `status = 'held'` alone made this index a candidate, and a plan
-            # made while the table was small read every held lease per renewal through it
-            # (measured: 7,700 rows, a third of the rate; docs/performance.md).
+            # it: with `status = 'held'` alone, a plan made while the table was small could read
+            # every held lease per renewal through it (docs/performance.md).
             models.Index(
                 fields=["next_check_at"],
                 name="lease_due_idx",
@@ -81,8 +80,7 @@ class Lease(models.Model):
             # With the resource last, a statement that names holder and resource finds its one
             # row through this index too. Without it the planner, whose statistics lag behind a
             # hand that has just taken thousands of leases, could pick this index for a renewal
-            # and filter every lease of the hand (measured: 8,800 rows read per renewal, 1.6 ms
-            # instead of 0.2 ms; docs/performance.md).
+            # and filter every lease of the hand (docs/performance.md).
             models.Index(fields=["workspace_id", "holder", "resource"], name="lease_holder_idx"),
         ]
 
