@@ -749,12 +749,12 @@ class RunPatchIn(serializers.Serializer):
 
 
 class SlotsAddIn(serializers.Serializer):
-    count = serializers.IntegerField(min_value=1, max_value=fleet.MAX_SLOTS)
-    reason = serializers.CharField(max_length=MAX_REASON)
+    count = StrictIntegerField(min_value=1, max_value=fleet.MAX_SLOTS)
+    reason = _reason()
 
 
 class SlotReopenIn(serializers.Serializer):
-    reason = serializers.CharField(max_length=MAX_REASON)
+    reason = _reason()
 
 
 class HandIn(serializers.Serializer):

@@ -290,10 +290,15 @@ def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> 
                     actor=actor,
                     data={"run": run.pk},
                 )
+        elif run_slot_counts(run_id=run.pk).all_done:
+            # Its last slot finished while it was closed: reopened, it is done, and says so.
+            if Run.objects.filter(pk=run.pk, state=RunState.CLOSED).update(
+                state=RunState.DONE, closed_at=now
+            ):
+                _record_run_done(workspace_id=workspace_id, run_id=run.pk, at=now, actor=actor)
         else:
-            done = run_slot_counts(run_id=run.pk).all_done
             Run.objects.filter(pk=run.pk, state=RunState.CLOSED).update(
-                state=RunState.DONE if done else RunState.OPEN, closed_at=now if done else None
+                state=RunState.OPEN, closed_at=None
             )
     run.refresh_from_db()
     return run
@@ -1194,14 +1199,15 @@ def _mark_run_done_if_finished(*, workspace_id: int, run_id: int, at: datetime, 
         state=RunState.DONE, closed_at=at
     ):
         return False
+    _record_run_done(workspace_id=workspace_id, run_id=run_id, at=at, actor=actor)
+    return True
+
+
+def _record_run_done(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> None:
     record_event(
-        workspace_id=workspace_id,
-        kind=EventKind.RUN_DONE,
-        at=at,
-        actor=actor,
+        workspace_id=workspace_id, kind=EventKind.RUN_DONE, at=at, actor=actor,
         data={"run": run_id},
     )
-    return True
 
 
 def _reopen_done_run(run_id: int) -> bool:

@@ -18,9 +18,16 @@ def finished_slots_done(apps, schema_editor):
     )
     Lease.objects.filter(pk__in=finished).update(status="retired")
     with_slots = Slot.objects.values("run_id")
+    # Done when its last attempt ended; no run_done event: the transition happened before
+    # there was one to record.
+    last_end = (
+        Attempt.objects.filter(run=OuterRef("pk"), ended_at__isnull=False)
+        .order_by("-ended_at")
+        .values("ended_at")[:1]
+    )
     Run.objects.filter(state="open", pk__in=with_slots).exclude(
         slots__lease__status__in=["free", "held"]
-    ).update(state="done")
+    ).update(state="done", closed_at=Subquery(last_end))
 
 
 def done_slots_open(apps, schema_editor):

@@ -89,7 +89,9 @@ def test_a_slot_whose_last_attempt_finished_becomes_done(old_schema: MigrationEx
         )
 
     assert slot_statuses(all_finished) == ["retired", "retired"]
-    assert Run.objects.get(pk=all_finished).state == "done"
+    done = Run.objects.get(pk=all_finished)
+    assert done.state == "done"
+    assert done.closed_at is not None and done.closed_at.isoformat().startswith("2030-01-01")
     assert slot_statuses(partly) == ["retired", "free", "free"]
     assert Run.objects.get(pk=partly).state == "open"
     # A slot a newer tenure holds is not done, whatever came before.
