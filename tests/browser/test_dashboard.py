@@ -145,3 +145,29 @@ def test_it_shows_a_runs_timeline(logged_in, owner, teammate, make_run, artifact
     assert timeline.locator("path.evidence").count() == 1
     timeline.screenshot(path=str(artifacts / "run-timeline.png"))
     page.screenshot(path=str(artifacts / "run.png"), full_page=True)
+
+
+def test_it_shows_a_done_run_and_reopens_its_slot_with_a_reason(
+    logged_in, owner, make_run, artifacts
+):
+    page = logged_in
+    run = make_run(slots=1, evidence_required=["pull_request"])
+    view = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    attempt_finish(
+        hand=owner,
+        attempt_id=view.attempt.pk,
+        fence=1,
+        process_id="host:1",
+        evidence=[{"kind": "pull_request", "url": "https://example.com/pr/1"}],
+    )
+    page.goto(f"/runs/{run.pk}/")
+    assert page.locator("h1 .badge-plan-done").inner_text() == "done"
+    assert page.locator("li.slot-done").count() == 1
+    page.screenshot(path=str(artifacts / "run-done.png"), full_page=True)
+    page.get_by_role("link", name="Reopen slot 0").click()
+    page.get_by_label("Reason").fill("the fix regressed")
+    page.get_by_role("button", name="Reopen the slot").click()
+    page.get_by_text("Slot 0 is open again.").wait_for()
+    assert page.locator("li.slot-open").count() == 1
+    assert page.locator("h1 .badge-plan-open").inner_text() == "open"
+    assert Event.objects.get(kind="slot_reopened").data["reason"] == "the fix regressed"
