@@ -15,5 +15,9 @@ RUN pip install -e . \
     && chown groundcontrol /app/var
 USER groundcontrol
 
+# The web server binds loopback unless told otherwise; inside a container loopback cannot be
+# reached from a published port, so the image listens on all of the container's addresses
+# (compose.yaml publishes the port on the host's loopback only).
+ENV GC_BIND=0.0.0.0:8000
 EXPOSE 8000
-CMD ["gunicorn", "-c", "gunicorn.conf.py", "groundcontrol.wsgi:application"]
+CMD ["python", "-m", "groundcontrol.server"]

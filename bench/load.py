@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 Op = Callable[[], bool]
 # Makes client number i: opens its connection, returns its operation and a closer.
 ClientFactory = Callable[[int], tuple[Op, Callable[[], None]]]
-# CPU seconds used so far by each of a system's server parts (gunicorn, postgres, ...).
+# CPU seconds used so far by each of a system's server parts (granian, postgres, ...).
 Meter = Callable[[], dict[str, float]]
 
 

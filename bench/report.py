@@ -22,7 +22,7 @@ class Row:
     errors: int
     note: str = ""
     # The servers' CPU per operation, µs (median of the repeats): all parts, and each part
-    # (gunicorn, postgres, redis, etcd) on its own.
+    # (granian, postgres, redis, etcd) on its own.
     cpu_us: float = float("nan")
     cpu_parts: dict[str, float] = field(default_factory=dict)
     cpu_runs: list[float] = field(default_factory=list)  # every repeat's, in order
@@ -143,8 +143,8 @@ def ratios(
             None if math.isnan(r) else r >= 1,
         )
     )
-    # "Costs no more": what a call costs the servers (gunicorn and PostgreSQL), measured as the
-    # CPU they used per call in the same windows as the throughput, is at most the renewal's.
+    # "Costs no more": what a call costs the servers (the web server and PostgreSQL), measured as
+    # the CPU they used per call in the same windows as the throughput, is at most the renewal's.
     # The throughput ratio is in the table above; at equal cost it is 1 within the noise.
     hb_runs = heartbeat.cpu_runs if heartbeat else []
     renew_runs = renew.cpu_runs if renew else []
@@ -265,7 +265,7 @@ def scale_tables(figures: list[dict[str, Any]]) -> str:
     if memory:
         lines += [
             "",
-            "| clients | gunicorn workers | largest worker RSS MiB | all workers MiB |",
+            "| clients | web server workers | largest worker RSS MiB | all workers MiB |",
             "| ---: | ---: | ---: | ---: |",
         ]
         for f in memory:

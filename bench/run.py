@@ -2,8 +2,9 @@
 
 1. Starts on loopback: a database of its own on the machine's PostgreSQL (created, migrated and
    dropped), a redis-server and an etcd on spare ports (etcd from Debian's `etcd-server`,
-   installed when missing; without it the etcd rows say so), and gunicorn with the production
-   settings (`gunicorn.conf.py`, PostgreSQL, Redis, DEBUG off) while Ground Control is measured.
+   installed when missing; without it the etcd rows say so), and the production web server
+   (`python -m groundcontrol.server`: granian, with PostgreSQL, Redis, DEBUG off) while Ground
+   Control is measured.
 2. For each repeat and each concurrency, measures every row for `--seconds` after a warm-up:
    Ground Control over HTTP (heartbeat, acquire, renew), the same statements as raw SQL, Redis
    (Lua CAS with a fence counter) and etcd (lease grant + txn, keepalive). The order of the
@@ -16,7 +17,7 @@
    "a heartbeat costs no more than a renewal": the machine's speed drifts by a fifth from one
    window to the next, and a ratio of windows measured seconds apart cancels most of it.
 3. Reports the median of the repeats (p50 and p99 from the median run), the ratios, the targets,
-   the scale figures (`bench.scale`, on a fresh database of their own) and the gunicorn
+   the scale figures (`bench.scale`, on a fresh database of their own) and the web server's
    workers' memory, and writes `results.csv`, `throughput.png`, `scale.json` and `results.md`
    into `--out`.
 """
@@ -173,7 +174,7 @@ class Bench:
 
     def ops(self) -> tuple[str, ...]:
         """Ground Control's operations, rotated with each repeat like the systems: the first
-        measured after gunicorn starts, or the one after the acquires have grown the lease
+        measured after the web server starts, or the one after the acquires have grown the lease
         table, is not always the same."""
         turn = self.repeat % len(GC_OPS)
         return GC_OPS[turn:] + GC_OPS[:turn]
@@ -189,14 +190,14 @@ class Bench:
     # --- the systems, one block each ----------------------------------------------------------
 
     def ground_control(self, c: int) -> None:
-        # gunicorn runs only while measured: its persistent connections (workers x threads)
+        # The web server runs only while measured: its persistent connections (workers x threads)
         # would otherwise count against max_connections while raw SQL opens 64 of its own.
-        url = services.start_gunicorn(self.procs, self.env, {})
+        url = services.start_web(self.procs, self.env, {})
         master = self.procs.procs[-1][1]
 
         def meter() -> dict[str, float]:
             return {
-                "gunicorn": services.tree_cpu_seconds(master.pid),
+                "granian": services.tree_cpu_seconds(master.pid),
                 "postgres": services.postgres_cpu_seconds(),
             }
 

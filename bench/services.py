@@ -1,5 +1,6 @@
 """The processes a benchmark starts on loopback, and stops again whatever happens: its own
-database on the machine's PostgreSQL, a redis-server, an etcd and gunicorn on spare ports."""
+database on the machine's PostgreSQL, a redis-server, an etcd and the production web server
+(`python -m groundcontrol.server`) on spare ports."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ class Processes:
     def stop(self, proc: subprocess.Popen[bytes]) -> None:
         if proc.poll() is not None:
             return
-        # Each process leads its own session: signal its group (gunicorn's workers too).
+        # Each process leads its own session: signal its group (the web server's workers too).
         try:
             os.killpg(proc.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -215,7 +216,7 @@ def start_etcd(procs: Processes) -> str | None:
     return client_url
 
 
-# --- Ground Control under gunicorn -------------------------------------------------------------
+# --- Ground Control under its production web server ------------------------------------------
 
 
 def gc_env(database: str, redis_url: str | None) -> dict[str, str]:
@@ -241,29 +242,29 @@ def migrate(env: dict[str, str]) -> None:
     )
 
 
-def start_gunicorn(procs: Processes, env: dict[str, str], extra: dict[str, str]) -> str:
+def start_web(procs: Processes, env: dict[str, str], extra: dict[str, str]) -> str:
+    """The production web server as the Procfile runs it, on a spare loopback port."""
     port = free_port()
-    gunicorn = str(Path(PYTHON).with_name("gunicorn"))
     proc = procs.start(
-        "gunicorn",
-        [gunicorn, "-c", "gunicorn.conf.py", "groundcontrol.wsgi:application"],
+        "web",
+        [PYTHON, "-m", "groundcontrol.server"],
         cwd=ROOT,
-        env={**env, **extra, "PORT": str(port), "GUNICORN_BIND": f"127.0.0.1:{port}"},
+        env={**env, **extra, "GC_BIND": f"127.0.0.1:{port}"},
     )
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
         if proc.poll() is not None:
-            raise RuntimeError("gunicorn exited:\n" + procs.log_tail("gunicorn"))
+            raise RuntimeError("the web server exited:\n" + procs.log_tail("web"))
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
 
-    wait_until(up, what="gunicorn")
+    wait_until(up, what="the web server")
     return url
 
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU time (user and system) used so far by `pid` and every process in its session (each
-    process the benchmark starts leads its own: gunicorn's workers are in their master's)."""
+    process the benchmark starts leads its own: the web server's workers are in its own)."""
     return _cpu_seconds(lambda command, fields: int(fields[3]) == pid)
 
 
@@ -292,7 +293,7 @@ def _cpu_seconds(selected: Callable[[str, list[str]], bool]) -> float:
 
 
 def children_rss_mib(pid: int) -> list[float]:
-    """Resident memory of each child of `pid` (gunicorn's workers), in MiB."""
+    """Resident memory of each child of `pid` (the web server's workers), in MiB."""
     sizes = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

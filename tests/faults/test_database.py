@@ -25,7 +25,7 @@ from tests.faults.support import (
     fleet_setup,
     migrate_and_bootstrap,
 )
-from tests.reliability.live import Gunicorn, database_url, server_env
+from tests.reliability.live import WebServer, database_url, server_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -50,7 +50,7 @@ def test_a_database_restart_answers_503_then_service_resumes_by_itself(tmp_path:
             admin.execute("CREATE DATABASE gc")
         env = server_env(pg.url("gc"), DB_CONNECT_TIMEOUT="2")
         key = migrate_and_bootstrap(env)
-        with Gunicorn(env=env, log=tmp_path / "gunicorn.log", workers=2) as server:
+        with WebServer(env=env, log=tmp_path / "server.log", workers=2) as server:
             load = Load(fleet_setup(server.url, key)).start()
             time.sleep(2)
             down_at = time.monotonic()
@@ -90,7 +90,7 @@ def test_connections_killed_mid_request_answer_503_and_leave_nothing_half_done(
     url = database_url(db)
     ours = connection.connection.info.backend_pid if connection.connection else 0
     killed = 0
-    with Gunicorn(env=server_env(url), log=tmp_path / "gunicorn.log", workers=2) as server:
+    with WebServer(env=server_env(url), log=tmp_path / "server.log", workers=2) as server:
         load = Load(fleet_setup(server.url, key)).start()
         time.sleep(1)
         stop = threading.Event()

@@ -23,7 +23,7 @@ from fleet import services as fleet
 from fleet.models import JobRun
 from fleet.webhooks import webhook_create
 from leases.models import Event
-from tests.reliability.live import ROOT, Api, Gunicorn, database_url, free_port, server_env
+from tests.reliability.live import ROOT, Api, WebServer, database_url, free_port, server_env
 
 pytestmark = [
     pytest.mark.postgres,
@@ -121,7 +121,7 @@ def test_without_redis_leases_stay_correct_and_jobs_catch_up_when_it_returns(
                          stderr=subprocess.STDOUT),
     ]
     try:
-        with Gunicorn(env=env, log=tmp_path / "gunicorn.log", workers=2) as server:
+        with WebServer(env=env, log=tmp_path / "server.log", workers=2) as server:
             a, b = Api(server.url, key_a), Api(server.url, key_b)
             _wait(lambda: JobRun.objects.filter(name="sweep_leases", runs__gte=1).exists(), 30,
                   "the first sweep")

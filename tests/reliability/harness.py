@@ -4,9 +4,9 @@ and checkers over that history and the server's event log.
     python -m tests.reliability.harness --clients 32 --seconds 600 [--report out.json]
 
 Standalone, it makes a fresh PostgreSQL database on DATABASE_URL's server (dropped afterwards),
-migrates it, bootstraps a supervisor, and serves it with gunicorn (several workers, each running
-the periodic jobs, so several sweeps race); `--url URL --key KEY` points it at a running server
-instead. tests/reliability/test_history.py runs it for a bounded time in CI.
+migrates it, bootstraps a supervisor, and serves it with the production web server (several
+workers, each running the periodic jobs, so several sweeps race); `--url URL --key KEY` points it
+at a running server instead. tests/reliability/test_history.py runs it for a bounded time in CI.
 
 What happens:
 
@@ -61,7 +61,7 @@ from typing import Any
 
 import httpx
 
-from tests.reliability.live import ROOT, Api, Gunicorn, server_env
+from tests.reliability.live import ROOT, Api, WebServer, server_env
 
 GRANT_KINDS = ("lease_acquired", "claimed")
 END_KINDS = ("lease_released", "released", "finished", "lease_expired", "lost", "lease_broken")
@@ -768,7 +768,7 @@ def check(history: list[dict[str, Any]], store_log: list[dict[str, Any]],
 
 
 def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
-    """A fresh database on DATABASE_URL's server, migrated and served by gunicorn."""
+    """A fresh database on DATABASE_URL's server, migrated, served by the production web server."""
     import psycopg
 
     base = args.database_url or os.environ.get(
@@ -789,7 +789,7 @@ def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
              "harness", f"--password={secrets.token_urlsafe(16)}", "--json"],
             cwd=ROOT, env=env, check=True, capture_output=True, text=True)
         key = json.loads(boot.stdout)["supervisor_key"]
-        with Gunicorn(env=env, log=workdir / "gunicorn.log", workers=args.workers) as server:
+        with WebServer(env=env, log=workdir / "server.log", workers=args.workers) as server:
             return run_history(server.url, key, config, workdir)
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -806,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    parser.add_argument("--workers", type=int, default=3, help="web server workers")
     parser.add_argument("--url", help="a running server (with --key)")
     parser.add_argument("--key", help="a key with every scope on that server")
     parser.add_argument("--database-url", help="PostgreSQL server for a fresh database")

@@ -1,5 +1,6 @@
-"""Real processes for the reliability, fault and hostile-input tests: a gunicorn server with
-several workers against a given database, and a client for its API.
+"""Real processes for the reliability, fault and hostile-input tests: the production web server
+(`python -m groundcontrol.server`, granian) with several workers against a given database, and a
+client for its API.
 
 No Django imports here: the standalone harness (`python -m tests.reliability.harness`) uses this
 module before any settings exist, and tests use it against pytest's own test database.
@@ -43,12 +44,12 @@ def database_url(db: Mapping[str, Any], name: str | None = None) -> str:
 
 def server_env(database: str, **extra: str) -> dict[str, str]:
     """The environment of a server process: this interpreter's, a database, no Redis unless
-    given (so each gunicorn worker runs the periodic jobs itself: several sweeps at once)."""
+    given (so each web worker runs the periodic jobs itself: several sweeps at once)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("REDIS_URL", "GC_EMBEDDED_SCHEDULER", "DJANGO_SETTINGS_MODULE")
-        and not k.startswith(("GUNICORN_", "PYTEST_"))
+        if k not in ("REDIS_URL", "GC_EMBEDDED_SCHEDULER", "DJANGO_SETTINGS_MODULE", "GC_BIND")
+        and not k.startswith(("GC_WEB_", "PYTEST_"))
     }
     env.update(
         DJANGO_SETTINGS_MODULE="groundcontrol.settings",
@@ -65,14 +66,14 @@ def server_env(database: str, **extra: str) -> dict[str, str]:
 
 
 @dataclass
-class Gunicorn:
-    """`gunicorn -c gunicorn.conf.py` on a spare port, with `workers` gthread workers."""
+class WebServer:
+    """`python -m groundcontrol.server` (the Procfile's web line) on a spare loopback port, with
+    `workers` worker processes of `threads` threads each."""
 
     env: dict[str, str]
     log: Path
     workers: int = 3
     threads: int = 8
-    timeout_s: int = 30
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
@@ -80,21 +81,17 @@ class Gunicorn:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, ready_timeout: float = 40) -> Gunicorn:
+    def start(self, ready_timeout: float = 40) -> WebServer:
         env = dict(self.env)
         env.update(
-            PORT=str(self.port),
-            GUNICORN_BIND=f"127.0.0.1:{self.port}",
+            GC_BIND=f"127.0.0.1:{self.port}",
             WEB_CONCURRENCY=str(self.workers),
-            GUNICORN_THREADS=str(self.threads),
-            GUNICORN_TIMEOUT=str(self.timeout_s),
-            GUNICORN_GRACEFUL_TIMEOUT="5",
-            GUNICORN_MAX_REQUESTS="0",
+            GC_WEB_THREADS=str(self.threads),
+            GC_WEB_GRACEFUL_TIMEOUT_S="5",
         )
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
-                 "groundcontrol.wsgi:application"],
+                [sys.executable, "-m", "groundcontrol.server"],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
@@ -111,10 +108,10 @@ class Gunicorn:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise AssertionError(f"gunicorn did not serve within {timeout}s\n{self.tail()}")
+        raise AssertionError(f"the web server did not serve within {timeout}s\n{self.tail()}")
 
     def worker_pids(self) -> list[int]:
-        """The master's children: the workers (read from /proc, no extra dependency)."""
+        """The main process's children: the workers (read from /proc, no extra dependency)."""
         assert self.process is not None
         path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
         return [int(pid) for pid in path.read_text().split()]
@@ -122,7 +119,7 @@ class Gunicorn:
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
-        # The whole session: the master and any worker it had not reaped yet.
+        # The whole session: the main process and any worker it had not reaped yet.
         try:
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(timeout=10)
@@ -138,11 +135,15 @@ class Gunicorn:
         except FileNotFoundError:
             return ""
 
-    def __enter__(self) -> Gunicorn:
+    def __enter__(self) -> WebServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# The old name (the server was gunicorn): tests/client/test_outage.py still imports it.
+Gunicorn = WebServer
 
 
 class Api:

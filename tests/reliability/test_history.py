@@ -1,7 +1,8 @@
 """The history harness (tests/reliability/harness.py), bounded for CI: 32 client processes against
-gunicorn with several workers on PostgreSQL, frozen with SIGSTOP past their TTL, and every promise
-checked over the history and the event log. The checkers themselves are tested on small
-hand-made histories that break each promise, so a checker that cannot fail would show here."""
+the production web server with several workers on PostgreSQL, frozen with SIGSTOP past their
+TTL, and every promise checked over the history and the event log. The checkers themselves are
+tested on small hand-made histories that break each promise, so a checker that cannot fail would
+show here."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from django.conf import settings
 
 from fleet import services as fleet
 from tests.reliability.harness import Config, check, run_history
-from tests.reliability.live import ROOT, Gunicorn, database_url, server_env
+from tests.reliability.live import ROOT, WebServer, database_url, server_env
 
 # 32 clients for 35 s of traffic, then the settling and the checks: under a minute in all.
 CI_SECONDS = 35.0
@@ -31,7 +32,7 @@ def test_it_keeps_every_promise_for_32_clients_frozen_past_their_ttl(
     boss, _ = fleet.hand_create(workspace=workspace, name="harness-boss")
     key = fleet.key_issue(hand=boss, scopes=fleet.ALL_SCOPES, actor="test").plaintext
     env = server_env(database_url(settings.DATABASES["default"]))
-    with Gunicorn(env=env, log=tmp_path / "gunicorn.log", workers=3) as server:
+    with WebServer(env=env, log=tmp_path / "server.log", workers=3) as server:
         report = run_history(server.url, key, Config(clients=32, seconds=CI_SECONDS),
                              tmp_path / "history")
         log = server.tail()
