@@ -732,5 +732,5 @@ class ThrottledLoginView(LoginView):
 
 def _client_address(request: HttpRequest) -> str:
     # REMOTE_ADDR only: a client-supplied X-Forwarded-For would let anyone pick a fresh address
-    # per try. Behind a proxy, the proxy sets REMOTE_ADDR (gunicorn's forwarded_allow_ips).
+    # per try. Behind a proxy REMOTE_ADDR is the proxy's (docs/deploy.md).
     return request.META.get("REMOTE_ADDR", "")
