@@ -22,7 +22,6 @@ from groundcontrol_client.client import (
     CLAIM_POLL,
     DEFAULT_TIMEOUT_S,
     MAX_PAGES,
-    RETRY_STATUSES,
     Client,
     RetryPolicy,
     __version__,
@@ -32,6 +31,7 @@ from groundcontrol_client.client import (
     _evidence_items,
     _retry_hint,
     denial_key,
+    retryable_answer,
 )
 from groundcontrol_client.errors import (
     ConfigError,
@@ -148,7 +148,7 @@ class AsyncClient:
                 if response.is_success:
                     return response
                 error = error_from_response(response.status_code, Client._body(response))
-                if response.status_code not in RETRY_STATUSES:
+                if not retryable_answer(response.status_code, error, idempotent=idempotent):
                     raise error
                 hint = _retry_hint(response, error)
             if tries >= self.retry.retries:

@@ -1,11 +1,12 @@
 """A typed client for every hand and resource-lease call of the contract.
 
-Retries: a 503 or 429 answer, or a connection that failed, is retried with exponential backoff and
-jitter (never a 409: a denial is an answer, not a fault). A call that is not safe to repeat (a
-claim: a second one would take a second slot) is retried only when the request surely never
-reached the server (the connection could not be opened); every other hand call is idempotent on
-the server (a retried finish or release answers as the first did; a retried acquire by the holder
-renews and keeps the fence).
+Retries: a transient failure (`errors.is_transient`: a 429, 502, 503 or 504 answer, or a
+connection that failed) is retried with exponential backoff and jitter (never a 409: a denial is an
+answer, not a fault). A call that is not safe to repeat (a claim: a second one would take a second
+slot) is retried only when the request surely never reached the server (the connection could not
+be opened, or the server itself said 503 or 429; a proxy's 502 or 504 may come after the server
+acted); every other hand call is idempotent on the server (a retried finish or release answers as
+the first did; a retried acquire by the holder renews and keeps the fence).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 
 from groundcontrol_client.errors import (
+    TRANSIENT_STATUSES,
     ConfigError,
     ConnectionFailed,
     Denied,
@@ -28,6 +30,7 @@ from groundcontrol_client.errors import (
     ServerError,
     SlotTaken,
     error_from_response,
+    is_transient,
 )
 from groundcontrol_client.models import (
     Attempt,
@@ -42,9 +45,22 @@ from groundcontrol_client.models import (
 
 __version__ = "0.1.0"
 DEFAULT_TIMEOUT_S = 10.0
-RETRY_STATUSES = frozenset({429, 503})
+# The answers retried (those `errors.is_transient` calls transient), from `errors`' one table.
+RETRY_STATUSES = TRANSIENT_STATUSES
 # Errors raised before the request left this machine: repeating it cannot act twice.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# A proxy's answers for a server it could not reach in time: the request may have reached the
+# server and been acted on, so a call that is not safe to repeat is not repeated after one.
+_MAYBE_APPLIED = frozenset({502, 504})
+
+
+def retryable_answer(status: int, error: GroundControlError, *, idempotent: bool) -> bool:
+    """Whether a non-2xx answer is tried again (the sync and async clients share this)."""
+    if not is_transient(error):
+        return False
+    return idempotent or status not in _MAYBE_APPLIED
+
+
 # A server's Retry-After is honoured up to this; past it, the call fails and the caller decides.
 MAX_RETRY_AFTER_S = 60.0
 MAX_PAGES = 100
@@ -224,7 +240,7 @@ class Client:
                 if response.is_success:
                     return response
                 error = error_from_response(response.status_code, self._body(response))
-                if response.status_code not in RETRY_STATUSES:
+                if not retryable_answer(response.status_code, error, idempotent=idempotent):
                     raise error
                 hint = _retry_hint(response, error)
             if tries >= self.retry.retries:

@@ -8,7 +8,9 @@ class per code, grouped under the categories a caller branches on:
 - `TenureLost`: this tenure is over or not ours (lease_lost, stale_fence, process_mismatch,
   not_holder). Stop working on it.
 - `AuthFailed`: the key is bad or lacks a scope.
-- `Unavailable`: worth retrying later (503, 429, the server unreachable).
+- `Unavailable`: worth retrying later (429, 502, 503, 504, the server unreachable). This is the
+  one definition of transient: the client's own retries (`TRANSIENT_STATUSES`, `is_transient`)
+  and the runtime's, up to a tenure's give-up point, both read it from here.
 """
 
 from __future__ import annotations
@@ -153,10 +155,24 @@ class ConnectionFailed(Unavailable):
     code = "connection_failed"
 
 
+class GatewayUnavailable(Unavailable):
+    """A reverse proxy in front of the server answered for it (502 Bad Gateway, 504 Gateway
+    Timeout): the server is restarting or overloaded. Transient, like a failed connection."""
+
+    code = "gateway_unavailable"
+
+
 class ServerError(GroundControlError):
-    """An answer outside the contract (a 500, a proxy's HTML page)."""
+    """An answer outside the contract (a 500, a malformed body)."""
 
     code = "server_error"
+
+
+class MalformedAnswer(ServerError):
+    """A 2xx answer whose body does not hold what the contract says (a run that is not a number,
+    a missing lease): the server or something between answered wrongly."""
+
+    code = "malformed_answer"
 
 
 class ConfigError(GroundControlError):
@@ -197,8 +213,21 @@ _BY_STATUS: dict[int, type[GroundControlError]] = {
     404: NotFound,
     409: Denied,
     429: RateLimited,
+    502: GatewayUnavailable,
     503: DependencyUnavailable,
+    504: GatewayUnavailable,
 }
+
+# The statuses worth trying again: those whose error is `Unavailable` (derived, so the table
+# above stays the one place that says it).
+TRANSIENT_STATUSES = frozenset(s for s, cls in _BY_STATUS.items() if issubclass(cls, Unavailable))
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth trying again later, unchanged: the server unreachable, restarting behind a proxy,
+    overloaded or rate limiting. A 500 is not (the same call would fail the same way), nor is
+    any refusal. The client's retries and the runtime's (`tenure.is_transient`) both ask this."""
+    return isinstance(error, Unavailable)
 
 
 def error_from_response(status: int, body: Any) -> GroundControlError:

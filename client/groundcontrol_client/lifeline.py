@@ -13,9 +13,14 @@ everything it started. Two things make its end certain when the wrapper dies, `k
 2. Everywhere, a watchdog: this file run as a script again, in a session of its own, started
    before the command. It holds the read end of a pipe whose write end only the wrapper holds,
    so the pipe reaches EOF the moment the wrapper dies, by any means. Then the watchdog sends the
-   command's group SIGTERM (and SIGCONT, for a paused one), SIGKILL after the grace, and removes
-   the wrapper's temporary files (`gc-evidence-*`). A wrapper that ends normally says `done`
-   first (it has already stopped the group, and removes its own files), and the watchdog exits.
+   command's group SIGTERM (and SIGCONT, for a paused one), SIGKILL after a short grace (the
+   wrapper's `--kill-after`, at most `ORPHAN_GRACE_S`: with the wrapper gone nobody holds the
+   lease, so a command that ignores SIGTERM must not run on for long), and removes the wrapper's
+   temporary files (`gc-evidence-*`). A wrapper that ends normally says `done` first (it has
+   already stopped the group, and removes its own files), and the watchdog exits. Only the
+   watchdog reaches the command's children (the death signal reaches the command alone), so the
+   wrapper checks on it while the command runs (`Watchdog.keep`) and starts a new one for the
+   same group and files if it died (an OOM kill, a stray `kill`): the cover never lapses.
 
 Out of reach, by design: a process that leaves the group (`setsid`, `setpgid`), and a setuid
 program (the kernel clears the death signal on its exec; the watchdog still signals its group).
@@ -32,12 +37,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 SCRIPT = os.path.abspath(__file__)
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 DEATH_SIGNAL = signal.SIGTERM  # the watchdog follows with SIGKILL after the grace
 POLL_S = 0.05
+# Once the wrapper is dead, the most the command's group gets between SIGTERM and SIGKILL.
+ORPHAN_GRACE_S = 2.0
 
 
 def _python() -> list[str]:
@@ -53,34 +60,67 @@ def _linux() -> bool:
 
 
 class Watchdog:
-    """The wrapper's end of the watchdog: `watch(pgid)` once the command runs, `done()` at a
-    normal end. If the wrapper dies first, the watchdog stops the group and removes `remove`."""
+    """The wrapper's end of the watchdog: `watch(pgid)` once the command runs, `keep()` now and
+    then while it runs, `done()` at a normal end. If the wrapper dies first, the watchdog stops
+    the group and removes `remove`."""
 
     def __init__(self, *, grace_s: float, remove: Iterable[str] = ()) -> None:
-        read_end, self._write_end = os.pipe()  # both close-on-exec: no other child inherits them
+        self.grace_s = float(grace_s)
+        self.remove = list(remove)
+        self.restarts = 0
+        self._pgid: int | None = None
+        self._ended = False
+        self._write_end = -1
+        self._start()
+
+    def _start(self) -> None:
+        read_end, write_end = os.pipe()  # both close-on-exec: no other child inherits them
         try:
             self.process = subprocess.Popen(
-                [*_python(), "watch", str(read_end), repr(float(grace_s)), *remove],
+                [*_python(), "watch", str(read_end), repr(self.grace_s), *self.remove],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 pass_fds=(read_end,),
                 start_new_session=True,  # a Ctrl-C or hangup for the wrapper's group spares it
             )
         except BaseException:
-            os.close(self._write_end)
+            os.close(write_end)
             raise
         finally:
             os.close(read_end)
+        self._write_end = write_end
+        if self._pgid is not None:
+            # Into the pipe at once: a watchdog still starting reads it when it gets there.
+            self._say(f"group {self._pgid}")
 
     def _say(self, line: str) -> None:
+        if self._write_end < 0:
+            return
         with contextlib.suppress(OSError):  # a watchdog gone already has nothing to hear
             os.write(self._write_end, line.encode() + b"\n")
 
     def watch(self, pgid: int) -> None:
+        self._pgid = pgid
         self._say(f"group {pgid}")
+
+    def keep(self) -> bool:
+        """If the watchdog died (nothing but a signal ends it before `done`), start a new one
+        for the same group and files; True if it had to. Raises `OSError` if it cannot (the
+        next call tries again)."""
+        if self._ended or (self._write_end >= 0 and self.process.poll() is None):
+            return False
+        if self._write_end >= 0:
+            os.close(self._write_end)
+            self._write_end = -1
+        self._start()
+        self.restarts += 1
+        return True
 
     def done(self, timeout: float = 5.0) -> None:
         """The wrapper ends normally: the group is already stopped; the watchdog exits."""
+        if self._ended:
+            return
+        self._ended = True
         if self._write_end < 0:
             return
         self._say("done")
@@ -139,8 +179,9 @@ def signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def end_group(pgid: int, grace_s: float) -> None:
-    """SIGTERM (and SIGCONT) to the group, SIGKILL to what is left of it after `grace_s`."""
+def end_group(pgid: int, grace_s: float, tick: Callable[[], object] | None = None) -> None:
+    """SIGTERM (and SIGCONT) to the group, SIGKILL to what is left of it after `grace_s`;
+    `tick` is called while it waits (the wrapper keeps its watchdog meanwhile)."""
     if not group_alive(pgid):
         return
     signal_group(pgid, signal.SIGTERM)
@@ -149,6 +190,8 @@ def end_group(pgid: int, grace_s: float) -> None:
     while time.monotonic() < deadline:
         if not group_alive(pgid):
             return
+        if tick is not None:
+            tick()
         time.sleep(POLL_S)
     signal_group(pgid, signal.SIGKILL)
 
@@ -198,7 +241,7 @@ def _watch(args: list[str]) -> int:
     if done:
         return 0  # the wrapper stopped the group and tidies up itself
     if pgid is not None:
-        end_group(pgid, grace_s)
+        end_group(pgid, min(grace_s, ORPHAN_GRACE_S))
     for path in paths:
         with contextlib.suppress(OSError):
             os.unlink(path)

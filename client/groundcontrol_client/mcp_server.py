@@ -14,15 +14,17 @@ and what it takes, never with a validator's raw text.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, ParamSpec
+from typing import Annotated, Any, ClassVar, Literal, ParamSpec
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -54,11 +56,16 @@ MAX_RESOURCE = 512
 MAX_TTL_S = 86_400
 MAX_WAIT_S = 60
 
-RunId = Annotated[int, Field(ge=1, description="The run's id (list_runs shows the open runs).")]
+# Every number and flag is strict: JSON's own type only (lax mode would take `true` as run 1 and
+# "12" as 12, acting on what the model did not mean). A float parameter still takes an integer.
+RunId = Annotated[
+    int, Field(ge=1, strict=True, description="The run's id (list_runs shows the open runs).")
+]
 AttemptId = Annotated[
     int | None,
     Field(
         ge=1,
+        strict=True,
         description="Which of your attempts (from claim or status). Leave it out while this "
         "session holds one claim.",
     ),
@@ -77,6 +84,7 @@ WaitS = Annotated[
     Field(
         ge=0,
         le=MAX_WAIT_S,
+        strict=True,
         description="Seconds to wait, 0 to 60, if it is taken now (default: answer at once).",
     ),
 ]
@@ -88,6 +96,18 @@ class EvidenceItem(BaseModel):
     kind: str = Field(min_length=1, description="The kind the brief asks for, e.g. pull_request.")
     url: str = Field(min_length=1, description="An http(s) link to it.")
     note: str = Field(default="", description="Optional: a few words about it.")
+
+    # What each field takes, as `invalid_arguments` says it for an item that is wrong.
+    TAKES: ClassVar[dict[str, str]] = {
+        "kind": "a short string, the kind the brief asks for (e.g. pull_request)",
+        "url": "an http(s) link to it, such as the pull request's address",
+        "note": "optional text, a few words about it",
+    }
+    EXAMPLE: ClassVar[str] = '{"kind": "pull_request", "url": "<its link>"}'
+
+
+# The objects a parameter holds, by their JSON schema's name, for what their fields take.
+_OBJECTS: dict[str, type[EvidenceItem]] = {"EvidenceItem": EvidenceItem}
 
 
 def _text(text: str, *, error: bool = False) -> CallToolResult:
@@ -142,6 +162,38 @@ class Session:
         self.lost_leases: dict[str, LostLease] = {}
         self._directives: dict[int, str] = {}
         self._pending: list[str] = []
+        # Runs with a claim in flight (how many), so a second claim waits for none of them.
+        self._claiming: dict[int, int] = {}
+
+    @contextlib.contextmanager
+    def reserving(self, run_id: int, another_slot: bool) -> Iterator[None]:
+        """Reserve `run_id` for one claim: refused (`LookupError`, a sentence) while this
+        session holds a slot of it or is claiming one, unless `another_slot`."""
+        with self.lock:
+            if not another_slot:
+                mine = [a for a in self.attempts.values() if a.run_id == run_id]
+                if mine:
+                    held = mine[0]
+                    raise LookupError(
+                        f"You already hold slot {held.slot} of run {run_id} (attempt "
+                        f"{held.id}): work on that one. Claim another slot of the same run only "
+                        "if the brief asks for it (another_slot: true)."
+                    )
+                if self._claiming.get(run_id):
+                    raise LookupError(
+                        f"This session is claiming a slot of run {run_id} already (another "
+                        "call, still waiting for its answer): wait for it, then work on that "
+                        "slot. Claim another slot of the same run only if the brief asks for it "
+                        "(another_slot: true)."
+                    )
+            self._claiming[run_id] = self._claiming.get(run_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._claiming[run_id] -= 1
+                if not self._claiming[run_id]:
+                    del self._claiming[run_id]
 
     def observe(self) -> None:
         """Move what was lost out of what the session holds, with the time it learned so (the
@@ -279,8 +331,38 @@ def _allowed(schema: dict[str, Any], defs: dict[str, Any]) -> str:
 
 
 def _shown(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)  # JSON's words (true, null) for what the model sent
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _inner_problem(
+    name: str, loc: list[str], item: dict[str, Any], schema: dict[str, Any], defs: dict[str, Any]
+) -> str:
+    """A sentence for a wrong value inside a list parameter (`evidence[0].url`), from the
+    schema of the objects it holds, never pydantic's text (which names internal classes)."""
+    items = schema.get("items")
+    ref = items.get("$ref", "") if isinstance(items, dict) else ""
+    model_name = ref.rsplit("/", 1)[-1]
+    model = defs.get(model_name, {})
+    fields = list(model.get("properties", {}))
+    takes = getattr(_OBJECTS.get(model_name), "TAKES", {})
+    example = getattr(_OBJECTS.get(model_name), "EXAMPLE", "")
+    required = set(model.get("required", []))
+    shape = "{" + ", ".join(f if f in required else f"{f} (optional)" for f in fields) + "}"
+    if not fields:  # not a list of objects: say what the parameter takes as a whole
+        return f"{name} is not valid: {loc[0]} must be {_allowed(schema, defs)}"
+    if len(loc) == 2 or loc[2] not in fields:  # the item itself is not such an object
+        if len(loc) > 2:
+            return f"{name} is not a field of an item (each is {shape})"
+        such = f", such as {example}" if example else ""
+        return f"{name} must be an object {shape}{such}, not {_shown(item.get('input'))}"
+    field = loc[2]
+    what = takes.get(field) or _allowed(model["properties"][field], defs)
+    if item.get("type") == "missing":
+        return f"{name} is required: {what}"
+    return f"{name} must be {what}, not {_shown(item.get('input'))}"
 
 
 def invalid_arguments(tool: str, error: ValidationError, parameters: dict[str, Any]) -> str:
@@ -298,8 +380,8 @@ def invalid_arguments(tool: str, error: ValidationError, parameters: dict[str, A
         if top not in properties:
             problems.append(f"{name} is not a parameter of {tool}")
             continue
-        if len(loc) > 1:  # inside a list or an object: pydantic's short message is plain
-            problems.append(f"{name}: {str(item.get('msg', 'invalid')).lower()}")
+        if len(loc) > 1:  # inside a list or an object
+            problems.append(_inner_problem(name, loc, item, properties[top], defs))
             continue
         allowed = _allowed(properties[top], defs)
         if item.get("type") == "missing":
@@ -428,13 +510,18 @@ def build_server(session: Session) -> MCPServer:
         run_id: RunId,
         slot: Annotated[
             int | None,
-            Field(ge=0, description="A particular slot (from 0). Default: the lowest open one."),
+            Field(
+                ge=0,
+                strict=True,
+                description="A particular slot (from 0). Default: the lowest open one.",
+            ),
         ] = None,
         wait_s: Annotated[
             float | None,
             Field(
                 ge=0,
                 le=MAX_WAIT_S,
+                strict=True,
                 description="If every slot is taken, keep asking for up to this many seconds "
                 "(0 to 60). Default: answer at once.",
             ),
@@ -442,29 +529,24 @@ def build_server(session: Session) -> MCPServer:
         another_slot: Annotated[
             bool,
             Field(
+                strict=True,
                 description="Claim a further slot of a run this session already holds a slot "
-                "of. Leave it false unless the brief asks you to work several slots at once."
+                "of. Leave it false unless the brief asks you to work several slots at once.",
             ),
         ] = False,
     ) -> str:
         """Claim an open slot of a run, so that its work is yours. The claim is kept alive in
         the background for as long as this session runs; if the session dies, the claim lapses
         after the run's heartbeat interval and grace, and the slot goes to someone else."""
-        with session.lock:
-            mine = [a for a in session.attempts.values() if a.run_id == run_id]
-        if mine and not another_slot:
-            held = mine[0]
-            raise LookupError(
-                f"You already hold slot {held.slot} of run {run_id} (attempt {held.id}): work "
-                "on that one. Claim another slot of the same run only if the brief asks for it "
-                "(another_slot: true)."
-            )
         attempt = ClaimedAttempt(
             session.client, run_id, process_id=session.process_id, slot=slot, wait=wait_s
         )
-        attempt.open()
-        with session.lock:
-            session.attempts[attempt.id] = attempt
+        # The check and the claim are one step: the run is reserved until the claim is
+        # answered, so two tool calls at once (parallel tool use) never take two slots.
+        with session.reserving(run_id, another_slot):
+            attempt.open()
+            with session.lock:
+                session.attempts[attempt.id] = attempt
         return (
             f"Claimed run {run_id} slot {attempt.slot} as attempt {attempt.id} (fence "
             f"{attempt.fence}). It is kept alive for you while this session runs. Read the brief "
@@ -489,7 +571,7 @@ def build_server(session: Session) -> MCPServer:
         ],
         percent: Annotated[
             float | None,
-            Field(ge=0, le=100, description="How far along the work is, 0 to 100."),
+            Field(ge=0, le=100, strict=True, description="How far along the work is, 0 to 100."),
         ] = None,
         kind: Annotated[
             Literal["progress", "blocker", "note", "heartbeat"],
@@ -559,6 +641,7 @@ def build_server(session: Session) -> MCPServer:
             Field(
                 ge=1,
                 le=MAX_TTL_S,
+                strict=True,
                 description="Seconds the lease lasts without renewal (1 to 86400, default "
                 "300). This session renews it in the background, so it matters only if the "
                 "session dies: the lease then lapses ttl_s after the last renewal, and others "

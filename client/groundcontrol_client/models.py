@@ -1,14 +1,98 @@
 """The wire objects of the contract as typed, read-only values.
 
 Each keeps the server's full JSON in `raw`, so fields the server adds later are not lost; parsing
-is lenient about optional fields for the same reason.
+is lenient about optional fields for the same reason. An answer that lacks a field the contract
+requires, or holds one of the wrong type (a `run` that is not a number), raises
+`MalformedAnswer` (a `ServerError`): gctl says so and exits 1, never with a traceback.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from groundcontrol_client.errors import MalformedAnswer
+
+T = TypeVar("T")
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _int(data: dict[str, Any], name: str, default: int | None = None) -> int:
+    """`data[name]` as an int: a JSON integer (or one written as digits); with `default`, a
+    missing or null one is that. Anything else is a malformed answer, not a guess."""
+    value = data.get(name) if default is not None else data[name]
+    if value is None and default is not None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        return int(value)
+    raise MalformedAnswer(f"{name} is {value!r}, not a whole number")
+
+
+def _number(data: dict[str, Any], name: str, default: float | None = None) -> float:
+    """`data[name]` as a float (a JSON number); with `default`, a missing or null one is that."""
+    value = data.get(name) if default is not None else data[name]
+    if value is None and default is not None:
+        return default
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):  # a decimal written as text
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise MalformedAnswer(f"{name} is {value!r}, not a number")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    kinds = {bool: "a boolean", list: "a list", str: "a string", int: "a number", float: "a number"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _parsing(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """A `from_wire` whose answer lacks a required field or holds a wrong type raises
+    `MalformedAnswer` naming `what` and the field, instead of a KeyError or ValueError."""
+
+    def wrap(parse: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(parse)
+        def parsed(cls: type, data: Any) -> T:
+            if not isinstance(data, dict):
+                raise MalformedAnswer(
+                    f"the server's answer is not a valid {what}: an object was expected, not "
+                    f"{_json_kind(data)}",
+                    fields={"what": what},
+                )
+            try:
+                return parse(cls, data)
+            except MalformedAnswer as error:
+                if error.get("what"):
+                    raise  # said already, by the object inside (an attempt's lease)
+                raise MalformedAnswer(
+                    f"the server's answer is not a valid {what}: {error.message}",
+                    fields={"what": what},
+                ) from None
+            except KeyError as error:
+                raise MalformedAnswer(
+                    f"the server's answer is not a valid {what}: it has no {error.args[0]}",
+                    fields={"what": what},
+                ) from None
+            except (TypeError, ValueError, AttributeError) as error:
+                raise MalformedAnswer(
+                    f"the server's answer is not a valid {what}: {error}", fields={"what": what}
+                ) from None
+
+        return parsed
+
+    return wrap
 
 
 def _time(value: Any) -> datetime | None:
@@ -38,13 +122,14 @@ class SlotLease:
     server_time: datetime | None
 
     @classmethod
+    @_parsing("attempt's lease")
     def from_wire(cls, data: dict[str, Any]) -> SlotLease:
         return cls(
             resource=str(data.get("resource", "")),
-            fence=int(data["fence"]),
+            fence=_int(data, "fence"),
             holder=str(data.get("holder") or ""),
-            heartbeat_interval_s=float(data["heartbeat_interval_s"]),
-            grace_s=float(data.get("grace_s") or 0),
+            heartbeat_interval_s=_number(data, "heartbeat_interval_s"),
+            grace_s=_number(data, "grace_s", 0.0),
             expires_in_s=_float(data.get("expires_in_s")),
             expires_at=_time(data.get("expires_at")),
             server_time=_time(data.get("server_time")),
@@ -65,11 +150,12 @@ class Attempt:
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
+    @_parsing("attempt")
     def from_wire(cls, data: dict[str, Any]) -> Attempt:
         return cls(
-            id=int(data["id"]),
-            run=int(data.get("run") or 0),
-            slot=int(data.get("slot") or 0),
+            id=_int(data, "id"),
+            run=_int(data, "run", 0),
+            slot=_int(data, "slot", 0),
             hand=str(data.get("hand", "")),
             process_id=str(data.get("process_id", "")),
             state=str(data.get("state", "")),
@@ -102,14 +188,15 @@ class Lease:
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
+    @_parsing("lease")
     def from_wire(cls, data: dict[str, Any]) -> Lease:
         return cls(
             resource=str(data["resource"]),
             holder=str(data.get("holder") or ""),
             process_id=str(data.get("process_id") or ""),
-            fence=int(data["fence"]),
+            fence=_int(data, "fence"),
             state=str(data.get("state", "")),
-            ttl_s=float(data.get("ttl_s") or 0),
+            ttl_s=_number(data, "ttl_s", 0.0),
             expires_in_s=_float(data.get("expires_in_s")),
             expires_at=_time(data.get("expires_at")),
             server_time=_time(data.get("server_time")),
@@ -130,10 +217,11 @@ class Slot:
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
+    @_parsing("slot")
     def from_wire(cls, data: dict[str, Any]) -> Slot:
         fence = data.get("fence")
         return cls(
-            index=int(data["index"]),
+            index=_int(data, "index"),
             state=str(data.get("state", "")),
             holder=data.get("holder") or None,
             fence=int(fence) if isinstance(fence, int) else None,
@@ -151,12 +239,13 @@ class SlotCounts:
     done: int
 
     @classmethod
+    @_parsing("run's slot counts")
     def from_wire(cls, data: dict[str, Any]) -> SlotCounts:
         return cls(
-            total=int(data.get("total") or 0),
-            open=int(data.get("open") or 0),
-            held=int(data.get("held") or 0),
-            done=int(data.get("done") or 0),
+            total=_int(data, "total", 0),
+            open=_int(data, "open", 0),
+            held=_int(data, "held", 0),
+            done=_int(data, "done", 0),
         )
 
 
@@ -177,6 +266,7 @@ class Run:
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
+    @_parsing("run")
     def from_wire(cls, data: dict[str, Any]) -> Run:
         lane = data.get("lane")
         if isinstance(lane, dict):
@@ -195,14 +285,14 @@ class Run:
         if not isinstance(slots, dict):
             slots = {"total": slots, **(data.get("slots_by_state") or {})}
         return cls(
-            id=int(data["id"]),
+            id=_int(data, "id"),
             title=str(data.get("title", "")),
             state=str(data.get("state", "")),
             lane=str(lane or ""),
             work_package=dict(package),
             evidence_required=[str(k) for k in data.get("evidence_required") or []],
-            heartbeat_interval_s=float(data.get("heartbeat_interval_s") or 0),
-            grace_s=float(data.get("grace_s") or 0),
+            heartbeat_interval_s=_number(data, "heartbeat_interval_s", 0.0),
+            grace_s=_number(data, "grace_s", 0.0),
             slots=SlotCounts.from_wire(slots),
             created_at=_time(data.get("created_at")),
             raw=data,
@@ -219,6 +309,7 @@ class Me:
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
+    @_parsing("key description")
     def from_wire(cls, data: dict[str, Any]) -> Me:
         lane = data.get("lane")
         if isinstance(lane, dict):
@@ -247,11 +338,12 @@ class Brief:
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
+    @_parsing("brief")
     def from_wire(cls, data: dict[str, Any]) -> Brief:
         run = data.get("run") or {}
         return cls(
             attempt=Attempt.from_wire(data["attempt"]),
-            run_id=int(run.get("id") or 0),
+            run_id=_int(run, "id", 0),
             title=str(run.get("title", "")),
             brief=str(run.get("brief", "")),
             evidence_required=[str(k) for k in run.get("evidence_required") or []],

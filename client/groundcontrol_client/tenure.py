@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from groundcontrol_client import errors
 from groundcontrol_client.client import RetryPolicy
 from groundcontrol_client.errors import GroundControlError, LeaseLost, ServerError, Unavailable
 from groundcontrol_client.models import Attempt, Evidence, Lease
@@ -228,9 +229,11 @@ def renewal_period(interval_s: float, fraction: float) -> float:
 
 
 def is_transient(error: GroundControlError) -> bool:
-    """A failure worth trying again until the give-up point (the server unreachable, busy or
-    rate limiting). A 500 is not: the same call would fail the same way."""
-    return isinstance(error, Unavailable) and not isinstance(error, LeaseUnconfirmed)
+    """A failure worth trying again until the give-up point: what `errors.is_transient` calls
+    transient (the server unreachable, a proxy's 502 or 504 while it restarts, a 503, a 429),
+    the client's own retries used up. A 500 is not: the same call would fail the same way. Nor
+    is the client's own `LeaseUnconfirmed`, which only time (a renewal) changes."""
+    return errors.is_transient(error) and not isinstance(error, LeaseUnconfirmed)
 
 
 def renewal_retryable(error: GroundControlError) -> bool:

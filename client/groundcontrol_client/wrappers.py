@@ -3,8 +3,9 @@
 The command runs in a process group of its own, so stopping it stops everything it started, and
 it dies with the wrapper however the wrapper dies (`lifeline`: the death signal on Linux and a
 watchdog everywhere). What it leaves running in its group when it exits is stopped too: nothing
-of it outlives the lease. The wrapper watches three things several times a second: the
-command's exit, the lease (lost), and the supervisor's directive (stop, pause, continue).
+of it outlives the lease. The wrapper watches four things several times a second: the
+command's exit, the lease (lost), the supervisor's directive (stop, pause, continue), and its
+watchdog (a dead one is replaced at once).
 """
 
 from __future__ import annotations
@@ -52,9 +53,16 @@ class _Child:
     watchdog that ends the group (and removes `remove`) if the wrapper dies before `close()`."""
 
     def __init__(
-        self, cmd: Sequence[str], env: dict[str, str], kill_after_s: float, remove: Sequence[str]
+        self,
+        cmd: Sequence[str],
+        env: dict[str, str],
+        kill_after_s: float,
+        remove: Sequence[str],
+        log: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.kill_after_s = kill_after_s
+        self.log = log or (lambda text, data: eprint(f"gctl: {text}"))
+        self._watchdog_failing = False
         self.interrupted: int | None = None
         self.paused = False
         self.watchdog = lifeline.Watchdog(grace_s=kill_after_s, remove=remove)
@@ -67,6 +75,26 @@ class _Child:
 
     def _signal(self, signum: int) -> None:
         lifeline.signal_group(self.proc.pid, signum)
+
+    def keep_watchdog(self) -> None:
+        """A watchdog that died (an OOM kill, a stray `kill`) is replaced at once: only it
+        reaches the command's children if the wrapper dies next."""
+        try:
+            if self.watchdog.keep():
+                self.log(
+                    "the watchdog died; started a new one (the command still dies with this "
+                    "wrapper)",
+                    {"watchdog": "restarted", "pid": self.watchdog.process.pid},
+                )
+        except OSError as error:  # tried again on the next poll; said once
+            if not self._watchdog_failing:
+                self.log(
+                    f"the watchdog died and could not be started again yet: {error}",
+                    {"watchdog": "dead", "error": str(error)},
+                )
+            self._watchdog_failing = True
+        else:
+            self._watchdog_failing = False
 
     @contextlib.contextmanager
     def forwarding(self) -> Iterator[None]:
@@ -92,18 +120,23 @@ class _Child:
         """SIGTERM, then SIGKILL after `kill_after_s`; the command's exit status."""
         self._signal(signal.SIGTERM)
         self._signal(signal.SIGCONT)  # a paused command cannot handle SIGTERM
-        try:
-            return self.proc.wait(self.kill_after_s)
-        except subprocess.TimeoutExpired:
-            self._signal(signal.SIGKILL)
-            return self.proc.wait()
+        deadline = time.monotonic() + self.kill_after_s
+        while (returncode := self.proc.poll()) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._signal(signal.SIGKILL)
+                return self.proc.wait()
+            self.keep_watchdog()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(min(POLL_S, remaining))
+        return returncode
 
     def close(self) -> None:
         """The command has ended: stop what it left running in its group (SIGTERM, SIGKILL
         after `kill_after_s`), then tell the watchdog the wrapper ends normally."""
         if self.proc.poll() is None:
             self.stop()
-        lifeline.end_group(self.proc.pid, self.kill_after_s)
+        lifeline.end_group(self.proc.pid, self.kill_after_s, tick=self.keep_watchdog)
         self.watchdog.done()
 
 
@@ -132,6 +165,7 @@ def _watch(
     """Wait for the command; stop it early if the tenure is lost, the directive says stop, or
     the wrapper is interrupted. The reason it was stopped, or None if it exited by itself."""
     while child.proc.poll() is None:
+        child.keep_watchdog()
         if child.interrupted is not None:
             return "interrupted"
         if tenure.lost:
@@ -197,7 +231,7 @@ def run_claimed(
         # The wrapper, not the command, speaks for the claim's process identity.
         env.pop("GC_PROCESS_ID", None)
         try:
-            child = _Child(cmd, env, kill_after_s, [str(evidence_path)] if temporary else [])
+            child = _Child(cmd, env, kill_after_s, [str(evidence_path)] if temporary else [], log)
         except OSError as error:
             reason = f"could not start the command: {error}"
             attempt.release_quietly(reason)
@@ -268,7 +302,7 @@ def hold_lease(
     env = dict(os.environ, GC_RESOURCE=lease.resource, GC_FENCE=str(lease.fence))
     env.pop("GC_PROCESS_ID", None)
     try:
-        child = _Child(cmd, env, kill_after_s, [])
+        child = _Child(cmd, env, kill_after_s, [], log)
     except OSError as error:
         lease.release()
         return Outcome(EXIT_CANNOT_RUN, "released", {"reason": f"could not start: {error}"})

@@ -23,8 +23,10 @@ def error(status: int, code: str, message: str = "refused", **fields: Any) -> ht
 class FakeServer:
     """One run with one slot, and resource leases, answering as the contract says.
 
-    Knobs: `down` makes every call fail to connect; `report_answer` replaces the answer to
-    reports (a refusal, say); `before_answer` runs inside each call (to move a fake clock).
+    Knobs: `down` makes every call fail to connect; `gateway` (502, 504, ...) answers every call
+    with that status and an HTML page, as a reverse proxy does while the server behind it
+    restarts; `report_answer` replaces the answer to reports (a refusal, say); `before_answer`
+    runs inside each call (to move a fake clock).
     """
 
     def __init__(self, *, interval_s: float = 0.3, grace_s: float = 0.3) -> None:
@@ -35,6 +37,7 @@ class FakeServer:
         self.directive = "continue"
         self.evidence_required: list[str] = []
         self.down = False
+        self.gateway: int | None = None
         self.report_answer: httpx.Response | None = None
         self.before_answer: Callable[[httpx.Request], None] | None = None
         self.fence = 0
@@ -141,6 +144,9 @@ class FakeServer:
             self.before_answer(request)
         if self.down:
             raise httpx.ConnectError("connection refused", request=request)
+        if self.gateway is not None:
+            page = f"<html><body><h1>{self.gateway} Bad Gateway</h1>nginx</body></html>"
+            return httpx.Response(self.gateway, text=page, headers={"content-type": "text/html"})
         assert request.headers["authorization"] == f"Bearer {KEY}"
         route = path.removeprefix("/api/v1/")
         if route == "runs/12/claim":

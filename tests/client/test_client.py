@@ -18,6 +18,7 @@ from groundcontrol_client import (
     DependencyUnavailable,
     Evidence,
     EvidenceMissing,
+    GatewayUnavailable,
     GroundControlError,
     KeyRevoked,
     LeaseHeld,
@@ -35,8 +36,11 @@ from groundcontrol_client import (
     TenureLost,
     Unavailable,
     ValidationFailed,
+    errors,
+    tenure,
 )
-from groundcontrol_client.errors import describe_denial
+from groundcontrol_client.client import RETRY_STATUSES
+from groundcontrol_client.errors import TRANSIENT_STATUSES, describe_denial, error_from_response
 
 from tests.client.fakes import KEY, URL, FakeServer, error
 
@@ -281,17 +285,54 @@ def test_it_carries_the_denials_fields() -> None:
 
 
 def test_it_maps_an_answer_without_an_error_body_by_status() -> None:
-    handle, _ = scripted(
-        httpx.Response(502, text="<html>bad gateway</html>"),
-        httpx.Response(503, text="<html>maintenance</html>"),
-        httpx.Response(200, json=ME),
-    )
+    handle, seen = scripted(httpx.Response(500, text="<html>oops</html>"))
     with pytest.raises(ServerError) as raised:
         make_client(handle, []).me()
-    assert raised.value.status == 502
-    # A 503 from a proxy is retried like the server's own.
-    handle, seen = scripted(httpx.Response(503, text="down"), httpx.Response(200, json=ME))
-    assert make_client(handle, []).me().hand == "hand-a" and len(seen) == 2
+    assert raised.value.status == 500 and len(seen) == 1  # the same call would fail the same way
+    # A proxy's page while the server restarts (502, 503, 504) is retried like the server's 503.
+    handle, seen = scripted(
+        httpx.Response(502, text="<html>bad gateway</html>"),
+        httpx.Response(503, text="<html>maintenance</html>"),
+        httpx.Response(504, text="<html>gateway timeout</html>"),
+        httpx.Response(200, json=ME),
+    )
+    assert make_client(handle, []).me().hand == "hand-a" and len(seen) == 4
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_proxys_gateway_error_is_transient_and_retried(status: int) -> None:
+    page = httpx.Response(status, text="<html>bad gateway</html>")
+    handle, seen = scripted(*[page] * 4)
+    with pytest.raises(GatewayUnavailable) as raised:
+        make_client(handle, []).me()
+    assert isinstance(raised.value, Unavailable) and raised.value.status == status
+    assert len(seen) == 4
+    assert "unavailable; try again shortly" in str(raised.value)
+
+
+def test_one_definition_of_transient_serves_every_retry() -> None:
+    """The client's retried statuses, the error table and the runtime's rule agree."""
+    assert RETRY_STATUSES == TRANSIENT_STATUSES == {429, 502, 503, 504}
+    for status in range(400, 600):
+        refusal = error_from_response(status, None)
+        assert errors.is_transient(refusal) == (status in RETRY_STATUSES), status
+        assert tenure.is_transient(refusal) == (status in RETRY_STATUSES), status
+    assert errors.is_transient(ConnectionFailed("down"))
+    assert not tenure.is_transient(tenure.LeaseUnconfirmed("not vouched"))
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_claim_is_not_sent_again_after_a_proxys_gateway_error(status: int) -> None:
+    """The proxy may have passed the claim on before it gave up on the server: a second claim
+    could take a second slot. A 503 is the server's own refusal: retried."""
+    server = FakeServer()
+    attempt = httpx.Response(201, json=server.attempt())
+    handle, seen = scripted(httpx.Response(status, text="<html>gateway</html>"), attempt)
+    with pytest.raises(GatewayUnavailable):
+        make_client(handle, []).claim(12, process_id="p")
+    assert len(seen) == 1
+    handle, seen = scripted(error(503, "dependency_unavailable"), attempt)
+    assert make_client(handle, []).claim(12, process_id="p").id == 41 and len(seen) == 2
 
 
 def test_it_sends_the_contracts_bodies() -> None:

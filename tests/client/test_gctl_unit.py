@@ -212,3 +212,62 @@ def test_it_lists_runs_as_sentences(fake: FakeServer, capsys: pytest.CaptureFixt
     fake.state, fake.fence = "finished", 1
     assert cli.main(["runs"]) == 0
     assert capsys.readouterr().out == "no open runs\n"
+
+
+def test_gctl_run_finishes_through_a_proxys_502_on_the_finish(
+    fake: FakeServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wrapper's finish meets a reverse proxy's 502 twice (the server restarting): it is
+    tried again until it gets through, and the attempt finishes instead of being released."""
+    original = fake.handle
+    bad = {"left": 2}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/finish") and bad["left"]:
+            bad["left"] -= 1
+            return httpx.Response(502, text="<html>502 Bad Gateway</html>")
+        return original(request)
+
+    monkeypatch.setattr(fake, "handle", handle)
+    script = 'echo "pull_request=https://git.test/pr/7" >> "$GC_EVIDENCE_FILE"'
+    assert cli.main(["run", "--run", "12", "--", "sh", "-c", script]) == 0
+    assert fake.state == "finished" and fake.calls("/release") == []
+    assert bad["left"] == 0
+    assert "attempt 41 finished" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("run", "twelve"), ("slot", 1.5), ("run", {}), ("slot", [0])]
+)
+def test_it_says_a_malformed_answer_plainly_instead_of_a_traceback(
+    fake: FakeServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    field: str,
+    value: Any,
+) -> None:
+    attempt = dict(fake.attempt(), fence=1, **{field: value})
+    monkeypatch.setattr(fake, "handle", lambda request: httpx.Response(201, json=attempt))
+    assert cli.main(["claim", "12", "--process-id", "p"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"gctl: error: the server's answer is not a valid attempt: {field} is {value!r}, not a "
+        "whole number (malformed_answer)\n"
+    )
+    assert "Traceback" not in err
+
+
+def test_it_says_a_malformed_list_item_plainly(
+    fake: FakeServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slots = [{"index": "first", "state": "open"}]
+    monkeypatch.setattr(fake, "handle", lambda request: httpx.Response(200, json=slots))
+    assert cli.main(["slots", "12"]) == 1
+    assert capsys.readouterr().err == (
+        "gctl: error: the server's answer is not a valid slot: index is 'first', not a whole "
+        "number (malformed_answer)\n"
+    )
+    monkeypatch.setattr(fake, "handle", lambda request: httpx.Response(200, json=[{"id": 1}]))
+    assert cli.main(["--json", "slots", "12"]) == 1
+    out = capsys.readouterr().out
+    assert '"code": "malformed_answer"' in out and "it has no index" in out

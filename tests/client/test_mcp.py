@@ -11,8 +11,9 @@ import time
 from typing import Any
 
 import anyio
+import httpx
 import pytest
-from groundcontrol_client import Client, __version__
+from groundcontrol_client import Client, RetryPolicy, __version__
 from groundcontrol_client.mcp_server import Session, build_server
 from mcp import Client as McpClient
 from mcp import StdioServerParameters
@@ -29,7 +30,7 @@ from tests.client.conftest import (
     assert_heartbeats_kept_the_claim,
     attempts_of,
 )
-from tests.client.fakes import FakeServer, error
+from tests.client.fakes import KEY, URL, FakeServer, error
 
 TOOLS = {
     "list_runs",
@@ -246,8 +247,52 @@ def test_it_describes_every_tool_and_parameter_with_its_range(session: Session) 
         (
             "finish",
             {"evidence": [{"kind": "pull_request"}]},
-            "finish was not run: evidence[0].url: field required. Call it again with valid "
-            "arguments.",
+            "finish was not run: evidence[0].url is required: an http(s) link to it, such as "
+            "the pull request's address. Call it again with valid arguments.",
+        ),
+        (
+            "finish",
+            {"evidence": [{"kind": 5, "url": "x"}, None]},
+            "finish was not run: evidence[0].kind must be a short string, the kind the brief "
+            "asks for (e.g. pull_request), not 5; evidence[1] must be an object {kind, url, "
+            'note (optional)}, such as {"kind": "pull_request", "url": "<its link>"}, not '
+            "null. Call it again with valid arguments.",
+        ),
+        (
+            "finish",
+            {"evidence": [{"kind": "pull_request", "url": "x", "note": ["a"]}]},
+            "finish was not run: evidence[0].note must be optional text, a few words about it, "
+            "not ['a']. Call it again with valid arguments.",
+        ),
+        (
+            "claim",
+            {"run_id": True},
+            "claim was not run: run_id must be a whole number of at least 1, not true. Call it "
+            "again with valid arguments.",
+        ),
+        (
+            "claim",
+            {"run_id": "12"},
+            "claim was not run: run_id must be a whole number of at least 1, not '12'. Call it "
+            "again with valid arguments.",
+        ),
+        (
+            "claim",
+            {"run_id": 12, "slot": False, "another_slot": "yes"},
+            "claim was not run: slot must be a whole number of at least 0, not false; "
+            "another_slot must be true or false, not 'yes'. Call it again with valid arguments.",
+        ),
+        (
+            "report_progress",
+            {"message": "hi", "percent": True},
+            "report_progress was not run: percent must be a number from 0 to 100, not true. "
+            "Call it again with valid arguments.",
+        ),
+        (
+            "read_brief",
+            {"attempt_id": "41"},
+            "read_brief was not run: attempt_id must be a whole number of at least 1, not '41'. "
+            "Call it again with valid arguments.",
         ),
     ],
 )
@@ -257,7 +302,9 @@ def test_it_answers_arguments_out_of_range_in_a_sentence_without_pydantics_text(
     _, answer = drive(build_server(session), [(tool, arguments)])
     assert answer.is_error
     assert text(answer) == sentence
-    assert "pydantic" not in text(answer) and "http" not in text(answer)
+    # No validator's text, no links (pydantic's carry its docs' address).
+    assert "pydantic" not in text(answer) and "://" not in text(answer)
+    assert "input should" not in text(answer).lower() and "field required" not in text(answer)
 
 
 def test_it_says_its_version_in_server_info_and_status(session: Session) -> None:
@@ -292,6 +339,89 @@ def test_it_claims_one_slot_of_a_run_unless_asked_for_another(
     assert another.is_error and text(another).startswith("run 12 has no open slot")
     assert len(fake.calls("/claim")) == 2
     session.close()
+
+
+def parallel(session: Session, calls: list[dict[str, Any]]) -> list[CallToolResult]:
+    """The `claim` calls at once, as a model's parallel tool use sends them."""
+    answers: list[CallToolResult] = []
+
+    async def together() -> None:
+        async with McpClient(build_server(session)) as mcp:
+
+            async def one(arguments: dict[str, Any]) -> None:
+                answers.append(await mcp.call_tool("claim", arguments))
+
+            async with anyio.create_task_group() as group:
+                for arguments in calls:
+                    group.start_soon(one, arguments)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(anyio.run, together).result(timeout=30)
+    return answers
+
+
+def slow_claims(fake: FakeServer, answer: Any = None) -> tuple[Session, list[int]]:
+    """A session whose claims take 0.3 s on the fake (a claim over the network), each granted a
+    slot of its own (or answered `answer`); and the slots granted, in order."""
+    granted: list[int] = []
+    lock = threading.Lock()
+
+    def attempt(n: int) -> dict[str, Any]:
+        data = dict(fake.attempt(), id=40 + n, slot=n - 1, fence=1)
+        data["lease"] = dict(data["lease"], resource=f"run/12/slot/{n - 1}", fence=1)
+        return data
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        found = re.fullmatch(r"/api/v1/attempts/(\d+)/reports", request.url.path)
+        if found:  # every granted attempt is renewed
+            data = attempt(int(found[1]) - 40)
+            return httpx.Response(200, json={"renewed": True, "attempt": data})
+        if not request.url.path.endswith("/runs/12/claim"):
+            return fake.handle(request)
+        time.sleep(0.3)
+        if answer is not None:
+            return answer
+        with lock:
+            granted.append(len(granted))
+            n = len(granted)
+        return httpx.Response(201, json=attempt(n))
+
+    client = Client(URL, KEY, transport=httpx.MockTransport(handle), retry=RetryPolicy(retries=0))
+    return Session(client, process_id="mcp-1"), granted
+
+
+def test_parallel_claims_of_one_run_take_one_slot_and_the_other_hears_why(
+    fake: FakeServer,
+) -> None:
+    session, granted = slow_claims(fake)
+    answers = parallel(session, [{"run_id": 12}, {"run_id": 12}])
+    assert granted == [0] and sorted(session.attempts) == [41]
+    said = sorted(text(a) for a in answers)
+    assert said[0].startswith("Claimed run 12 slot 0 as attempt 41")
+    assert said[1] == (
+        "This session is claiming a slot of run 12 already (another call, still waiting for "
+        "its answer): wait for it, then work on that slot. Claim another slot of the same run "
+        "only if the brief asks for it (another_slot: true)."
+    )
+    session.close()
+
+
+def test_parallel_claims_with_another_slot_take_two_slots(fake: FakeServer) -> None:
+    session, granted = slow_claims(fake)
+    answers = parallel(session, [{"run_id": 12}, {"run_id": 12, "another_slot": True}])
+    assert not any(a.is_error for a in answers), [text(a) for a in answers]
+    assert granted == [0, 1] and sorted(session.attempts) == [41, 42]
+    for attempt in list(session.attempts.values()):
+        attempt._stop_renewing()
+
+
+def test_a_refused_claim_frees_the_run_for_the_next_one(fake: FakeServer) -> None:
+    session, _ = slow_claims(fake, error(409, "no_open_slot", "run 12 has no open slot", slots=1))
+    answers = parallel(session, [{"run_id": 12}])
+    assert text(answers[0]).startswith("run 12 has no open slot")
+    assert session._claiming == {}
+    _, again = drive(build_server(session), [("claim", {"run_id": 12})])
+    assert text(again).startswith("run 12 has no open slot")  # sent, not "claiming already"
 
 
 def test_it_says_a_lost_claim_and_lease_on_later_calls_not_claim_a_slot_first(

@@ -232,6 +232,94 @@ def test_the_kernel_ends_the_command_even_when_the_watchdog_is_gone_too(
     wait_for(lambda: not alive(pid), timeout=3)
 
 
+def group_of(pids: Path, script: str) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """A command in a session and group of its own, as `lifeline.spawn` starts it: a shell
+    and a background sleep, each writing its pid."""
+    shell = subprocess.Popen(["sh", "-c", script.format(pids=pids)], start_new_session=True)
+    stray(shell.pid)
+    return shell, read_pids(pids, 2)
+
+
+def test_a_watchdog_that_died_is_replaced_for_the_same_group_and_files(tmp_path: Path) -> None:
+    """Only the watchdog reaches the command's children: one that died (an OOM kill, a stray
+    kill) is started again by `keep()`, with the group and the files to remove, so a wrapper
+    that dies next still takes them with it."""
+    shell, family = group_of(
+        tmp_path / "pids", "sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait"
+    )
+    evidence = tmp_path / "gc-evidence-1.txt"
+    evidence.touch()
+    watchdog = lifeline.Watchdog(grace_s=10, remove=[str(evidence)])
+    watchdog.watch(shell.pid)
+    assert watchdog.keep() is False  # alive: nothing to do
+    first = watchdog.process
+    first.kill()
+    first.wait(5)
+    assert watchdog.keep() is True and watchdog.restarts == 1
+    stray(watchdog.process.pid)
+    assert watchdog.process.pid != first.pid and watchdog.keep() is False
+    # The wrapper dies: its end of the pipe closes without a `done`.
+    os.close(watchdog._write_end)
+    wait_for(lambda: not any(map(alive, family)), timeout=3)
+    wait_for(lambda: not evidence.exists(), timeout=3)
+    assert watchdog.process.wait(5) == 0
+    shell.wait(5)
+
+
+def test_the_watchdog_kills_a_group_that_ignores_sigterm_within_2_s_of_the_wrappers_death(
+    tmp_path: Path,
+) -> None:
+    """With the wrapper dead nobody holds the lease: however long `--kill-after` is, the group
+    gets at most `ORPHAN_GRACE_S` (2 s) between SIGTERM and SIGKILL."""
+    script = "trap '' TERM; sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait"
+    shell, family = group_of(tmp_path / "pids", script)
+    watchdog = lifeline.Watchdog(grace_s=10, remove=[])
+    stray(watchdog.process.pid)
+    watchdog.watch(shell.pid)
+    time.sleep(0.2)  # the watchdog has read the group
+    died_at = time.monotonic()
+    os.close(watchdog._write_end)
+    time.sleep(0.5)
+    assert all(map(alive, family))  # SIGTERM ignored: still inside the grace
+    wait_for(lambda: not any(map(alive, family)), timeout=3)
+    assert lifeline.ORPHAN_GRACE_S - 0.1 <= time.monotonic() - died_at < 3
+    watchdog.process.wait(5)
+    shell.wait(5)
+
+
+def test_gctl_run_replaces_a_dead_watchdog_and_says_so(
+    gc: Fleet, tmp_path: Path, tmp: Path
+) -> None:
+    run = gc.run()
+    pids = tmp_path / "pids"
+    wrapper = start(
+        gc,
+        tmp,
+        "run",
+        "--run",
+        str(run.pk),
+        "--",
+        "sh",
+        "-c",
+        FAMILY.format(pids=pids, seen=tmp_path / "seen"),
+    )
+    family = read_pids(pids, 3)
+    (watchdog,) = [p for p in children_of(wrapper.pid) if b"watch" in cmdline(p)]
+    os.kill(watchdog, signal.SIGKILL)
+
+    def replaced() -> list[int]:
+        return [p for p in children_of(wrapper.pid) if b"watch" in cmdline(p) and p != watchdog]
+
+    wait_for(lambda: bool(replaced()), timeout=3)
+    for pid in replaced():
+        stray(pid)
+    killed_at = kill_9(wrapper)
+    wait_for(lambda: not any(map(alive, family)), timeout=3)
+    assert time.monotonic() - killed_at < 3
+    assert "the watchdog died; started a new one" in wrapper.stderr.read()
+    assert not list(tmp.glob("gc-evidence-*"))
+
+
 def cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
