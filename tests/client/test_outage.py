@@ -1,11 +1,11 @@
 """A brief outage never ends a valid tenure (issue 17, point 3), against a real server process.
 
 pytest-django's live server lives inside the test process and cannot be stopped; these tests run
-gunicorn against the test database (as the fault tests do) and take it away for 7 s mid-attempt,
-frozen (SIGSTOP: connections hang until the client's timeout) or killed and started again on the
-same port (connections refused). Interval and grace are chosen so the outage spans many retries:
-inside `interval + grace` the attempt is still live after it and finishes with its evidence;
-past it, the runtime says the tenure is lost, and releases nothing.
+the web server (granian) against the test database (as the fault tests do) and take it away for
+7 s mid-attempt, frozen (SIGSTOP: connections hang until the client's timeout) or killed and
+started again on the same port (connections refused). Interval and grace are chosen so the
+outage spans many retries: inside `interval + grace` the attempt is still live after it and
+finishes with its evidence; past it, the runtime says the tenure is lost, and releases nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from fleet.models import Attempt, AttemptEnd, Run
 from fleet.models import Hand as HandRecord
 from leases.models import Lease
 from tests.client.conftest import GCTL, PR_URL, attempts_of, mint, wait_for
-from tests.reliability.live import Gunicorn, database_url, server_env
+from tests.reliability.live import WebServer, database_url, server_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -40,14 +40,14 @@ TIMEOUT_S = 1.5  # per request: a frozen server costs a try this long, not the d
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Gunicorn]:
+def server(tmp_path: Path) -> Iterator[WebServer]:
     env = server_env(database_url(settings.DATABASES["default"]))
-    gunicorn = Gunicorn(env=env, log=tmp_path / "gunicorn.log", workers=2, threads=4)
-    with gunicorn:
-        yield gunicorn
+    web = WebServer(env=env, log=tmp_path / "web.log", workers=2, threads=4)
+    with web:
+        yield web
 
 
-def freeze(server: Gunicorn, seconds: float) -> None:
+def freeze(server: WebServer, seconds: float) -> None:
     """Master and workers stopped: the kernel still accepts connections, nobody answers."""
     assert server.process is not None
     os.killpg(server.process.pid, signal.SIGSTOP)
@@ -57,7 +57,7 @@ def freeze(server: Gunicorn, seconds: float) -> None:
         os.killpg(server.process.pid, signal.SIGCONT)
 
 
-def restart(server: Gunicorn, seconds: float) -> None:
+def restart(server: WebServer, seconds: float) -> None:
     """Killed at once (not a graceful stop that still answers), then started again on the same
     port after `seconds` (plus its boot)."""
     assert server.process is not None
@@ -67,13 +67,13 @@ def restart(server: Gunicorn, seconds: float) -> None:
     server.start()
 
 
-OUTAGES: dict[str, Callable[[Gunicorn, float], None]] = {"frozen": freeze, "down": restart}
+OUTAGES: dict[str, Callable[[WebServer, float], None]] = {"frozen": freeze, "down": restart}
 
 
 class Outage:
     """An outage in a thread of its own, so the agent can work (and call) through it."""
 
-    def __init__(self, server: Gunicorn, how: str, seconds: float = OUTAGE_S) -> None:
+    def __init__(self, server: WebServer, how: str, seconds: float = OUTAGE_S) -> None:
         self.thread = threading.Thread(target=OUTAGES[how], args=(server, seconds))
         self.started_at = 0.0
         self.ended_at = 0.0
@@ -105,7 +105,7 @@ class CountingTransport(httpx.HTTPTransport):
             raise
 
 
-def hand_for(server: Gunicorn, owner: HandRecord) -> tuple[Hand, CountingTransport]:
+def hand_for(server: WebServer, owner: HandRecord) -> tuple[Hand, CountingTransport]:
     wire = CountingTransport()
     client = Client(server.url, mint(owner), timeout=TIMEOUT_S, transport=wire)
     return Hand(client, process_id="outage:1:1"), wire
@@ -113,7 +113,7 @@ def hand_for(server: Gunicorn, owner: HandRecord) -> tuple[Hand, CountingTranspo
 
 @pytest.mark.parametrize("how", ["frozen", "down"])
 def test_it_rides_out_a_7_s_outage_inside_interval_and_grace_and_finishes(
-    server: Gunicorn,
+    server: WebServer,
     make_run: Callable[..., Run],
     owner: HandRecord,
     how: str,
@@ -147,7 +147,7 @@ def test_it_rides_out_a_7_s_outage_inside_interval_and_grace_and_finishes(
 
 
 def test_it_says_the_tenure_is_lost_when_the_outage_outlasts_interval_and_grace(
-    server: Gunicorn,
+    server: WebServer,
     make_run: Callable[..., Run],
     owner: HandRecord,
 ) -> None:
@@ -177,7 +177,7 @@ def test_it_says_the_tenure_is_lost_when_the_outage_outlasts_interval_and_grace(
     hand.close()
 
 
-def gctl(server: Gunicorn, key: str, *args: str) -> subprocess.Popen[str]:
+def gctl(server: WebServer, key: str, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GC_")}
     env.update(GC_URL=server.url, GC_KEY=key, GC_TIMEOUT=str(TIMEOUT_S))
     return subprocess.Popen(
@@ -187,7 +187,7 @@ def gctl(server: Gunicorn, key: str, *args: str) -> subprocess.Popen[str]:
 
 
 def test_gctl_run_rides_out_an_outage_and_finishes(
-    server: Gunicorn, make_run: Callable[..., Run], owner: HandRecord, tmp_path: Path
+    server: WebServer, make_run: Callable[..., Run], owner: HandRecord, tmp_path: Path
 ) -> None:
     run = make_run(
         slots=1,
@@ -213,7 +213,7 @@ def test_gctl_run_rides_out_an_outage_and_finishes(
 
 
 def test_gctl_hold_rides_out_an_outage_and_releases_at_the_end(
-    server: Gunicorn, owner: HandRecord, tmp_path: Path
+    server: WebServer, owner: HandRecord, tmp_path: Path
 ) -> None:
     started = tmp_path / "started"
     # A resource lease has no grace: the ttl alone must outlast the outage (given up at 18 s).

@@ -142,9 +142,6 @@ class WebServer:
         self.stop()
 
 
-# The old name (the server was gunicorn): tests/client/test_outage.py still imports it.
-Gunicorn = WebServer
-
 
 class Api:
     """A key's view of a live server: JSON in, JSON out, no retries (every answer counts)."""
