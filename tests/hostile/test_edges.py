@@ -22,6 +22,7 @@ from mcp import Client as McpClient
 from fleet.models import Run
 from leases.models import Event
 from tests.api.conftest import PR_URL, Api, error_of
+from tests.api.test_slots_api import claim, finish
 from tests.client.conftest import gc  # noqa: F401 - the live-server fleet
 from tests.client.fakes import KEY, URL, FakeServer
 from tests.client.test_mcp import drive, text
@@ -37,24 +38,6 @@ from tests.client.test_orphans import (
 from tests.client.test_runtime import FakeClock
 
 pytestmark = pytest.mark.django_db
-
-
-def claim(api: Api, run: Run, process: str = "a:1") -> dict[str, Any]:
-    response = api.post(f"/runs/{run.pk}/claim", {"process_id": process})
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
-def finish(api: Api, attempt: dict[str, Any], process: str = "a:1") -> None:
-    response = api.post(
-        f"/attempts/{attempt['id']}/finish",
-        {
-            "fence": attempt["fence"],
-            "process_id": process,
-            "evidence": [{"kind": "pull_request", "url": PR_URL}],
-        },
-    )
-    assert response.status_code == 200, response.content
 
 
 @pytest.fixture
