@@ -4,9 +4,9 @@ notifies and prunes exactly like production.
 
 The table of jobs is the beat schedule (`settings.CELERY_BEAT_SCHEDULE`); each job calls the same
 Celery task in-process. It is started by each web worker (`groundcontrol/server.py`, which
-`manage.py serve` and `scripts/run` use) only when `GC_EMBEDDED_SCHEDULER` is on (the default without REDIS_URL), and
-never by `migrate`, tests or other commands. Several processes running it at once is harmless:
-every job is safe to run concurrently.
+`manage.py serve` and `scripts/run` use) only when `GC_EMBEDDED_SCHEDULER` is on (the default
+without REDIS_URL), and never by `migrate`, tests or other commands. Several processes running
+it at once is harmless: every job is safe to run concurrently.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "leases",
     "fleet",
     "evidence",
+    "dashboard",
 ]
 
 MIDDLEWARE = [

@@ -1,7 +1,7 @@
 """The layering (DESIGN "Moving parts"), read off every module's imports: `leases/` is the ground
 floor and imports no app above it; `fleet/` builds on `leases/` and never imports `evidence/`,
-which hangs off it; `client/` imports no Django and no project package. Only the wiring
-(`groundcontrol/`'s URLs, settings, Celery) may import every app."""
+which hangs off it, nor `dashboard/`, the pages over both; `client/` imports no Django and no
+project package. Only the wiring (`groundcontrol/`'s URLs, settings, Celery) imports every app."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = {"leases", "fleet", "evidence", "groundcontrol", "bench", "tests"}
+PROJECT = {"leases", "fleet", "evidence", "dashboard", "groundcontrol", "bench", "tests"}
 # package -> the top-level packages it must never import
 FORBIDDEN = {
-    "leases": {"fleet", "evidence", "groundcontrol", "bench", "tests"},
-    "fleet": {"evidence", "bench", "tests"},
-    "evidence": {"bench", "tests"},
+    "leases": {"fleet", "evidence", "dashboard", "groundcontrol", "bench", "tests"},
+    "fleet": {"evidence", "dashboard", "bench", "tests"},
+    "evidence": {"dashboard", "bench", "tests"},
+    "dashboard": {"bench", "tests"},
     "client/groundcontrol_client": PROJECT | {"django", "rest_framework", "drf_spectacular"},
 }
 

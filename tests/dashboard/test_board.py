@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from fleet import dashboard
+from dashboard import pages as dashboard
+from dashboard.pages import BoardFilters
 from fleet import services as fleet
-from fleet.dashboard import BoardFilters
 from leases import clock
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
-from fleet.charts import STATE_COLOURS, Bar, state_chart_svg, timeline_svg
+from dashboard.charts import STATE_COLOURS, Bar, state_chart_svg, timeline_svg
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 SVG = "{http://www.w3.org/2000/svg}"

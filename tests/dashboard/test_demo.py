@@ -9,9 +9,10 @@ from collections import Counter
 import pytest
 from django.core.management import call_command
 
+from dashboard import pages as dashboard
+from dashboard.pages import BoardFilters
 from evidence.models import Evidence
-from fleet import dashboard, demo
-from fleet.dashboard import BoardFilters
+from fleet import demo
 from fleet.models import Attempt, AttemptEnd, HandKey, Run
 from leases.models import Refusal
 

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
+from dashboard.templatetags.dashboard import iso
 from evidence.services import attempt_finish
 from fleet import services as fleet
 from fleet.models import Report
-from fleet.templatetags.dashboard import iso
 from leases import clock
 from leases.errors import LeaseHeld
 from leases.models import Refusal

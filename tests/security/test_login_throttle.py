@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.test import Client
 
-from fleet import login_throttle
+from dashboard import login_throttle
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from fleet.dashboard import STATES
+from dashboard.pages import STATES
 from fleet.models import Directive, Lane, Role, Scope
 from leases.models import EventKind
 

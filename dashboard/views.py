@@ -1,4 +1,4 @@
-"""The supervisors' dashboard: thin views over `fleet.dashboard` (reads) and the services (writes).
+"""The supervisors' dashboard: thin views over `dashboard.pages` (reads) and the services (writes).
 
 Every page needs a login and a membership of the current workspace; a viewer reads, a supervisor
 acts on attempts, leases and runs, an admin manages hands, keys and members. Objects of another
@@ -26,11 +26,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
-from fleet import dashboard, login_throttle, selectors
-from fleet import services as fleet_services
-from fleet.charts import Bar, state_chart_svg, timeline_svg
-from fleet.dashboard import STATES, AttemptRow, BoardFilters
-from fleet.forms import (
+from dashboard import login_throttle, pages
+from dashboard.charts import Bar, state_chart_svg, timeline_svg
+from dashboard.forms import (
     BoardFilterForm,
     BreakLeaseForm,
     DirectiveForm,
@@ -46,6 +44,9 @@ from fleet.forms import (
     SlotsAddForm,
     WorkspaceSwitchForm,
 )
+from dashboard.pages import STATES, AttemptRow, BoardFilters
+from fleet import selectors
+from fleet import services as fleet_services
 from fleet.models import Directive, Membership, PlanState, Role
 from fleet.selectors import last_report_at
 from leases import engine
@@ -76,13 +77,13 @@ def dashboard_view(minimum: str = Role.VIEWER) -> Callable[[View], View]:
                     response["HX-Redirect"] = resolve_url(settings.LOGIN_URL)
                     return response
                 return redirect_to_login(request.get_full_path())
-            memberships = dashboard.memberships_for(request.user)
-            membership = dashboard.membership_pick(
+            memberships = pages.memberships_for(request.user)
+            membership = pages.membership_pick(
                 memberships, request.session.get(SESSION_WORKSPACE)
             )
             if membership is None:
                 return render(request, "fleet/no_workspace.html", status=403)
-            if not dashboard.role_allows(membership.role, minimum):
+            if not pages.role_allows(membership.role, minimum):
                 raise PermissionDenied(f"this needs the {minimum} role")
             request.gc_memberships = memberships  # type: ignore[attr-defined]
             request.gc_membership = membership  # type: ignore[attr-defined]
@@ -104,8 +105,8 @@ def _render(
         "membership": membership,
         "memberships": request.gc_memberships,  # type: ignore[attr-defined]
         "workspace": membership.workspace,
-        "can_act": dashboard.role_allows(membership.role, Role.SUPERVISOR),
-        "can_manage": dashboard.role_allows(membership.role, Role.ADMIN),
+        "can_act": pages.role_allows(membership.role, Role.SUPERVISOR),
+        "can_manage": pages.role_allows(membership.role, Role.ADMIN),
         "states": STATES,
         **context,
     }
@@ -174,7 +175,7 @@ def _board_filters(request: HttpRequest) -> BoardFilters:
 def board(request: HttpRequest, membership: Membership) -> HttpResponse:
     """The fleet board. An HTMX poll that sends the fingerprint it shows gets 204 (nothing to
     swap) when nothing changed, else only the board fragment."""
-    data = dashboard.board(workspace_id=membership.workspace_id, filters=_board_filters(request))
+    data = pages.board(workspace_id=membership.workspace_id, filters=_board_filters(request))
     if request.htmx and request.headers.get(FINGERPRINT_HEADER) == data.fingerprint:
         response = HttpResponse(status=204)
     else:
@@ -196,7 +197,7 @@ def board(request: HttpRequest, membership: Membership) -> HttpResponse:
         else:
             template = "fleet/board.html"
             svg = state_chart_svg(
-                dashboard.samples(workspace_id=membership.workspace_id), now=data.now
+                pages.samples(workspace_id=membership.workspace_id), now=data.now
             )
             context["chart_svg"] = mark_safe(svg)  # noqa: S308
         response = _render(request, template, context)
@@ -212,7 +213,7 @@ def _poll_seconds() -> float:
 @dashboard_view()
 def fleet_chart(request: HttpRequest, membership: Membership) -> HttpResponse:
     now = db_now()
-    svg = state_chart_svg(dashboard.samples(workspace_id=membership.workspace_id), now=now)
+    svg = state_chart_svg(pages.samples(workspace_id=membership.workspace_id), now=now)
     return _render(request, "fleet/board.html#chart", {"chart_svg": mark_safe(svg)})  # noqa: S308
 
 
@@ -221,20 +222,20 @@ def fleet_chart(request: HttpRequest, membership: Membership) -> HttpResponse:
 
 @dashboard_view()
 def lanes(request: HttpRequest, membership: Membership) -> HttpResponse:
-    lane_list, counts = dashboard.lanes_page(workspace_id=membership.workspace_id)
+    lane_list, counts = pages.lanes_page(workspace_id=membership.workspace_id)
     rows = [(lane, counts.get(lane.pk, {})) for lane in lane_list]
     return _render(request, "fleet/lanes.html", {"rows": rows})
 
 
 @dashboard_view()
 def lane_detail(request: HttpRequest, membership: Membership, slug: str) -> HttpResponse:
-    lane, packages = dashboard.lane_page(workspace_id=membership.workspace_id, slug=slug)
+    lane, packages = pages.lane_page(workspace_id=membership.workspace_id, slug=slug)
     return _render(request, "fleet/lane.html", {"lane": lane, "packages": packages})
 
 
 @dashboard_view()
 def work_package_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
-    package, runs, counts = dashboard.work_package_page(
+    package, runs, counts = pages.work_package_page(
         workspace_id=membership.workspace_id, package_id=pk
     )
     rows = [(run, counts.get(run.pk, {})) for run in runs]
@@ -292,7 +293,7 @@ def _timeline_context(
 
 @dashboard_view()
 def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
-    page = dashboard.run_page(workspace_id=membership.workspace_id, run_id=pk)
+    page = pages.run_page(workspace_id=membership.workspace_id, run_id=pk)
     timeline = _timeline_context(
         page.rows,
         now=page.now,
@@ -401,7 +402,7 @@ def run_add_slots(request: HttpRequest, membership: Membership, pk: int) -> Http
 @dashboard_view(Role.SUPERVISOR)
 @require_http_methods(["GET", "POST"])
 def run_close(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
-    page = dashboard.run_page(workspace_id=membership.workspace_id, run_id=pk)
+    page = pages.run_page(workspace_id=membership.workspace_id, run_id=pk)
     if request.method == "POST":
         try:
             fleet_services.run_set_state(
@@ -435,7 +436,7 @@ def run_close(request: HttpRequest, membership: Membership, pk: int) -> HttpResp
 @require_http_methods(["GET", "POST"])
 def attempt_directive(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
     """Pause and resume act at once; stop asks first (GET shows the confirmation)."""
-    row = dashboard.attempt_row(workspace_id=membership.workspace_id, attempt_id=pk)
+    row = pages.attempt_row(workspace_id=membership.workspace_id, attempt_id=pk)
     default = reverse("run", args=[row.attempt.run_id])
     if request.method == "POST":
         form = DirectiveForm(request.POST)
@@ -478,7 +479,7 @@ def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
         request.POST or None, workspace_id=membership.workspace_id, prefix="new"
     )
     if request.method == "POST":
-        if not dashboard.role_allows(membership.role, Role.ADMIN):
+        if not pages.role_allows(membership.role, Role.ADMIN):
             raise PermissionDenied("creating hands needs the admin role")
         if create_form.is_valid():
             try:
@@ -494,7 +495,7 @@ def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
     filters = HandFilterForm(request.GET)
     query = filters.cleaned_data.get("q", "") if filters.is_valid() else ""
     page = _page(request)
-    hand_list, has_next = dashboard.hands_list(
+    hand_list, has_next = pages.hands_list(
         workspace_id=membership.workspace_id, query=query, page=page
     )
     return _render(
@@ -514,7 +515,7 @@ def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
 
 @dashboard_view()
 def hand_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
-    page = dashboard.hand_page(workspace_id=membership.workspace_id, hand_id=pk)
+    page = pages.hand_page(workspace_id=membership.workspace_id, hand_id=pk)
     timeline = _timeline_context(
         page.rows,
         now=page.now,
@@ -529,7 +530,7 @@ def hand_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRe
 @dashboard_view(Role.ADMIN)
 @require_http_methods(["GET", "POST"])
 def key_issue(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
-    page = dashboard.hand_page(workspace_id=membership.workspace_id, hand_id=pk)
+    page = pages.hand_page(workspace_id=membership.workspace_id, hand_id=pk)
     form = KeyIssueForm(request.POST or None, workspace_id=membership.workspace_id)
     if request.method == "POST" and form.is_valid():
         try:
@@ -555,7 +556,7 @@ def key_issue(request: HttpRequest, membership: Membership, pk: int) -> HttpResp
 @dashboard_view(Role.ADMIN)
 @require_http_methods(["GET", "POST"])
 def key_revoke(request: HttpRequest, membership: Membership, prefix: str) -> HttpResponse:
-    key = dashboard.key_get(workspace_id=membership.workspace_id, prefix=prefix)
+    key = pages.key_get(workspace_id=membership.workspace_id, prefix=prefix)
     form = ReasonForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -592,7 +593,7 @@ def _filtered_list(
     request: HttpRequest,
     membership: Membership,
     form_class: type[Any],
-    select: Callable[..., dashboard.Paged],
+    select: Callable[..., pages.Paged],
     template: str,
 ) -> HttpResponse:
     """A list page: its filter form from the query string, one page of the selector's rows,
@@ -616,7 +617,7 @@ def _filtered_list(
 @dashboard_view()
 def leases(request: HttpRequest, membership: Membership) -> HttpResponse:
     return _filtered_list(
-        request, membership, LeaseFilterForm, dashboard.resource_leases, "fleet/leases.html"
+        request, membership, LeaseFilterForm, pages.resource_leases, "fleet/leases.html"
     )
 
 
@@ -659,14 +660,14 @@ def lease_break(request: HttpRequest, membership: Membership) -> HttpResponse:
 @dashboard_view()
 def refusals(request: HttpRequest, membership: Membership) -> HttpResponse:
     return _filtered_list(
-        request, membership, RefusalFilterForm, dashboard.refusals_list, "fleet/refusals.html"
+        request, membership, RefusalFilterForm, pages.refusals_list, "fleet/refusals.html"
     )
 
 
 @dashboard_view()
 def events(request: HttpRequest, membership: Membership) -> HttpResponse:
     return _filtered_list(
-        request, membership, EventFilterForm, dashboard.events_list, "fleet/events.html"
+        request, membership, EventFilterForm, pages.events_list, "fleet/events.html"
     )
 
 
@@ -695,14 +696,14 @@ def members(request: HttpRequest, membership: Membership) -> HttpResponse:
         request,
         "fleet/members.html",
         {
-            "members": dashboard.members_list(workspace_id=membership.workspace_id),
+            "members": pages.members_list(workspace_id=membership.workspace_id),
             "form": form,
         },
     )
 
 
 class ThrottledLoginView(LoginView):
-    """Django's login, slowed after repeated failures (fleet.login_throttle): while a wait is
+    """Django's login, slowed after repeated failures (dashboard.login_throttle): while a wait is
     running the form answers 429 without checking the password at all."""
 
     redirect_authenticated_user = True

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, path
 
-from fleet import views
+from dashboard import views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("login/", views.ThrottledLoginView.as_view(), name="login"),
