@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "fleet",
     "evidence",
     "dashboard",
+    "ops",
 ]
 
 MIDDLEWARE = [

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = {"leases", "fleet", "evidence", "dashboard", "groundcontrol", "bench", "tests"}
+PROJECT = {"leases", "fleet", "evidence", "dashboard", "ops", "groundcontrol", "bench", "tests"}
 # package -> the top-level packages it must never import
 FORBIDDEN = {
-    "leases": {"fleet", "evidence", "dashboard", "groundcontrol", "bench", "tests"},
-    "fleet": {"evidence", "dashboard", "bench", "tests"},
-    "evidence": {"dashboard", "bench", "tests"},
-    "dashboard": {"bench", "tests"},
+    "leases": {"fleet", "evidence", "dashboard", "ops", "groundcontrol", "bench", "tests"},
+    "fleet": {"evidence", "dashboard", "ops", "bench", "tests"},
+    "evidence": {"dashboard", "ops", "bench", "tests"},
+    "dashboard": {"ops", "bench", "tests"},
+    "ops": {"dashboard", "bench", "tests"},
     "client/groundcontrol_client": PROJECT | {"django", "rest_framework", "drf_spectacular"},
 }
 

@@ -60,7 +60,7 @@ def test_readyz_is_unavailable_when_the_database_is_down(client, monkeypatch) ->
         def cursor(self) -> None:
             raise OperationalError("connection refused")
 
-    monkeypatch.setattr("groundcontrol.ops.connection", Down())
+    monkeypatch.setattr("ops.views.connection", Down())
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["checks"]["database"] == "unavailable (OperationalError)"

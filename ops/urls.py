@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, URLResolver, path
 
-from groundcontrol import ops
+from ops import views as ops
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("healthz", ops.healthz, name="healthz"),
