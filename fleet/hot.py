@@ -119,9 +119,12 @@ def _key_cte(scope: Scope) -> str:
 
 
 # A report's caller: the key, joined in the report's own UPDATE (a report needs only the hand's
-# id, which the key row holds); a lane-limited key reaches only its lane's attempts.
+# id, which the key row holds); a lane-limited key reaches only its lane's attempts. `+ 0` keeps
+# the key's hand index out of the join: with one key per hand in the statistics, a generic plan
+# reached the key from the attempt's hand through it, and a hand with many keys (one per attempt
+# for revoke_when_done) would read them all per heartbeat; the key is found by its prefix.
 _KEY_REPORTER = fleet.ReportCaller(
-    hand="k.hand_id",
+    hand="(k.hand_id + 0)",
     joined=f"{HandKey._meta.db_table} k, ",
     where=(
         f"AND {_key_conditions(Scope.WORK)} AND mine.lane_id = COALESCE(k.lane_id, mine.lane_id) "

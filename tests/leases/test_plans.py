@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 
 from fleet import hot
+from fleet import services as fleet
 from leases.clock import now_sql
 from leases.models import Lease, LeaseKind, LeaseStatus
 
@@ -125,3 +126,22 @@ def test_the_jobs_still_find_their_rows_through_their_indexes(on_postgres: bool)
         seqscan=False,
     )
     assert REVOKE_INDEX in revoke, revoke
+
+
+@pytest.mark.parametrize("name", ["heartbeat", "report", "report_percent"])
+def test_with_one_key_per_hand_in_the_statistics_a_report_finds_its_key_by_prefix(
+    name: str, on_postgres: bool, workspace
+) -> None:
+    """Statistics that say each hand has one key made the key's hand index look as good as its
+    prefix; a hand with many keys (one per attempt, with revoke_when_done) would then have them
+    all read per call."""
+    if not on_postgres:
+        pytest.skip("the hot path's statements are PostgreSQL's")
+    for i in range(300):
+        hand, _ = fleet.hand_create(workspace=workspace, name=f"one-key-{i}")
+        fleet.key_issue(hand=hand, scopes=["work", "leases"], actor="test")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE fleet_handkey, fleet_hand, fleet_attempt, leases_lease")
+    plan = generic_plan(hot.statement(name, now_sql()))
+    assert re.search(r"Index Cond: \(\(prefix\)::text = \$\d+\)", plan), plan
+    assert "fleet_handkey_hand_id" not in plan, plan
