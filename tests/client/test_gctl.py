@@ -172,7 +172,8 @@ def test_it_claims_in_one_eval_with_export(gc: Fleet) -> None:
 
 
 def test_it_waits_for_a_slot_and_says_the_queues_answer(gc: Fleet) -> None:
-    run = gc.run()
+    # Nothing heartbeats the one-shot claim: its window must outlast the wait on a slow machine.
+    run = gc.run(heartbeat_interval_s=30, grace_s=30)
     held = gc.gctl("--json", "claim", str(run.pk), "--process-id", "a-1")
     attempt = json.loads(held.stdout)
     waiter = _start(gc, "claim", str(run.pk), "--wait", "20", "--export", key=gc.key_b)
