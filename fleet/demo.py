@@ -468,8 +468,9 @@ class WaiterHand(DemoHand):
                 if refused.code != "lease_held":
                     raise
                 self.say(
-                    f"{self.name}: {LOCK} is held by {refused.error.get('holder')} for "
-                    f"{refused.error.get('expires_in_s', 0):.0f}s more; waiting"
+                    f"{self.name}: {LOCK} is held by {refused.error.get('holder')}, renewing; "
+                    f"its current window ends in {refused.error.get('expires_in_s', 0):.0f} s; "
+                    "waiting"
                 )
                 if not self.pause(self.t.beat_every_s):
                     return
