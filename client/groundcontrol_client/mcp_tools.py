@@ -1,0 +1,411 @@
+"""The MCP tools, each answering the session's notices first and a refusal as a sentence, and
+the server that registers them."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, ParamSpec
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field, ValidationError
+
+from groundcontrol_client.client import __version__
+from groundcontrol_client.errors import GroundControlError, describe
+from groundcontrol_client.mcp_parameters import (
+    MAX_TEXT,
+    MAX_TTL_S,
+    MAX_WAIT_S,
+    AttemptId,
+    EvidenceItem,
+    Resource,
+    RunId,
+    WaitS,
+    invalid_arguments,
+)
+from groundcontrol_client.mcp_session import Session, logger
+from groundcontrol_client.models import Evidence, describe_lease, describe_run
+from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
+
+INSTRUCTIONS = """\
+Ground Control coordinates you with other agents. Find work with `list_runs`, claim a slot of a
+run with `claim` before you work on it; this server keeps your claim alive in the background,
+so you never renew anything yourself. Read the brief (`read_brief`), report progress now and
+then (`report_progress`), and finish with the evidence the brief asks for (`finish`, with links
+such as a pull request), or `release` with a reason if you cannot finish. Before you change a
+shared resource (a directory, a migration lock), take a lease on it with `acquire_lease`.
+If a claim or a lease is denied: wait, pick other work, or escalate. Never work on something
+whose claim or lease you were told is lost; if the supervisor says stop, release and stop; if it
+says pause, wait and check again with `status`.
+"""
+
+P = ParamSpec("P")
+
+
+def _text(text: str, *, error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
+
+
+class GroundControlMCP(MCPServer):
+    """The SDK's server, with argument errors answered as a sentence (the SDK answers
+    pydantic's text, links included)."""
+
+    def __init__(self, answer: Callable[[str, bool], CallToolResult], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._answer = answer
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            tool = self._tool_manager.get_tool(name)
+            if tool is None or not isinstance(error.__cause__, ValidationError):
+                raise
+            return self._answer(invalid_arguments(name, error.__cause__, tool.parameters), True)
+
+
+# --- the tools ---------------------------------------------------------------------------------
+
+
+def build_server(session: Session) -> MCPServer:
+    def answer(text: str, error: bool) -> CallToolResult:
+        return _text("\n".join([*session.notices(), text]), error=error)
+
+    # WARNING: stderr is the host's log; a line per HTTP request would drown what matters.
+    server = GroundControlMCP(
+        answer,
+        name="groundcontrol",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
+
+    def tool(fn: Callable[P, str]) -> Callable[P, CallToolResult]:
+        """Answer with the notices first; a refusal becomes a plain sentence, not a crash."""
+
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+            session.observe()
+            try:
+                text, error = fn(*args, **kwargs), False
+            except GroundControlError as refusal:
+                text, error = describe(refusal), True
+            except LookupError as missing:
+                text, error = str(missing.args[0]), True
+            except Exception as crash:  # a bug here must not reach the model as a traceback
+                logger.exception("tool %s failed", fn.__name__)
+                text = (
+                    f"{fn.__name__} failed inside Ground Control's MCP server "
+                    f"({type(crash).__name__}); try again, or escalate."
+                )
+                error = True
+            return answer(text, error)
+
+        wrapper.__annotations__["return"] = CallToolResult
+        server.add_tool(wrapper)
+        return wrapper
+
+    @tool
+    def list_runs(
+        state: Annotated[
+            Literal["open", "closed", "done", "all"],
+            Field(
+                description="open (default: runs that take claims), closed (stopped by the "
+                "supervisor), done (every slot finished), or all."
+            ),
+        ] = "open",
+        lane: Annotated[
+            str | None,
+            Field(description="Only this lane's runs (the lane's slug). Default: every lane."),
+        ] = None,
+    ) -> str:
+        """The runs you may work on, with how many of their slots are open. Claim one with
+        `claim`; a run with no open slot has every slot held or done."""
+        runs = session.client.runs(state=None if state == "all" else state, lane=lane)
+        where = f" in lane {lane}" if lane else ""
+        if not runs:
+            which = "no runs" if state == "all" else f"no {state} runs"
+            return f"There are {which}{where}: wait, or escalate to your supervisor."
+        with session.lock:
+            held = {a.run_id: a for a in session.attempts.values()}
+        lines = []
+        for run in runs:
+            line = describe_run(run)
+            if run.id in held:
+                line += f" (you hold slot {held[run.id].slot} as attempt {held[run.id].id})"
+            lines.append(f"- {line}.")
+        title = "Runs" if state == "all" else f"{state.capitalize()} runs"
+        return f"{title}{where}:\n" + "\n".join(lines)
+
+    @tool
+    def list_open_slots(run_id: RunId) -> str:
+        """The open slots of a run, which you may claim."""
+        slots = session.client.slots(run_id, state=None)
+        open_ = [s for s in slots if s.state == "open"]
+        if open_:
+            return f"Run {run_id} has open slots: {', '.join(str(s.index) for s in open_)}."
+        held = [s for s in slots if s.state == "held"]
+        done = [s for s in slots if s.state == "done"]
+        if slots and len(done) == len(slots):
+            return f"Run {run_id} is done: every slot was finished. Pick other work."
+        windows = [s.expires_in_s for s in held if s.expires_in_s is not None]
+        soonest = (
+            f"; the soonest holder's current window ends in {max(min(windows), 0):.0f} s"
+            if windows
+            else ""
+        )
+        return (
+            f"Run {run_id} has no open slot ({len(held)} held, {len(done)} done{soonest}): "
+            "wait, pick other work, or escalate."
+        )
+
+    @tool
+    def claim(
+        run_id: RunId,
+        slot: Annotated[
+            int | None,
+            Field(
+                ge=0,
+                strict=True,
+                description="A particular slot (from 0). Default: the lowest open one.",
+            ),
+        ] = None,
+        wait_s: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=MAX_WAIT_S,
+                strict=True,
+                description="If every slot is taken, keep asking for up to this many seconds "
+                "(0 to 60). Default: answer at once.",
+            ),
+        ] = None,
+        another_slot: Annotated[
+            bool,
+            Field(
+                strict=True,
+                description="Claim a further slot of a run this session already holds a slot "
+                "of. Leave it false unless the brief asks you to work several slots at once.",
+            ),
+        ] = False,
+    ) -> str:
+        """Claim an open slot of a run, so that its work is yours. The claim is kept alive in
+        the background for as long as this session runs; if the session dies, the claim lapses
+        after the run's heartbeat interval and grace, and the slot goes to someone else."""
+        attempt = ClaimedAttempt(
+            session.client, run_id, process_id=session.process_id, slot=slot, wait=wait_s
+        )
+        # The check and the claim are one step: the run is reserved until the claim is
+        # answered, so two tool calls at once (parallel tool use) never take two slots.
+        with session.reserving(run_id, another_slot):
+            attempt.open()
+            with session.lock:
+                session.attempts[attempt.id] = attempt
+        return (
+            f"Claimed run {run_id} slot {attempt.slot} as attempt {attempt.id} (fence "
+            f"{attempt.fence}). It is kept alive for you while this session runs. Read the brief "
+            "next; when done, finish with the evidence it asks for."
+        )
+
+    @tool
+    def read_brief(attempt_id: AttemptId = None) -> str:
+        """The task of your claimed attempt (Markdown) and the evidence it must leave."""
+        brief = session.attempt(attempt_id).brief()
+        required = ", ".join(brief.evidence_required) or "none"
+        return f"# {brief.title}\n\n{brief.brief.strip()}\n\nEvidence required: {required}."
+
+    @tool
+    def report_progress(
+        message: Annotated[
+            str,
+            Field(
+                max_length=MAX_TEXT,
+                description="What happened, for the supervisor (up to 2000 characters).",
+            ),
+        ],
+        percent: Annotated[
+            float | None,
+            Field(ge=0, le=100, strict=True, description="How far along the work is, 0 to 100."),
+        ] = None,
+        kind: Annotated[
+            Literal["progress", "blocker", "note", "heartbeat"],
+            Field(
+                description="progress (default); blocker: you are stuck, say on what; note: "
+                "anything else worth keeping; heartbeat: only that you are alive (never "
+                "needed: this session heartbeats for you)."
+            ),
+        ] = "progress",
+        attempt_id: AttemptId = None,
+    ) -> str:
+        """Tell the supervisor how the work goes. The answer carries the supervisor's directive
+        (continue, pause or stop)."""
+        attempt = session.attempt(attempt_id)
+        result = attempt.report(message, percent=percent, kind=kind)
+        return f"Reported on attempt {attempt.id}. Directive: {result.attempt.directive}."
+
+    @tool
+    def finish(
+        evidence: Annotated[
+            list[EvidenceItem],
+            Field(
+                min_length=1,
+                description="The evidence the brief asks for: one {kind, url, note?} per item, "
+                "e.g. {kind: pull_request, url: https://…}.",
+            ),
+        ],
+        summary: Annotated[
+            str | None,
+            Field(max_length=MAX_TEXT, description="What was done, in a sentence or two."),
+        ] = None,
+        attempt_id: AttemptId = None,
+    ) -> str:
+        """Finish your attempt with evidence (links of the kinds the brief asks for). The slot
+        is done: nobody claims it again."""
+        attempt = session.attempt(attempt_id)
+        attempt.finish([Evidence(kind=e.kind, url=e.url, note=e.note) for e in evidence], summary)
+        with session.lock:
+            session.attempts.pop(attempt.id, None)
+        return f"Finished attempt {attempt.id} with {len(evidence)} evidence item(s)."
+
+    @tool
+    def release(
+        reason: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_TEXT,
+                description="Why you give it back, for the supervisor and the next hand.",
+            ),
+        ],
+        attempt_id: AttemptId = None,
+    ) -> str:
+        """Give your slot back with a reason (you cannot finish, or were told to stop). The slot
+        is open to others at once."""
+        attempt = session.attempt(attempt_id)
+        with session.lock:
+            session.attempts.pop(attempt.id, None)
+        attempt.release(reason)
+        return f"Released attempt {attempt.id}; the slot is open to others again."
+
+    @tool
+    def acquire_lease(
+        resource: Resource,
+        ttl_s: Annotated[
+            float,
+            Field(
+                ge=1,
+                le=MAX_TTL_S,
+                strict=True,
+                description="Seconds the lease lasts without renewal (1 to 86400, default "
+                "300). This session renews it in the background, so it matters only if the "
+                "session dies: the lease then lapses ttl_s after the last renewal, and others "
+                "may take it.",
+            ),
+        ] = 300,
+        wait_s: WaitS = None,
+    ) -> str:
+        """Take a lease on a resource (a path like src/auth/, a lock's name) before you change
+        it, so no other agent changes it meanwhile. Kept alive in the background until you
+        release it."""
+        with session.lock:
+            held = session.leases.get(resource)
+        if held is not None:
+            return f"You already hold {resource} at fence {held.fence}; it is kept alive for you."
+        lease = HeldLease(
+            session.client, resource, ttl_s=ttl_s, process_id=session.process_id, wait_s=wait_s
+        )
+        lease.open()
+        with session.lock:
+            session.leases[resource] = lease
+            session.lost_leases.pop(resource, None)
+        return (
+            f"Acquired {resource} at fence {lease.fence}; it is kept alive for you. Release it "
+            "when you are done with it."
+        )
+
+    @tool
+    def release_lease(resource: Resource) -> str:
+        """Release a resource lease you hold: others may take it at once."""
+        lease = session.lease(resource)
+        with session.lock:
+            session.leases.pop(resource, None)
+        lease.release()
+        return f"Released {resource}."
+
+    @tool
+    def check_lease(resource: Resource) -> str:
+        """Is your lease on a resource still valid? Ask right before a write that must not
+        come from a stale holder."""
+        lease = session.lease(resource)
+        checked = lease.check()
+        return f"Your lease on {resource} is valid at fence {checked.fence}."
+
+    @tool
+    def list_leases(
+        prefix: Annotated[
+            str | None,
+            Field(description="Only resources whose name starts with this, e.g. src/."),
+        ] = None,
+        holder: Annotated[
+            str | None, Field(description="Only leases this hand holds (a hand's name).")
+        ] = None,
+    ) -> str:
+        """The workspace's resource leases: who holds what, so you can pick work nobody is
+        changing. Yours are marked."""
+        leases = [
+            lease
+            for lease in session.client.leases(prefix=prefix, holder=holder)
+            if lease.holder and lease.state not in ("free", "lost")
+        ]
+        if not leases:
+            return "Nobody holds a resource lease" + (f" under {prefix}." if prefix else ".")
+        with session.lock:
+            mine = {r: lease.fence for r, lease in session.leases.items()}
+        lines = [
+            f"- {describe_lease(lease)}"
+            + (" (yours)" if mine.get(lease.resource) == lease.fence else "")
+            + "."
+            for lease in leases
+        ]
+        return "Resource leases:\n" + "\n".join(lines)
+
+    @tool
+    def list_my_leases() -> str:
+        """The resource leases this session holds (kept alive for you), and those it lost."""
+        with session.lock:
+            held = [
+                f"- {r} at fence {lease.fence} (ttl {lease.ttl_s:g} s, kept alive for you)."
+                for r, lease in session.leases.items()
+            ]
+            lost = [f"- {gone.sentence()}" for gone in session.lost_leases.values()]
+        if not held and not lost:
+            return "This session holds no resource lease."
+        text = "You hold:\n" + "\n".join(held) if held else "You hold no resource lease."
+        return text + ("\nLost:\n" + "\n".join(lost) if lost else "")
+
+    @tool
+    def status() -> str:
+        """What this session holds, the directives on your attempts, what it lost, and the
+        server's version."""
+        with session.lock:
+            attempts = [
+                f"attempt {a.id} (run {a.run_id} slot {a.slot}, fence {a.fence}): "
+                f"directive {a.directive}"
+                for a in session.attempts.values()
+            ]
+            leases = [f"lease {r} (fence {lease.fence})" for r, lease in session.leases.items()]
+            lost = [c.sentence() for c in session.lost_claims.values()] + [
+                lease.sentence() for lease in session.lost_leases.values()
+            ]
+        lines = [
+            "You hold: " + "; ".join(attempts + leases)
+            if attempts or leases
+            else ("You hold nothing.")
+        ]
+        lines += [f"Lost: {sentence}" for sentence in lost]
+        lines.append(f"(Ground Control MCP server, groundcontrol-client {__version__}.)")
+        return "\n".join(lines)
+
+    return server
