@@ -1,0 +1,88 @@
+"""gctl's commands that last as long as something else does: `run` and `hold` keep a claim or a
+lease alive while a command runs, `mcp` while a model's session does. Each speaks for its own
+process, not its parent's: it lives as long as what it holds."""
+
+from __future__ import annotations
+
+import argparse
+
+from groundcontrol_client import wrappers
+from groundcontrol_client.cli_environment import wrapper_process_id
+from groundcontrol_client.cli_output import UsageError, waiting_notice, wrapper_log
+from groundcontrol_client.client import Client
+from groundcontrol_client.errors import EvidenceMissing, ValidationFailed, describe
+from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
+from groundcontrol_client.wrappers import EXIT_ERROR, EXIT_OK
+
+
+def _wrapped_command(args: argparse.Namespace) -> list[str]:
+    if not args.cmd:
+        raise UsageError("give the command to run after --")
+    return list(args.cmd)
+
+
+def cmd_run(client: Client, args: argparse.Namespace) -> int:
+    cmd = _wrapped_command(args)
+    log = wrapper_log(args)
+    attempt = ClaimedAttempt(
+        client,
+        args.run,
+        process_id=wrapper_process_id(args),
+        slot=args.slot,
+        on_wait=waiting_notice(args, f"a slot of run {args.run}"),
+    )
+    try:
+        # run_claimed claims (waiting up to --wait for an open slot), then runs the command.
+        outcome = wrappers.run_claimed(
+            attempt, cmd, kill_after_s=args.kill_after, log=log, wait=args.wait
+        )
+    except (EvidenceMissing, ValidationFailed) as error:
+        if not attempt.claimed:
+            raise  # the claim itself was refused: the main handler says why
+        # The wrapper released the attempt: the finish it tried was refused.
+        missing = ", ".join(map(str, error.get("missing") or []))
+        log(
+            f"attempt {attempt.id} released: the finish was refused: {describe(error)}"
+            + (
+                f" Write it to $GC_EVIDENCE_FILE, one kind=url a line ({missing}=…)."
+                if missing
+                else ""
+            )
+            + f" ({error.code})",
+            {"status": "released", "error": error.to_dict()},
+        )
+        return EXIT_ERROR
+    reason = outcome.detail.get("reason")
+    log(
+        f"attempt {attempt.id} {outcome.status}" + (f": {reason}" if reason else ""),
+        {"status": outcome.status, **outcome.detail},
+    )
+    return outcome.exit_code
+
+
+def cmd_hold(client: Client, args: argparse.Namespace) -> int:
+    cmd = _wrapped_command(args)
+    log = wrapper_log(args)
+    lease = HeldLease(
+        client,
+        args.resource,
+        ttl_s=args.ttl,
+        process_id=wrapper_process_id(args),
+        wait_s=args.wait,
+    )
+    lease.open()
+    log(
+        f"holding {args.resource} at fence {lease.fence}",
+        {"resource": args.resource, "fence": lease.fence},
+    )
+    outcome = wrappers.hold_lease(lease, cmd, kill_after_s=args.kill_after, log=log)
+    log(f"{args.resource} {outcome.status}", {"status": outcome.status, **outcome.detail})
+    return outcome.exit_code
+
+
+def cmd_mcp(client: Client, args: argparse.Namespace) -> int:
+    # Imported here: only `gctl mcp` needs the MCP SDK; the other commands start without it.
+    from groundcontrol_client.mcp_server import serve
+
+    serve(client, process_id=wrapper_process_id(args))
+    return EXIT_OK
