@@ -8,8 +8,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY . .
-# Editable, so the code runs from /app, next to templates/ and static/.
-RUN pip install -e . \
+# Editable, so the code runs from /app, next to templates/ and static/. The client
+# (groundcontrol_client) beside it: the demo fleet's hands (`manage.py demo_fleet`) use it.
+RUN pip install -e . ./client \
     && useradd --create-home --uid 10001 groundcontrol \
     && mkdir -p /app/var \
     && chown groundcontrol /app/var

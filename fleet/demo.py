@@ -2,7 +2,8 @@
 
 `setup` prepares the demo workspace in-process through the services (a lane, a work package,
 three runs with short intervals, four hands with fresh keys); `DemoFleet` then runs one thread per
-hand that speaks only HTTP to the server:
+hand that speaks to the server only over REST, through the project's own client
+(`groundcontrol_client.Client`), as any agent would:
 
 - healthy:  claims a slot, heartbeats and reports progress, and holds the `migrations` lock;
 - quiet:    claims, heartbeats a little, then goes silent: late, stalled, then lost; then again;
@@ -30,7 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import groundcontrol_client as gc
 import httpx
+from groundcontrol_client.errors import describe_holder
 
 from fleet import services as fleet
 from fleet.models import Attempt, Hand, HandKey, Run, Scope
@@ -190,71 +193,49 @@ def _tidy(workspace_id: int, hands: list[Hand]) -> None:
 # --- The hands -----------------------------------------------------------------------------------
 
 
-class Refused(Exception):
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        error = body.get("error", {}) if isinstance(body, dict) else {}
-        super().__init__(f"{status} {error.get('code')}: {error.get('message')}")
-        self.status = status
-        self.code = str(error.get("code", ""))
-        self.error = error
-
-
-class Api:
-    """The few REST calls a hand makes (CONTRACT.md), with its own key."""
-
-    def __init__(self, base_url: str, key: str, timeout_s: float = 15.0) -> None:
-        self.client = httpx.Client(
-            base_url=base_url.rstrip("/") + "/api/v1/",
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=timeout_s,
-        )
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        response = self.client.request(method, path, json=body)
-        payload = response.json() if response.content else {}
-        if response.status_code >= 400:
-            raise Refused(response.status_code, payload)
-        return payload
-
-    def close(self) -> None:
-        self.client.close()
+def _client(url: str, key: str, stopping: threading.Event) -> gc.Client:
+    """The project's own client (`groundcontrol_client`) with one hand's key. It rides out a
+    brief outage with its retries; their backoff ends as soon as the fleet is stopping, so a
+    stop does not wait on a server that has gone."""
+    return gc.Client(url, key, timeout=15.0, sleep=stopping.wait)
 
 
 class Planner:
     """The demo's supervisor: plans a new run like a done one, over REST with a `plan` key."""
 
-    def __init__(self, url: str, key: str, work_package_id: int) -> None:
+    def __init__(
+        self, url: str, key: str, work_package_id: int, *, stopping: threading.Event
+    ) -> None:
         self.url, self.key, self.work_package_id = url, key, work_package_id
+        self.stopping = stopping
         self._lock = threading.Lock()
 
     def run_like(self, run_id: int) -> int:
-        api = Api(self.url, self.key)
-        try:
-            with self._lock:
-                done = api.call("GET", f"runs/{run_id}")
-                again = {
-                    name: done[name]
-                    for name in (
-                        "title",
-                        "brief",
-                        "evidence_required",
-                        "heartbeat_interval_s",
-                        "grace_s",
-                    )
-                }
-                return int(
-                    api.call(
-                        "POST",
-                        f"work-packages/{self.work_package_id}/runs",
-                        {**again, "slots": done["slots"]},
-                    )["id"]
-                )
-        finally:
-            api.close()
+        # The client has no call to read one run or to plan a run, so these two go through its
+        # own transport (`Client.request`): the same auth, errors and retries as its typed calls.
+        with _client(self.url, self.key, self.stopping) as client, self._lock:
+            answer = client.request("GET", f"runs/{int(run_id)}")
+            done = gc.Run.from_wire(answer)
+            again = {
+                "title": done.title,
+                "brief": str(answer.get("brief") or ""),
+                "evidence_required": done.evidence_required,
+                "heartbeat_interval_s": int(done.heartbeat_interval_s),
+                "grace_s": int(done.grace_s),
+                "slots": done.slots.total,
+            }
+            planned = client.request(
+                "POST", f"work-packages/{self.work_package_id}/runs", json=again, idempotent=False
+            )
+            return gc.Run.from_wire(planned).id
 
 
 class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
-    """One simulated hand: a loop of tenures, each a `tenure()` call, with rests between."""
+    """One simulated hand: a loop of tenures, each a `tenure()` call, with rests between.
+
+    It speaks through the typed `groundcontrol_client.Client`, not the runtime's `Hand`: the
+    runtime heartbeats from a background thread, and these hands script their own heartbeats
+    (the quiet one stops on purpose, so its tenure goes late, stalled and lost)."""
 
     def __init__(
         self,
@@ -271,7 +252,7 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.planner = planner
-        self.api = Api(url, key)
+        self.client = _client(url, key, stopping)
         self.run_id = run_id
         self.t = timings
         self.stopping = stopping
@@ -279,7 +260,7 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
         self.lock_taken = lock_taken
         self.say = say
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{name}"
-        self.attempt: dict[str, Any] | None = None
+        self.attempt: gc.Attempt | None = None
 
     # Helpers -------------------------------------------------------------------------------
 
@@ -289,63 +270,53 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
 
     def claim(self) -> bool:
         try:
-            self.attempt = self.api.call(
-                "POST", f"runs/{self.run_id}/claim", {"process_id": self.process_id}
-            )
-        except Refused as refused:
-            if refused.error.get("run_state") == "done" and self.planner is not None:
+            self.attempt = self.client.claim(self.run_id, process_id=self.process_id)
+        except gc.ConnectionFailed:
+            raise
+        except gc.GroundControlError as refused:
+            if refused.get("run_state") == "done" and self.planner is not None:
                 self.run_id = self.planner.run_like(self.run_id)
                 self.say(f"{self.name}: its run is done; the planner planned run {self.run_id}")
                 return self.claim()
             self.say(f"{self.name}: claim refused ({refused.code}); trying again soon")
             return False
-        assert self.attempt is not None
         self.say(
-            f"{self.name}: claimed slot {self.attempt['slot']} of run {self.run_id} "
-            f"(attempt {self.attempt['id']}, fence {self.attempt['lease']['fence']})"
+            f"{self.name}: claimed slot {self.attempt.slot} of run {self.run_id} "
+            f"(attempt {self.attempt.id}, fence {self.attempt.fence})"
         )
         return True
 
     def report(self, kind: str = "heartbeat", **fields: Any) -> str:
         """Heartbeat (or progress) with our process identity; returns the directive."""
         assert self.attempt is not None
-        body = {
-            "fence": self.attempt["lease"]["fence"],
-            "process_id": self.process_id,
-            "kind": kind,
+        answer = self.client.report(
+            self.attempt.id,
+            fence=self.attempt.fence,
+            process_id=self.process_id,
+            kind=kind,
             **fields,
-        }
-        answer = self.api.call("POST", f"attempts/{self.attempt['id']}/reports", body)
-        self.attempt = answer["attempt"]
-        return str(self.attempt["directive"])
+        )
+        self.attempt = answer.attempt
+        return self.attempt.directive
 
     def release(self, reason: str) -> None:
         assert self.attempt is not None
-        self.api.call(
-            "POST",
-            f"attempts/{self.attempt['id']}/release",
-            {
-                "fence": self.attempt["lease"]["fence"],
-                "process_id": self.process_id,
-                "reason": reason,
-            },
+        self.client.release(
+            self.attempt.id, fence=self.attempt.fence, process_id=self.process_id, reason=reason
         )
-        self.say(f"{self.name}: released attempt {self.attempt['id']}: {reason}")
+        self.say(f"{self.name}: released attempt {self.attempt.id}: {reason}")
         self.attempt = None
 
-    def finish(self, evidence: list[dict[str, str]], summary: str) -> None:
+    def finish(self, evidence: list[gc.Evidence], summary: str) -> None:
         assert self.attempt is not None
-        self.api.call(
-            "POST",
-            f"attempts/{self.attempt['id']}/finish",
-            {
-                "fence": self.attempt["lease"]["fence"],
-                "process_id": self.process_id,
-                "evidence": evidence,
-                "summary": summary,
-            },
+        self.client.finish(
+            self.attempt.id,
+            fence=self.attempt.fence,
+            process_id=self.process_id,
+            evidence=evidence,
+            summary=summary,
         )
-        self.say(f"{self.name}: finished attempt {self.attempt['id']}")
+        self.say(f"{self.name}: finished attempt {self.attempt.id}")
 
     def beat_until(self, seconds: float, *, progress: tuple[float, float] | None = None) -> str:
         """Heartbeat every beat for `seconds`; 'stop' as soon as a stop directive arrives.
@@ -368,23 +339,26 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
     # The loop ------------------------------------------------------------------------------
 
     def run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                if self.claim():
-                    self.tenure()
-            except Refused as refused:
-                self.say(f"{self.name}: refused ({refused.code}): {refused.error.get('message')}")
-                self.give_back(f"gave up after {refused.code}")
-            except httpx.HTTPError as error:
-                self.say(f"{self.name}: cannot reach the server ({error.__class__.__name__})")
-            self.attempt = None
-            if not self.pause(self.t.rest_s):
-                break
-        self.api.close()
+        try:
+            while not self.stopping.is_set():
+                try:
+                    if self.claim():
+                        self.tenure()
+                except gc.ConnectionFailed as error:
+                    self.say(f"{self.name}: cannot reach the server ({error.message})")
+                except gc.GroundControlError as refused:
+                    self.say(f"{self.name}: refused ({refused.code}): {refused.message}")
+                    self.give_back(f"gave up after {refused.code}")
+                self.attempt = None
+                if not self.pause(self.t.rest_s):
+                    break
+        finally:
+            self.client.close()
 
-    def acquire_lock(self, wait_s: float = 0) -> dict[str, Any]:
-        body = {"resource": LOCK, "ttl_s": self.t.lock_ttl_s, "process_id": self.process_id}
-        return self.api.call("POST", "leases/acquire", {**body, "wait_s": wait_s})
+    def acquire_lock(self, wait_s: float | None = None) -> gc.Lease:
+        return self.client.lease_acquire(
+            LOCK, ttl_s=self.t.lock_ttl_s, process_id=self.process_id, wait_s=wait_s
+        )
 
     def give_back(self, reason: str) -> None:
         """Release a tenure cut short by a refusal, so its slot is open at once rather than
@@ -393,7 +367,7 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
             return
         try:
             self.release(reason)
-        except (Refused, httpx.HTTPError):
+        except gc.GroundControlError:
             self.attempt = None
 
     @abc.abstractmethod
@@ -409,7 +383,7 @@ class HealthyHand(DemoHand):
 
     def tenure(self) -> None:
         lock = self.acquire_lock()
-        self.say(f"{self.name}: holds the {LOCK} lock (fence {lock['fence']})")
+        self.say(f"{self.name}: holds the {LOCK} lock (fence {lock.fence})")
         self.lock_taken.set()
         while not self.stopping.is_set():
             directive = self.beat_until(self.t.lock_ttl_s / 2, progress=(0, 99))
@@ -443,11 +417,11 @@ class FinisherHand(DemoHand):
             return
         if directive == "exit" or self.attempt is None:
             return
-        pull_request = {
-            "kind": "pull_request",
-            "url": f"https://example.com/acme/app/pull/{self.attempt['id']}",
-            "note": "fixes the flaky login test",
-        }
+        pull_request = gc.Evidence(
+            kind="pull_request",
+            url=f"https://example.com/acme/app/pull/{self.attempt.id}",
+            note="fixes the flaky login test",
+        )
         self.finish([pull_request], "The test raced the session cleanup; it now waits for it.")
 
 
@@ -464,21 +438,15 @@ class WaiterHand(DemoHand):
                 return
             try:
                 lock = self.acquire_lock(wait_s=self.t.wait_s)
-            except Refused as refused:
-                if refused.code != "lease_held":
-                    raise
-                self.say(
-                    f"{self.name}: {LOCK} is held by {refused.error.get('holder')}, renewing; "
-                    f"its current window ends in {refused.error.get('expires_in_s', 0):.0f} s; "
-                    "waiting"
-                )
+            except gc.LeaseHeld as held:
+                self.say(f"{self.name}: {LOCK} is held by {describe_holder(held.fields)}; waiting")
                 if not self.pause(self.t.beat_every_s):
                     return
                 continue
             # The lock came free: migrate, let go of it, and finish.
-            self.say(f"{self.name}: got the {LOCK} lock (fence {lock['fence']})")
+            self.say(f"{self.name}: got the {LOCK} lock (fence {lock.fence})")
             self.report("progress", percent=100, message="migrated")
-            self.api.call("POST", "leases/release", {"resource": LOCK, "fence": lock["fence"]})
+            self.client.lease_release(LOCK, fence=lock.fence)
             self.finish([], "index added")
             return
         self.release(f"gave up waiting for the {LOCK} lock")
@@ -505,7 +473,11 @@ class DemoFleet:
     ) -> None:
         self.stopping = threading.Event()
         lock_taken = threading.Event()
-        planner = Planner(url, plan.planner_key, plan.work_package_id) if plan.planner_key else None
+        planner = (
+            Planner(url, plan.planner_key, plan.work_package_id, stopping=self.stopping)
+            if plan.planner_key
+            else None
+        )
         self.hands = [
             _BEHAVIOURS[name](
                 name,
