@@ -118,15 +118,15 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
             # A bare heartbeat: the fleet's one-statement renewing report (the slot lease's
             # renewal; the report row and the attempt's stamp at most once a minute), with the
             # caller as parameters, as the services send it.
-            from fleet import services as fleet_services
+            from fleet.services import reports as report_services
 
-            statement = fleet_services.report_statement(
+            statement = report_services.report_statement(
                 with_percent=False,
                 bare=True,
-                caller=fleet_services.ReportCaller(hand="%(hand_id)s"),
+                caller=report_services.ReportCaller(hand="%(hand_id)s"),
             )
             params = {
-                **fleet_services.report_params(
+                **report_services.report_params(
                     attempt_id=me["attempt_id"],
                     fence=me["attempt_fence"],
                     kind="heartbeat",

@@ -14,15 +14,17 @@ import django
 
 
 def make(clients: int) -> dict[str, object]:
-    from fleet import services as fleet
+    from fleet.services import attempts as attempt_services
+    from fleet.services import plan as plan_services
+    from hands import services as hand_services
     from leases import engine
     from leases import services as lease_services
 
-    workspace = fleet.workspace_get_or_create(name="bench")
-    lane, _ = fleet.lane_create(workspace=workspace, slug="bench")
-    package, _ = fleet.work_package_create(lane=lane, key="bench", title="Benchmark")
+    workspace = hand_services.workspace_get_or_create(name="bench")
+    lane, _ = hand_services.lane_create(workspace=workspace, slug="bench")
+    package, _ = plan_services.work_package_create(lane=lane, key="bench", title="Benchmark")
     # An hour of heartbeat interval and half an hour of grace: nothing expires during a run.
-    run = fleet.run_create(
+    run = plan_services.run_create(
         work_package=package,
         title="Heartbeats",
         slots=clients,
@@ -31,10 +33,12 @@ def make(clients: int) -> dict[str, object]:
     )
     out = []
     for i in range(clients):
-        hand, _ = fleet.hand_create(workspace=workspace, name=f"bench-{i}")
-        key = fleet.key_issue(hand=hand, scopes=["work", "leases"], actor="bench").plaintext
+        hand, _ = hand_services.hand_create(workspace=workspace, name=f"bench-{i}")
+        key = hand_services.key_issue(hand=hand, scopes=["work", "leases"], actor="bench").plaintext
         process_id = f"bench:{i}"
-        view = fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=process_id, slot=i)
+        view = attempt_services.attempt_claim(
+            hand=hand, run_id=run.pk, process_id=process_id, slot=i
+        )
         resource = f"bench/renew/{i}"
         lease = lease_services.lease_acquire(
             workspace_id=workspace.pk,

@@ -39,10 +39,10 @@ def _lease_rows(*, workspace_id: int, n: int, due: int, prefix: str) -> None:
 
 
 def sweep(n: int, fraction: float) -> dict[str, Any]:
-    from fleet import services as fleet
-    from fleet.jobs import leases_sweep
+    from hands import services as hand_services
+    from ops.jobs import leases_sweep
 
-    workspace = fleet.workspace_get_or_create(name=f"scale-sweep-{n}-{fraction}")
+    workspace = hand_services.workspace_get_or_create(name=f"scale-sweep-{n}-{fraction}")
     due = round(n * fraction)
     _lease_rows(workspace_id=workspace.pk, n=n, due=due, prefix=f"scale/{n}/{fraction}/")
     start = time.perf_counter()
@@ -67,13 +67,14 @@ def _fleet(n: int) -> tuple[Any, Any]:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from fleet import services as fleet
-    from fleet.models import Attempt, Hand, Role, Run, Slot, WorkPackage
+    from fleet.models import Attempt, Run, Slot, WorkPackage
+    from hands import services as hand_services
+    from hands.models import Hand, Role
     from leases.clock import db_now
     from leases.models import Lease
 
-    workspace = fleet.workspace_get_or_create(name=f"scale-board-{n}")
-    lane, _ = fleet.lane_create(workspace=workspace, slug="scale")
+    workspace = hand_services.workspace_get_or_create(name=f"scale-board-{n}")
+    lane, _ = hand_services.lane_create(workspace=workspace, slug="scale")
     package = WorkPackage.objects.create(workspace=workspace, lane=lane, key="scale", title="S")
     run = Run.objects.create(
         workspace=workspace,
@@ -120,7 +121,7 @@ def _fleet(n: int) -> tuple[Any, Any]:
             {"ws": workspace.pk, "run": run.pk, "lane": lane.pk, "now": now},
         )
     user, _ = get_user_model().objects.get_or_create(username=f"scale-admin-{n}")
-    fleet.membership_set(workspace=workspace, user=user, role=Role.ADMIN)
+    hand_services.membership_set(workspace=workspace, user=user, role=Role.ADMIN)
     return workspace, user
 
 

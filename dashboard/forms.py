@@ -7,7 +7,8 @@ from typing import Any
 from django import forms
 
 from dashboard.pages import STATES
-from fleet.models import Directive, Lane, Role, Scope
+from fleet.models import Directive
+from hands.models import Lane, Role, Scope
 from leases.models import EventKind
 
 REFUSAL_CODES = [

@@ -29,31 +29,20 @@ from django.db.models import (
     When,
 )
 
-from fleet.models import (
-    Attempt,
-    Hand,
-    HandKey,
-    Lane,
-    Membership,
-    Report,
-    Role,
-    Run,
-    Slot,
-    SlotState,
-    WorkPackage,
-)
+from apikit.errors import NotFound
+from fleet.models import Attempt, Report, Run, Slot, SlotState, WorkPackage
 from fleet.selectors import (
     ATTEMPT_STATES,
     attempt_state,
-    lane_get,
     last_report_at,
     slot_state,
     tenure_state_expression,
     work_package_get,
 )
+from hands.models import Hand, HandKey, Lane, Membership, Role
+from hands.selectors import lane_get
 from leases.clock import db_now
 from leases.engine import LeaseSnapshot
-from leases.errors import NotFound
 from leases.models import Event, Lease, LeaseKind, LeaseStatus, Refusal
 from leases.state import next_threshold
 

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from evidence.models import Evidence
-from fleet.admin import StampedAdmin
+from leases.admin import StampedAdmin
 
 
 @admin.register(Evidence)

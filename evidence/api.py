@@ -9,22 +9,16 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apikit.api import error_responses
+from apikit.inputs import StrictCharField, valid
 from evidence.models import Evidence
 from evidence.services import MAX_EVIDENCE_ITEMS, attempt_finish
 from fleet import selectors
-from fleet.api import (
-    READ_ATTEMPT,
-    TENURE_ERRORS,
-    WORK,
-    AttemptOut,
-    HandAPIView,
-    StrictCharField,
-    _fence,
-    _name,
-    attempt_json,
-    valid,
-)
-from groundcontrol.api import error_responses
+from fleet.api.attempts import TENURE_ERRORS
+from fleet.api.inputs import fence_field
+from fleet.api.presenters import attempt_json
+from fleet.api.schemas import AttemptOut
+from hands.views import READ_ATTEMPT, WORK, HandAPIView, name_field
 
 
 class EvidenceIn(serializers.Serializer):
@@ -34,8 +28,8 @@ class EvidenceIn(serializers.Serializer):
 
 
 class FinishIn(serializers.Serializer):
-    fence = _fence()
-    process_id = _name()
+    fence = fence_field()
+    process_id = name_field()
     evidence = serializers.ListField(
         child=EvidenceIn(), required=False, default=list, max_length=MAX_EVIDENCE_ITEMS
     )

@@ -8,12 +8,14 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
+from apikit.errors import ValidationFailed
+from evidence.errors import EvidenceMissing
 from evidence.models import Evidence
-from fleet.models import AttemptEnd, Hand
+from fleet.models import AttemptEnd
 from fleet.selectors import AttemptView, attempt_view
-from fleet.services import attempt_end, attempt_for_ending
+from fleet.services.attempts import attempt_end, attempt_for_ending
+from hands.models import Hand
 from leases.audit import refusals_recorded
-from leases.errors import EvidenceMissing, ValidationFailed
 
 MAX_EVIDENCE_ITEMS = 50
 MAX_URL_LENGTH = 2000

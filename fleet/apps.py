@@ -1,14 +1,11 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_save
 
 
 class FleetConfig(AppConfig):
+    """The work: work packages, runs and slots, attempts and reports, the sweep."""
+
     name = "fleet"
     verbose_name = "Fleet"
 
     def ready(self) -> None:
-        from fleet.models import Lane
-        from fleet.selectors import forget_lane
-
-        post_save.connect(forget_lane, sender=Lane, dispatch_uid="fleet.forget_lane.save")
-        post_delete.connect(forget_lane, sender=Lane, dispatch_uid="fleet.forget_lane.delete")
+        from fleet import errors  # noqa: F401 - the codes the OpenAPI error answers name

@@ -35,9 +35,12 @@ import groundcontrol_client as gc
 import httpx
 from groundcontrol_client.errors import describe_holder
 
-from fleet import services as fleet
-from fleet.models import Attempt, Hand, HandKey, Run, Scope
-from leases.errors import GroundControlError
+from apikit.errors import GroundControlError
+from fleet.models import Attempt, Run
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
+from hands import services as hand_services
+from hands.models import Hand, HandKey, Scope
 from leases.models import Lease, LeaseKind, LeaseStatus
 
 logger = logging.getLogger(__name__)
@@ -115,15 +118,15 @@ def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> Demo
     Whatever a previous demo process left held (its hands' open attempts, the lock) is broken,
     and its keys revoked, so a restart begins clean instead of waiting for those to be lost.
     """
-    workspace = fleet.workspace_get_or_create(name=workspace_name)
-    lane, _ = fleet.lane_create(
+    workspace = hand_services.workspace_get_or_create(name=workspace_name)
+    lane, _ = hand_services.lane_create(
         workspace=workspace,
         slug=LANE_SLUG,
         name="Demo fleet",
         heartbeat_interval_s=timings.heartbeat_interval_s,
         grace_s=timings.grace_s,
     )
-    package, _ = fleet.work_package_create(
+    package, _ = plan_services.work_package_create(
         lane=lane, key="demo-week", title="Demo week", external_ref="https://example.com/issues/1"
     )
     runs: dict[str, Run] = {}
@@ -133,7 +136,7 @@ def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> Demo
             timings.heartbeat_interval_s,
             timings.grace_s,
         ):
-            run = fleet.run_create(
+            run = plan_services.run_create(
                 work_package=package,
                 title=title,
                 brief=brief,
@@ -144,16 +147,18 @@ def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> Demo
             )
         runs[title] = run
     hands = {
-        name: fleet.hand_create(workspace=workspace, name=name, lane=lane)[0]
+        name: hand_services.hand_create(workspace=workspace, name=name, lane=lane)[0]
         for name in (*HAND_NAMES, PLANNER)
     }
     _tidy(workspace.pk, list(hands.values()))
     planner = hands.pop(PLANNER)
     keys = {
-        name: fleet.key_issue(hand=hand, scopes=[Scope.WORK, Scope.LEASES], actor=ACTOR).plaintext
+        name: hand_services.key_issue(
+            hand=hand, scopes=[Scope.WORK, Scope.LEASES], actor=ACTOR
+        ).plaintext
         for name, hand in hands.items()
     }
-    planner_key = fleet.key_issue(hand=planner, scopes=[Scope.PLAN], lane=lane, actor=ACTOR)
+    planner_key = hand_services.key_issue(hand=planner, scopes=[Scope.PLAN], lane=lane, actor=ACTOR)
     return DemoPlan(
         workspace_id=workspace.pk,
         runs={name: runs[title].pk for name, title in _WORK.items()},
@@ -174,7 +179,7 @@ def _tidy(workspace_id: int, hands: list[Hand]) -> None:
     )
     for resource in sorted(resources):
         try:
-            fleet.lease_break(
+            attempt_services.lease_break(
                 workspace_id=workspace_id,
                 resource=resource,
                 actor=ACTOR,
@@ -185,7 +190,7 @@ def _tidy(workspace_id: int, hands: list[Hand]) -> None:
     for prefix in HandKey.objects.filter(hand__in=hands, revoked_at=None).values_list(
         "prefix", flat=True
     ):
-        fleet.key_revoke(
+        hand_services.key_revoke(
             workspace_id=workspace_id, prefix=prefix, actor=ACTOR, reason="demo fleet restarted"
         )
 

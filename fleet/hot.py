@@ -40,17 +40,20 @@ from django.db import (
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from fleet import keys
-from fleet import services as fleet
-from fleet.api import MAX_NAME, MAX_REASON, lease_json, report_row_json
-from fleet.models import Hand, HandKey, ReportKind, Scope
-from groundcontrol.api import RATE_COUNTED, max_body_bytes
-from groundcontrol.ratelimit import rate_caller, rate_limit
+from apikit.api import RATE_COUNTED, max_body_bytes
+from apikit.errors import GroundControlError, RateLimited
+from apikit.ratelimit import rate_caller, rate_limit
+from fleet.api.presenters import lease_json, report_row_json
+from fleet.models import ReportKind
+from fleet.services import reports as report_services
+from hands import keys
+from hands import services as hand_services
+from hands.models import Hand, HandKey, Scope
+from hands.views import MAX_NAME, MAX_REASON
 from leases import engine
 from leases import services as lease_services
 from leases.audit import event_insert_sql
 from leases.clock import now_sql
-from leases.errors import GroundControlError, RateLimited
 from leases.fences import as_fence
 from leases.models import EventKind, LeaseKind
 from leases.waiting import MAX_WAIT_S
@@ -94,12 +97,12 @@ def plain_float(value: object, *, minimum: float, maximum: float) -> float | Non
 
 
 def _key_conditions(scope: Scope) -> str:
-    """The key check on the key `k`: valid for `scope` now (`fleet.keys`). The secret is
+    """The key check on the key `k`: valid for `scope` now (`hands.keys`). The secret is
     compared as its SHA-256 hash (the stored form), so the comparison's timing says nothing
     about the secret.
 
     Every statement returns the key's id and `last_used_at`, which a statement of its own stamps
-    when it is a minute old (`fleet.services.key_mark_used`); a data-modifying CTE would cost
+    when it is a minute old (`hands.services.key_mark_used`); a data-modifying CTE would cost
     its table's index locks on every call even when it writes nothing (docs/performance.md)."""
     return "k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s AND " + (
         keys.usable_sql("k", "{now}", scope.value)
@@ -123,7 +126,7 @@ def _key_cte(scope: Scope) -> str:
 # the key's hand index out of the join: with one key per hand in the statistics, a generic plan
 # reached the key from the attempt's hand through it, and a hand with many keys (one per attempt
 # for revoke_when_done) would read them all per heartbeat; the key is found by its prefix.
-_KEY_REPORTER = fleet.ReportCaller(
+_KEY_REPORTER = report_services.ReportCaller(
     hand="(k.hand_id + 0)",
     joined=f"{HandKey._meta.db_table} k, ",
     where=(
@@ -183,7 +186,7 @@ def statement(name: str, clock: str) -> str:
         return engine.render(_renew_template(), **_KEY_CALLER)
     if name == "acquire":
         return engine.render(_acquire_template(), **_KEY_CALLER)
-    return fleet.report_statement(
+    return report_services.report_statement(
         with_percent=name == "report_percent",
         bare=name == "heartbeat",
         answer_only=True,
@@ -221,11 +224,13 @@ def _stamp_key(row: tuple[Any, ...], server_time_at: int) -> tuple[Any, ...]:
     """Every statement's row ends with the key's id and last use: stamp the key's last_used_at
     if it is a minute old, and leave them out."""
     key_id, used_at = row[-2:]
-    _bookkeeping("stamping the key", fleet.key_mark_used, key_id, used_at, row[server_time_at])
+    _bookkeeping(
+        "stamping the key", hand_services.key_mark_used, key_id, used_at, row[server_time_at]
+    )
     return row[:-2]
 
 
-_REPORT_TIME = fleet.REPORT_ANSWER_LEASE.index("server_time")
+_REPORT_TIME = report_services.REPORT_ANSWER_LEASE.index("server_time")
 _LEASE_TIME = len(engine.COLUMNS)
 
 # --- The three calls ------------------------------------------------------------------------------
@@ -324,7 +329,7 @@ class Report(HotCall):
             or (details is not None and type(details) is not dict)
         ):
             return None
-        params |= fleet.report_params(
+        params |= report_services.report_params(
             attempt_id=attempt_id,
             fence=fence,
             kind=kind,
@@ -334,7 +339,7 @@ class Report(HotCall):
             details=details,
             lease_id=lease_id,
         )
-        if fleet.is_bare_heartbeat(kind, message or "", percent, details):
+        if report_services.is_bare_heartbeat(kind, message or "", percent, details):
             return Prepared("heartbeat", params)
         return Prepared("report_percent" if percent is not None else "report", params)
 
@@ -353,7 +358,7 @@ class Report(HotCall):
             at = answer[_REPORT_TIME]
             written = _bookkeeping(
                 "the heartbeat's record",
-                fleet.heartbeat_record,
+                report_services.heartbeat_record,
                 attempt_id=attempt_id,
                 fence=fence,
                 at=at,
@@ -429,7 +434,7 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
         row = run_statement(db, statement(prepared.name, now_sql()), params)
     except (OperationalError, InterfaceError):
         # The database is out of reach, perhaps after applying the statement: answered 503 by
-        # the middleware (groundcontrol.api), never tried again by the DRF view.
+        # the middleware (apikit.api), never tried again by the DRF view.
         raise
     except DatabaseError:
         # The statement itself was refused, so nothing was applied: the DRF view explains.

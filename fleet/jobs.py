@@ -1,109 +1,41 @@
-"""The periodic jobs: record lease transitions (the sweep), revoke keys, prune old records.
+"""The fleet's periodic jobs: record lease transitions (the sweep) and revoke keys.
 
-None of these decides anything a hand or a supervisor depends on (DESIGN rule 3): a lease's state
-is computed from its timestamps at every call, so a lost holder is refused and its slot is open
-whether or not a sweep has run. The jobs record each transition once, end lost attempts, revoke
-keys, and tidy. They are set-based (one statement per batch, on an index), idempotent, and safe
-with several workers and two beats at once: rows are claimed with a conditional UPDATE whose
+Neither decides anything a hand or a supervisor depends on (DESIGN rule 3): a lease's state is
+computed from its timestamps at every call, so a lost holder is refused and its slot is open
+whether or not a sweep has run. The jobs record each transition once, end lost attempts and
+revoke keys. They are set-based (one statement per batch, on an index), idempotent, and safe with
+several workers and two beats at once: rows are claimed with a conditional UPDATE whose
 candidates are locked with `FOR UPDATE SKIP LOCKED` on PostgreSQL (SQLite has one writer at a
-time), and every event is written in the transaction that claimed its row.
+time), and every event is written in the transaction that claimed its row. `ops.jobs` records
+their runs and starts webhook delivery when they wrote events.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
 
-from fleet import keys
-from fleet.models import Attempt, Hand, HandKey, JobRun, Report, WebhookDelivery
-from fleet.selectors import tenure_state_sql
-from fleet.services import attempt_mark_lost
-from fleet.sql import seconds_param, skip_locked
-from fleet.webhooks import webhooks_kick, webhooks_run
+from fleet.models import Attempt
+from fleet.services.attempts import attempt_mark_lost
+from hands import keys
+from hands.models import Hand, HandKey
 from leases.audit import event, record_events
-from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
-from leases.models import Event, EventKind, Lease, LeaseKind, LeaseState, Refusal
+from leases.clock import now_sql, parse_timestamp, plus_seconds_sql
+from leases.jobs import MAX_BATCHES, SYSTEM_ACTOR, JobResult, seconds_param, skip_locked
+from leases.jobs import rows as _rows
+from leases.models import Event, EventKind, Lease, LeaseKind, LeaseState
 from leases.state import next_check_sql, state_sql
 
 logger = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-SYSTEM_ACTOR = "system"
 LEASES = Lease._meta.db_table
 KEYS = HandKey._meta.db_table
 ATTEMPTS = Attempt._meta.db_table
-# A sweep stops after this many batches and leaves the rest to the next run, so one run cannot
-# hold a worker forever after an outage.
-MAX_BATCHES = 1000
-
-
-def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return list(cursor.fetchall()) if cursor.description else []
-
-
-# --- Job bookkeeping ----------------------------------------------------------------------------
-
-
-@dataclass
-class JobResult:
-    """What a run did, for its JobRun row, the task's return value and the logs."""
-
-    processed: int = 0
-    failed: int = 0
-    lag_s: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def recorded(name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Time a job and record its run in JobRun (shared by every worker, read by /metrics)."""
-
-    def decorate(func: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(func)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            started_at = db_now()
-            started = time.monotonic()
-            result = func(*args, **kwargs)
-            job_run_record(
-                name=name,
-                started_at=started_at,
-                duration_s=time.monotonic() - started,
-                result=result if isinstance(result, JobResult) else None,
-            )
-            return result
-
-        return wrapper
-
-    return decorate
-
-
-def job_run_record(
-    *, name: str, started_at: datetime, duration_s: float, result: JobResult | None
-) -> None:
-    JobRun.objects.get_or_create(name=name)
-    JobRun.objects.filter(name=name).update(
-        runs=F("runs") + 1,
-        last_started_at=started_at,
-        last_finished_at=now_expression(),
-        last_duration_s=duration_s,
-        last_processed=result.processed if result else 0,
-        last_failed=result.failed if result else 0,
-        last_lag_s=result.lag_s if result else 0.0,
-    )
 
 
 # --- The sweep ----------------------------------------------------------------------------------
@@ -150,9 +82,11 @@ class _Due:
     def transitions(self) -> list[str]:
         """Every state passed since the last record, in order: a sweep that ran late still
         records late and stalled before lost, each once."""
-        path = [LeaseState.LATE, LeaseState.STALLED, LeaseState.LOST] if self.grace_s > 0 else [
-            LeaseState.LOST
-        ]
+        path = (
+            [LeaseState.LATE, LeaseState.STALLED, LeaseState.LOST]
+            if self.grace_s > 0
+            else [LeaseState.LOST]
+        )
         rank = {LeaseState.LIVE: 0, LeaseState.LATE: 1, LeaseState.STALLED: 2, LeaseState.LOST: 3}
         old, new = rank.get(self.old_state, 0), rank.get(self.new_state, 0)
         return [str(state) for state in path if old < rank[state] <= new]
@@ -173,8 +107,9 @@ def _state_sql(now: str) -> tuple[str, str]:
 _RETURNING = "id, workspace_id, resource, kind, holder, fence, deadline, grace_s"
 
 
-def _due_row(values: tuple[Any, ...], old_state: str, old_check: Any, new_state: str,
-             now: Any) -> _Due:
+def _due_row(
+    values: tuple[Any, ...], old_state: str, old_check: Any, new_state: str, now: Any
+) -> _Due:
     lease_id, workspace_id, resource, kind, holder, fence, deadline, grace_s = values
     return _Due(
         id=int(lease_id),
@@ -258,8 +193,9 @@ def _event(row: _Due, kind: str, attempt_id: int | None) -> Event:
         resource=row.resource,
         fence=row.fence,
         data={
-            "since": row.since(kind if kind != EventKind.LEASE_EXPIRED else LeaseState.LOST)
-            .isoformat(),
+            "since": row.since(
+                kind if kind != EventKind.LEASE_EXPIRED else LeaseState.LOST
+            ).isoformat(),
             "deadline": row.deadline.isoformat(),
             "grace_s": row.grace_s,
         },
@@ -271,12 +207,16 @@ def leases_settle(rows: list[_Due]) -> Settled:
     attempt (`attempt_mark_lost` writes the `lost` event once), an expired resource lease as
     `lease_expired`."""
     slot_leases = [row.id for row in rows if row.kind == LeaseKind.SLOT]
-    attempts = {
-        (lease_id, fence): attempt_id
-        for attempt_id, lease_id, fence in Attempt.objects.filter(
-            lease_id__in=slot_leases, end=None
-        ).values_list("pk", "lease_id", "fence")
-    } if slot_leases else {}
+    attempts = (
+        {
+            (lease_id, fence): attempt_id
+            for attempt_id, lease_id, fence in Attempt.objects.filter(
+                lease_id__in=slot_leases, end=None
+            ).values_list("pk", "lease_id", "fence")
+        }
+        if slot_leases
+        else {}
+    )
     events: list[Event] = []
     lost: list[tuple[int, _Due]] = []
     result_expired = 0
@@ -311,7 +251,6 @@ def _push_back(row: _Due, retry_s: float) -> None:
     )
 
 
-@recorded("sweep_leases")
 def leases_sweep(*, batch: int | None = None, retry_s: float | None = None) -> SweepResult:
     """Record every late, stalled and lost transition whose threshold has passed, once.
 
@@ -349,8 +288,6 @@ def leases_sweep(*, batch: int | None = None, retry_s: float | None = None) -> S
                         result.failed += 1
         if len(rows) < batch:
             break
-    if result.events:
-        webhooks_kick()
     return result
 
 
@@ -399,7 +336,6 @@ def _revoke(condition: str, reason_sql: str, batch: int) -> int:
     return len(rows)
 
 
-@recorded("revoke_keys")
 def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
     """Revoke expired keys, and revoke-when-done keys whose hand's work is over.
 
@@ -412,13 +348,13 @@ def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
     result = KeyRevokeResult()
     now = now_sql()
     ended = (
-        f"SELECT 1 FROM {ATTEMPTS} a WHERE a.hand_id = k.hand_id AND a.\"end\" IS NOT NULL "
+        f'SELECT 1 FROM {ATTEMPTS} a WHERE a.hand_id = k.hand_id AND a."end" IS NOT NULL '
         f"AND a.ended_at >= k.created_at"
     )
-    still_open = f"SELECT 1 FROM {ATTEMPTS} a WHERE a.hand_id = k.hand_id AND a.\"end\" IS NULL"
+    still_open = f'SELECT 1 FROM {ATTEMPTS} a WHERE a.hand_id = k.hand_id AND a."end" IS NULL'
     which = (
         f"(SELECT 'revoke when done: attempt ' || CAST(a.id AS TEXT) || ' ' || a.\"end\" "
-        f"FROM {ATTEMPTS} a WHERE a.hand_id = {KEYS}.hand_id AND a.\"end\" IS NOT NULL "
+        f'FROM {ATTEMPTS} a WHERE a.hand_id = {KEYS}.hand_id AND a."end" IS NOT NULL '
         f"ORDER BY a.ended_at DESC, a.id DESC LIMIT 1)"
     )
     jobs = [
@@ -436,162 +372,4 @@ def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
             if count < batch:
                 break
     result.processed = result.expired + result.done
-    if result.processed:
-        webhooks_kick()
     return result
-
-
-# --- Webhooks ----------------------------------------------------------------------------------
-
-
-@dataclass
-class WebhooksResult(JobResult):
-    dispatched: int = 0  # deliveries written for new events
-    delivered: int = 0
-    retrying: int = 0
-
-
-@recorded("deliver_webhooks")
-def webhooks_deliver() -> WebhooksResult:
-    """The periodic webhook job (fleet/webhooks.py): dispatch new events, send what is due."""
-    run = webhooks_run()
-    return WebhooksResult(
-        processed=run["delivered"] + run["retrying"] + run["failed"],
-        failed=run["failed"],
-        dispatched=run["dispatched"],
-        delivered=run["delivered"],
-        retrying=run["retrying"],
-    )
-
-
-# --- Retention ----------------------------------------------------------------------------------
-
-
-@dataclass
-class PruneResult(JobResult):
-    deleted: dict[str, int] = field(default_factory=dict)
-
-
-def _prune(table: str, column: str, age_s: float, batch: int, extra: str = "") -> int:
-    """Delete rows older than `age_s` in batches (each its own short transaction, on the
-    table's index on `column`)."""
-    cutoff = plus_seconds_sql(now_sql(), seconds_param("age"))
-    total = 0
-    for _ in range(MAX_BATCHES):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} "
-                f"WHERE {column} < {cutoff}{extra} ORDER BY {column} LIMIT %(batch)s)",
-                {"age": -age_s, "batch": batch},
-            )
-            deleted = cursor.rowcount
-        total += deleted
-        if deleted < batch:
-            break
-    return total
-
-
-@recorded("prune_records")
-def records_prune(*, batch: int | None = None) -> PruneResult:
-    """Prune reports, events, refusals and finished webhook deliveries past their retention."""
-    batch = batch or settings.GC_RETENTION_BATCH
-    day = 86_400.0
-    result = PruneResult()
-    result.deleted = {
-        "reports": _prune(Report._meta.db_table, "at", settings.GC_RETENTION_REPORTS_DAYS * day,
-                          batch),
-        "events": _prune(Event._meta.db_table, "at", settings.GC_RETENTION_EVENTS_DAYS * day,
-                         batch),
-        "refusals": _prune(
-            Refusal._meta.db_table, "at", settings.GC_RETENTION_REFUSALS_DAYS * day, batch
-        ),
-        # A pending delivery is still being retried; only finished ones go.
-        "webhook_deliveries": _prune(
-            WebhookDelivery._meta.db_table,
-            "created_at",
-            settings.GC_RETENTION_EVENTS_DAYS * day,
-            batch,
-            extra=" AND status <> 'pending'",
-        ),
-    }
-    result.processed = sum(result.deleted.values())
-    return result
-
-
-# --- Reads for /metrics -------------------------------------------------------------------------
-
-
-@dataclass
-class MetricsSnapshot:
-    attempts: dict[str, int]  # by state: live, late, stalled, lost, finished, released
-    leases: dict[tuple[str, str], int]  # by (kind, state)
-    reports_total: int  # reports ever received (the highest id: monotonic, cheap)
-    refusals: dict[str, int]  # refusals on record, by code
-    undispatched_events: int
-    deliveries: dict[str, int]  # webhook deliveries on record, by status
-    sweep_lag_s: float  # how long the oldest unrecorded threshold has been waiting
-    jobs: list[JobRun]
-
-
-def metrics_snapshot() -> MetricsSnapshot:
-    """Counts for Prometheus, each state computed on the database's clock in SQL, in a handful
-    of grouped queries whatever the size of the fleet."""
-    now = now_sql()
-    state, _ = _state_sql(now)
-    params: dict[str, Any] = {}
-    attempts = {
-        str(name): int(count)
-        for name, count in _rows(
-            f"SELECT {tenure_state_sql(now, attempt='a', lease='leases')}, COUNT(*) "
-            f"FROM {ATTEMPTS} a "
-            f"JOIN {LEASES} leases ON leases.id = a.lease_id WHERE a.\"end\" IS NULL "
-            f"GROUP BY 1",
-            params,
-        )
-    }
-    for end, count in _rows(
-        f'SELECT "end", COUNT(*) FROM {ATTEMPTS} WHERE "end" IS NOT NULL GROUP BY 1', params
-    ):
-        attempts[str(end)] = attempts.get(str(end), 0) + int(count)
-    leases = {
-        (str(kind), str(name)): int(count)
-        for kind, name, count in _rows(
-            f"SELECT kind, {state}, COUNT(*) "
-            f"FROM {LEASES} GROUP BY 1, 2",
-            params,
-        )
-    }
-    [(reports_total,)] = _rows(f"SELECT COALESCE(MAX(id), 0) FROM {Report._meta.db_table}", params)
-    refusals = {
-        str(code): int(count)
-        for code, count in _rows(
-            f"SELECT code, COUNT(*) FROM {Refusal._meta.db_table} GROUP BY 1", params
-        )
-    }
-    [(undispatched,)] = _rows(
-        f"SELECT COUNT(*) FROM {Event._meta.db_table} WHERE dispatched_at IS NULL", params
-    )
-    deliveries = {
-        str(status): int(count)
-        for status, count in _rows(
-            f"SELECT status, COUNT(*) FROM {WebhookDelivery._meta.db_table} GROUP BY 1", params
-        )
-    }
-    [(oldest, server_time)] = _rows(
-        f"SELECT MIN(next_check_at), {now} FROM {LEASES} "
-        f"WHERE status = 'held' AND next_check_at < {now}",
-        params,
-    )
-    lag = 0.0
-    if oldest is not None:
-        lag = (parse_timestamp(server_time) - parse_timestamp(oldest)).total_seconds()  # type: ignore[operator]
-    return MetricsSnapshot(
-        attempts=attempts,
-        leases=leases,
-        reports_total=int(reports_total),
-        refusals=refusals,
-        undispatched_events=int(undispatched),
-        deliveries=deliveries,
-        sweep_lag_s=max(lag, 0.0),
-        jobs=list(JobRun.objects.order_by("name")),
-    )

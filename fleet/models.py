@@ -1,64 +1,16 @@
-"""The fleet: tenants, the plan (lanes, work packages, runs, slots), hands and their keys, and
-attempts with their reports. Attempts stand on `leases.Lease`; nothing here is imported by it."""
+"""The work: the plan (work packages in lanes, runs, slots) and the attempts hands make on slots,
+with their reports. Slots and attempts stand on `leases.Lease`; nothing here is imported by it."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 from django.db.models.functions import Now
 
+from hands.models import Hand, Lane, Workspace
 from leases.models import Lease
 
 DEFAULT_HEARTBEAT_INTERVAL_S = 3600
 DEFAULT_GRACE_S = 1800
-
-
-class Role(models.TextChoices):
-    ADMIN = "admin"
-    SUPERVISOR = "supervisor"
-    VIEWER = "viewer"
-
-
-class Workspace(models.Model):
-    name = models.CharField(max_length=200, unique=True)
-    created_at = models.DateTimeField(db_default=Now())
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Membership(models.Model):
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
-    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["workspace", "user"], name="membership_unique")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} in {self.workspace} ({self.role})"
-
-
-class Lane(models.Model):
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="lanes")
-    slug = models.SlugField(max_length=100)
-    name = models.CharField(max_length=200)
-    heartbeat_interval_s = models.PositiveIntegerField(null=True, blank=True)
-    grace_s = models.PositiveIntegerField(null=True, blank=True)
-    closed_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["workspace", "slug"], name="lane_unique_slug")
-        ]
-
-    def __str__(self) -> str:
-        return self.slug
 
 
 class PlanState(models.TextChoices):
@@ -131,70 +83,6 @@ class Slot(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} slot {self.index}"
-
-
-class Hand(models.Model):
-    """One agent identity. Its name is its holder identity on leases."""
-
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="hands")
-    name = models.CharField(max_length=200)
-    lane = models.ForeignKey(
-        Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    is_supervisor = models.BooleanField(default=False)
-    created_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["workspace", "name"], name="hand_unique_name")
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Scope(models.TextChoices):
-    WORK = "work"
-    LEASES = "leases"
-    PLAN = "plan"
-    HANDS = "hands"
-    SUPERVISE = "supervise"
-
-
-class HandKey(models.Model):
-    """A hand's key: `gc_<prefix>_<secret>`. Only the prefix and a hash of the secret are kept."""
-
-    hand = models.ForeignKey(Hand, on_delete=models.CASCADE, related_name="keys")
-    prefix = models.CharField(max_length=32, unique=True)
-    secret_hash = models.CharField(max_length=128)
-    scopes = models.JSONField(default=list)
-    lane = models.ForeignKey(
-        Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    expires_at = models.DateTimeField(null=True, blank=True)
-    revoke_when_done = models.BooleanField(default=False)
-    created_at = models.DateTimeField(db_default=Now())
-    created_by = models.CharField(max_length=200, blank=True, default="")
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.CharField(max_length=200, blank=True, default="")
-    revoke_reason = models.CharField(max_length=2000, blank=True, default="")
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        indexes = [
-            # The revoking job's WHERE: live keys past their expiry. The predicate names
-            # expires_at too, so that the key check's `revoked_at IS NULL` alone does not imply
-            # it: a plan cached while the table was small read every live key per call through
-            # this index instead of finding the one by its prefix (docs/performance.md).
-            models.Index(
-                fields=["expires_at"],
-                name="key_expiry_idx",
-                condition=models.Q(revoked_at=None, expires_at__isnull=False),
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"gc_{self.prefix}_…"
 
 
 class Directive(models.TextChoices):
@@ -274,119 +162,3 @@ class Report(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on attempt {self.attempt_id}"
-
-
-class IdempotencyRecord(models.Model):
-    """The first answer to a creating POST, replayed for a retry with the same key and body."""
-
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
-    key_prefix = models.CharField(max_length=32)
-    idempotency_key = models.CharField(max_length=200)
-    method = models.CharField(max_length=10)
-    path = models.CharField(max_length=1024)
-    body_hash = models.CharField(max_length=64)
-    status_code = models.PositiveSmallIntegerField()
-    response = models.JSONField()
-    created_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["workspace", "key_prefix", "idempotency_key"], name="idempotency_unique"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.idempotency_key} ({self.method} {self.path})"
-
-
-# --- Webhooks and periodic jobs (fleet/webhooks.py, fleet/jobs.py) ----------------------------
-
-
-class Webhook(models.Model):
-    """A workspace's URL that receives its events of the listed kinds, signed with `secret`.
-
-    The secret is kept in plain text because the server must compute the HMAC with it (as every
-    webhook sender does); it is shown once at registration and never in listings.
-    """
-
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="webhooks")
-    url = models.URLField(max_length=2000)
-    kinds = models.JSONField(default=list)
-    secret = models.CharField(max_length=128)
-    description = models.CharField(max_length=200, blank=True, default="")
-    active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(db_default=Now())
-    created_by = models.CharField(max_length=200, blank=True, default="")
-
-    class Meta:
-        indexes = [models.Index(fields=["workspace", "active"], name="webhook_ws_idx")]
-
-    def __str__(self) -> str:
-        return f"{self.url} ({', '.join(self.kinds)})"
-
-
-class DeliveryStatus(models.TextChoices):
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-
-
-class WebhookDelivery(models.Model):
-    """One event for one webhook: the exact body, every attempt and its response.
-
-    `event_id` is not a foreign key: retention prunes events and deliveries on their own
-    schedules, and the body sent (and re-sent on retry) is kept here.
-    """
-
-    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
-    event_id = models.BigIntegerField()
-    kind = models.CharField(max_length=32)
-    body = models.TextField()
-    status = models.CharField(
-        max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
-    )
-    attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
-    delivered_at = models.DateTimeField(null=True, blank=True)
-    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
-    last_error = models.CharField(max_length=2000, blank=True, default="")
-    # One entry per attempt: {at, status_code, duration_ms, error, response}.
-    log = models.JSONField(default=list, blank=True)
-
-    class Meta:
-        constraints = [
-            # Dispatching an event twice (two workers, a retried task) never makes two deliveries.
-            models.UniqueConstraint(fields=["webhook", "event_id"], name="delivery_unique_event")
-        ]
-        indexes = [
-            # The sender's WHERE: pending deliveries whose next attempt is due.
-            models.Index(
-                fields=["next_attempt_at"],
-                name="delivery_due_idx",
-                condition=models.Q(status="pending"),
-            ),
-            models.Index(fields=["created_at"], name="delivery_created_idx"),
-            models.Index(fields=["webhook", "-id"], name="delivery_webhook_idx"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind} event {self.event_id} to webhook {self.webhook_id} ({self.status})"
-
-
-class JobRun(models.Model):
-    """The last run of each periodic job, shared by every worker and read by /metrics."""
-
-    name = models.CharField(max_length=64, unique=True)
-    runs = models.BigIntegerField(default=0)
-    last_started_at = models.DateTimeField(null=True, blank=True)
-    last_finished_at = models.DateTimeField(null=True, blank=True)
-    last_duration_s = models.FloatField(default=0)
-    last_processed = models.BigIntegerField(default=0)
-    last_failed = models.BigIntegerField(default=0)
-    # For the sweep: how long past its threshold the oldest transition it recorded was.
-    last_lag_s = models.FloatField(default=0)
-
-    def __str__(self) -> str:
-        return self.name

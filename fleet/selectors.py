@@ -12,47 +12,13 @@ from typing import Any
 
 from django.db.models import Case, CharField, F, Q, QuerySet, Value, When
 
-from fleet.models import (
-    Attempt,
-    AttemptEnd,
-    Hand,
-    HandKey,
-    Lane,
-    Run,
-    RunState,
-    Slot,
-    SlotState,
-    WorkPackage,
-)
+from apikit.errors import NotFound
+from fleet.models import Attempt, AttemptEnd, Run, RunState, Slot, SlotState, WorkPackage
+from hands.models import Lane
 from leases.clock import db_now, now_expression
 from leases.engine import LeaseSnapshot
-from leases.errors import NotFound
 from leases.models import Event, Lease, LeaseKind, LeaseState, LeaseStatus, Refusal
 from leases.state import lease_state, state_expression, state_q, state_sql
-
-# A lane's slug by its id, for the renewing report's answer (the fleet's most frequent call):
-# joining the lane on every heartbeat cost about a tenth of its statement. A slug is the lane's
-# for good (nothing renames a lane: it names it in paths and keys; the admin shows it read-only)
-# and PostgreSQL never hands out an id twice, but SQLite reuses an id whose row was rolled back:
-# saving or deleting a lane forgets its entry (`forget_lane`, connected in fleet.apps).
-_LANE_SLUGS: dict[int, str] = {}
-_LANE_SLUGS_MAX = 10_000
-
-
-def lane_slug(lane_id: int) -> str:
-    """The slug of lane `lane_id` (one query the first time this process asks)."""
-    slug = _LANE_SLUGS.get(lane_id)
-    if slug is None:
-        slug = Lane.objects.values_list("slug", flat=True).get(pk=lane_id)
-        if len(_LANE_SLUGS) >= _LANE_SLUGS_MAX:
-            _LANE_SLUGS.clear()
-        _LANE_SLUGS[lane_id] = slug
-    return slug
-
-
-def forget_lane(instance: Lane, **_: Any) -> None:
-    """A `post_save`/`post_delete` receiver for Lane."""
-    _LANE_SLUGS.pop(instance.pk, None)
 
 
 def last_report_at(attempt: Attempt, lease: LeaseSnapshot) -> datetime | None:
@@ -91,7 +57,7 @@ class Named:
 
 @dataclass(slots=True)
 class ReportedAttempt:
-    """An attempt as a renewing report's row gives it (`fleet.services.report_view`): the
+    """An attempt as a renewing report's row gives it (`fleet.services.reports.report_view`): the
     model's columns as plain attributes, its hand, slot and lane as far as the answer names
     them. Building model instances instead took a quarter of a heartbeat's Python time."""
 
@@ -296,13 +262,6 @@ def runs_slot_counts(runs: list[Run], now: datetime | None = None) -> dict[int, 
     return {run_id: SlotCounts.of(leases) for run_id, leases in by_run.items()}
 
 
-def hand_get(*, workspace_id: int, name: str) -> Hand:
-    try:
-        return Hand.objects.get(workspace_id=workspace_id, name=name)
-    except Hand.DoesNotExist:
-        raise NotFound(f"no hand {name!r}") from None
-
-
 def lease_snapshots(leases: list[Lease], now: datetime | None = None) -> list[LeaseSnapshot]:
     now = now or db_now()
     return [LeaseSnapshot.from_model(lease, now) for lease in leases]
@@ -410,18 +369,6 @@ def attempts_list(
     return attempts
 
 
-def lanes_list(*, workspace_id: int, lane_id: int | None = None) -> QuerySet[Lane]:
-    lanes = Lane.objects.filter(workspace_id=workspace_id)
-    return lanes.filter(pk=lane_id) if lane_id is not None else lanes
-
-
-def lane_get(*, workspace_id: int, slug: str, lane_id: int | None = None) -> Lane:
-    try:
-        return lanes_list(workspace_id=workspace_id, lane_id=lane_id).get(slug=slug)
-    except Lane.DoesNotExist:
-        raise NotFound(f"no lane {slug!r}") from None
-
-
 def work_packages_list(*, lane: Lane) -> QuerySet[WorkPackage]:
     return WorkPackage.objects.filter(lane=lane).select_related("lane")
 
@@ -461,14 +408,6 @@ def runs_of_workspace(
     elif state:
         runs = runs.filter(state=state)
     return runs
-
-
-def hands_list(*, workspace_id: int) -> QuerySet[Hand]:
-    return Hand.objects.filter(workspace_id=workspace_id).select_related("lane")
-
-
-def keys_list(*, hand: Hand) -> QuerySet[HandKey]:
-    return HandKey.objects.filter(hand=hand).select_related("hand", "lane")
 
 
 def refusals_list(*, workspace_id: int, code: str = "", hand_name: str = "") -> QuerySet[Refusal]:

@@ -1,5 +1,5 @@
 """The Celery app: Redis as broker, configuration from Django settings (`CELERY_*`), the beat
-schedule in `settings.CELERY_BEAT_SCHEDULE`, and the tasks in `fleet/tasks.py`.
+schedule in `settings.CELERY_BEAT_SCHEDULE`, and the tasks in `ops/tasks.py`.
 
     celery -A groundcontrol worker     # runs the jobs (any number of them)
     celery -A groundcontrol beat       # enqueues them on schedule (two at once are harmless)
@@ -18,4 +18,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "groundcontrol.settings")
 
 app = Celery("groundcontrol")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["fleet"])
+app.autodiscover_tasks(["ops"])

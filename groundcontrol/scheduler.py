@@ -36,7 +36,7 @@ class Job:
 
 def _task_runner(task_name: str) -> Callable[[], object]:
     def run() -> object:
-        import fleet.tasks  # noqa: F401 - registers the tasks
+        import ops.tasks  # noqa: F401 - registers the tasks
         from groundcontrol.celery import app
 
         # Calling a task object runs it here, in this thread, not through a broker.
@@ -60,9 +60,7 @@ def _tidy_connections() -> None:
 
 
 class Scheduler:
-    def __init__(
-        self, jobs: list[Job], *, monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, jobs: list[Job], *, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.jobs = jobs
         self._monotonic = monotonic
         self._stop = threading.Event()

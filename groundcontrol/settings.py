@@ -37,16 +37,19 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "leases",
+    "hands",
     "fleet",
     "evidence",
+    "webhooks",
     "dashboard",
     "ops",
+    "groundcontrol",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # Request ids and the call context for refusals (issue 3: groundcontrol/api.py).
-    "groundcontrol.api.RequestIdMiddleware",
+    # Request ids and the call context for refusals (apikit/api.py).
+    "apikit.api.RequestIdMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -113,7 +116,7 @@ GC_EMBEDDED_SCHEDULER = env_bool("GC_EMBEDDED_SCHEDULER", not REDIS_URL)
 CACHES = {
     "default": (
         # Django's Redis cache with a one-round-trip incr (the rate limiter's per-call count).
-        {"BACKEND": "groundcontrol.cache.RedisCache", "LOCATION": REDIS_URL}
+        {"BACKEND": "apikit.cache.RedisCache", "LOCATION": REDIS_URL}
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
@@ -171,7 +174,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "groundcontrol.api.exception_handler",
+    "EXCEPTION_HANDLER": "apikit.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ground Control API",
@@ -189,7 +192,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
 }
 
-# --- Periodic jobs, webhooks, retention and metrics (issue 4: fleet/jobs.py, fleet/webhooks.py) --
+# --- Periodic jobs, webhooks, retention and metrics (ops/jobs.py, fleet/jobs.py, webhooks/) ------
 # One table of jobs serves both topologies: Celery beat enqueues it in production, and the
 # embedded scheduler (groundcontrol/scheduler.py) runs the same tasks on a timer in-process.
 GC_REVOKE_KEYS_INTERVAL_S = env_float("GC_REVOKE_KEYS_INTERVAL_S", 30.0, minimum=0.1)
@@ -223,9 +226,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 if REDIS_URL:
     # Redis is advisory for the request path (rate-limit counts): a Redis that hangs must cost a
     # request at most a second, never stall it.
-    CACHES["default"].setdefault(
-        "OPTIONS", {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
-    )
+    CACHES["default"].setdefault("OPTIONS", {"socket_connect_timeout": 1.0, "socket_timeout": 1.0})
 
 
 def _every(task: str, interval_s: float) -> dict[str, object]:
@@ -240,7 +241,7 @@ CELERY_BEAT_SCHEDULE = {
     "prune-records": _every("fleet.prune_records", GC_RETENTION_INTERVAL_S),
 }
 
-# --- REST API limits and schema (issue 3: groundcontrol/api.py, fleet/api.py) ------------------
+# --- REST API limits and schema (apikit/, each app's api) -----------------------------------
 # The interactive docs' assets are served from here (the sidecar), not from a CDN.
 INSTALLED_APPS += ["drf_spectacular_sidecar"]
 # Calls per key per minute before 429 rate_limited (0 turns the limit off). Heartbeats and
@@ -257,7 +258,7 @@ SPECTACULAR_SETTINGS.update(
         "ENUM_NAME_OVERRIDES": {
             "AttemptStateEnum": "fleet.selectors.ATTEMPT_STATES",
             "LeaseStateEnum": "fleet.selectors.LEASE_STATES",
-            "SlotStateEnum": "fleet.api.SLOT_STATES",
+            "SlotStateEnum": "fleet.api.inputs.SLOT_STATES",
             "PlanStateEnum": "fleet.models.PlanState",
             "RunStateEnum": "fleet.models.RunState",
         },
@@ -271,6 +272,6 @@ SPECTACULAR_SETTINGS.update(
     }
 )
 
-# --- Dashboard (issue 5) -------------------------------------------------------------------------
+# --- Dashboard ------------------------------------------------------------------------------------
 # Seconds between the fleet board's HTMX polls; a hidden tab polls at most every 30 s.
 GC_DASHBOARD_POLL_S = env_float("GC_DASHBOARD_POLL_S", 5.0, minimum=1.0)

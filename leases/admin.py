@@ -3,6 +3,16 @@ from django.contrib import admin
 from leases.models import Event, Lease, Refusal
 
 
+class StampedAdmin(admin.ModelAdmin):
+    """Fields the database fills (`db_default`, such as created_at) are shown, never asked for:
+    a form would require them and refuse to save the object."""
+
+    def get_readonly_fields(self, request, obj=None):  # noqa: ANN001, ANN201
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        stamped = [f.name for f in self.model._meta.fields if f.has_db_default()]
+        return readonly + tuple(name for name in stamped if name not in readonly)
+
+
 @admin.register(Lease)
 class LeaseAdmin(admin.ModelAdmin):
     list_display = ("resource", "workspace_id", "kind", "status", "holder", "fence", "deadline")

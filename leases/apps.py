@@ -6,4 +6,4 @@ class LeasesConfig(AppConfig):
     verbose_name = "Leases"
 
     def ready(self) -> None:
-        from leases import checks  # noqa: F401 - registers the system checks
+        from leases import audit, checks, errors  # noqa: F401 - the refusal receiver, checks, codes

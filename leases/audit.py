@@ -2,59 +2,30 @@
 
 Events are written by the service that made the transition, inside its transaction. Refusals are
 written by `refusals_recorded` around each service, after the service's own transaction has rolled
-back, so a refused call leaves exactly one row behind and nothing else. The API sets the call
-context (key prefix, method, path, request id) once per request; services outside HTTP (the
-dashboard, commands) leave it empty.
+back, so a refused call leaves exactly one row behind and nothing else; the API's refusals (keys,
+scopes, limits, input) arrive by `apikit.context.refused`. The API sets the call context (key
+prefix, method, path, request id) once per request; services outside HTTP (the dashboard,
+commands) leave it empty.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError, transaction
 
-from leases.errors import DependencyUnavailable, GroundControlError
+from apikit.context import current_call, refused
+from apikit.errors import DependencyUnavailable, GroundControlError
 from leases.models import Event, Refusal
 
 logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class CallContext:
-    workspace_id: int | None = None
-    hand: str = ""
-    key_prefix: str = ""
-    method: str = ""
-    path: str = ""
-    request_id: str = ""
-
-
-# CallContext is frozen, so sharing one default instance is safe.
-_call: ContextVar[CallContext] = ContextVar("gc_call", default=CallContext())  # noqa: B039
-
-
-def current_call() -> CallContext:
-    return _call.get()
-
-
-@contextmanager
-def call_context(**fields: Any) -> Iterator[CallContext]:
-    """Describe the call being served, for the refusals it may cause."""
-    token = _call.set(replace(_call.get(), **fields))
-    try:
-        yield _call.get()
-    finally:
-        _call.reset(token)
 
 
 # Events, written once: every transition's event is made by `event` (and saved by `record_event`
@@ -100,6 +71,22 @@ def record_events(events: list[Event]) -> None:
     Event.objects.bulk_create(events)
 
 
+def event_payload(event: Event) -> dict[str, Any]:
+    """The event as the API lists it; fields that do not apply are null."""
+    return {
+        "id": event.pk,
+        "kind": event.kind,
+        "at": event.at.isoformat(),
+        "workspace": event.workspace_id,
+        "actor": event.actor or None,
+        "hand": event.hand or None,
+        "attempt": event.attempt_id,
+        "resource": event.resource or None,
+        "fence": event.fence,
+        "data": event.data,
+    }
+
+
 def event_insert_sql(select_sql: str) -> str:
     """`INSERT INTO event (EVENT_COLUMNS) <select_sql>`, for a statement that writes its own."""
     return f"INSERT INTO {Event._meta.db_table} ({', '.join(EVENT_COLUMNS)}) {select_sql}"
@@ -128,6 +115,13 @@ def record_refusal(
     except DatabaseError:
         logger.exception("could not record refusal %s", error.code)
     error.recorded = True
+
+
+def _record_answered_refusal(sender: Any, *, error: GroundControlError, **_: Any) -> None:
+    record_refusal(error)
+
+
+refused.connect(_record_answered_refusal, dispatch_uid="leases.audit.record_refusal")
 
 
 def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,8 @@ matched nothing, `stale_fence` says so in the words every caller uses.
 
 from __future__ import annotations
 
-from leases.errors import StaleFence, ValidationFailed
+from apikit.errors import ValidationFailed
+from leases.errors import StaleFence
 
 FENCE_MAX = 2**63 - 1
 

@@ -10,19 +10,11 @@ import re
 
 from django.db import transaction
 
+from apikit.errors import GroundControlError, NotFound, ValidationFailed
 from leases import engine
 from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
-from leases.errors import (
-    GroundControlError,
-    LeaseHeld,
-    LeaseLost,
-    NotFound,
-    NotHolder,
-    ProcessMismatch,
-    StaleFence,
-    ValidationFailed,
-)
+from leases.errors import LeaseHeld, LeaseLost, NotHolder, ProcessMismatch, StaleFence
 from leases.fences import stale_fence, validate_fence
 from leases.models import EventKind, LeaseKind, LeaseState
 from leases.state import seconds_until, thresholds
@@ -31,6 +23,8 @@ from leases.waiting import notify_freed
 MAX_RESOURCE_LENGTH = 512
 MAX_TTL_S = 86_400
 MAX_NAME_LENGTH = 200
+MAX_REASON_LENGTH = 2000
+MAX_INTERVAL_S = 86_400
 # Control characters (C0, DEL, C1) have no place in a resource name; NUL breaks PostgreSQL text.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Slot leases are the fleet's; a hand may not take one as a resource.
@@ -83,6 +77,39 @@ def validate_name(value: object, *, field: str, required: bool = True) -> str:
             fields={field: [f"At most {MAX_NAME_LENGTH} printable characters."]},
         )
     return value
+
+
+def validate_reason(value: object, *, field: str = "reason", required: bool = False) -> str:
+    if value is None or value == "":
+        if required:
+            raise ValidationFailed(
+                f"{field} is required", fields={field: ["This field is required."]}
+            )
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_REASON_LENGTH:
+        raise ValidationFailed(
+            f"{field} must be a string of at most {MAX_REASON_LENGTH} characters",
+            fields={field: [f"At most {MAX_REASON_LENGTH} characters."]},
+        )
+    return value
+
+
+def validate_choice(value: object, *, field: str, choices: list[str]) -> str:
+    if value not in choices:
+        raise ValidationFailed(
+            f"{field} must be one of {', '.join(choices)}",
+            fields={field: [f"One of: {', '.join(choices)}."]},
+        )
+    return str(value)
+
+
+def validate_interval(value: object, *, field: str, default: int, minimum: int) -> int:
+    """A whole number of seconds up to a day (a heartbeat interval, a grace), or `default`."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationFailed(f"{field} must be an integer", fields={field: ["An integer."]})
+    return int(validate_seconds(value, field=field, minimum=minimum, maximum=MAX_INTERVAL_S))
 
 
 def describe_holder(lease: LeaseSnapshot) -> str:

@@ -98,8 +98,9 @@ def _bound_sql(deadline: str, grace: str, fraction: float) -> str:
     return plus_seconds_sql(deadline, f"{grace} * {fraction!r}")
 
 
-def state_sql(now: str, *, status: str = "status", deadline: str = "deadline",
-              grace: str = "grace_s") -> str:
+def state_sql(
+    now: str, *, status: str = "status", deadline: str = "deadline", grace: str = "grace_s"
+) -> str:
     """`lease_state` as a SQL CASE over the named columns, at the SQL time `now`."""
     whens = " ".join(
         f"WHEN {now} <= {_bound_sql(deadline, grace, fraction)} THEN '{state.value}'"
@@ -125,8 +126,9 @@ def lost_at_sql(*, deadline: str = "deadline", grace: str = "grace_s") -> str:
     return _bound_sql(deadline, grace, STEPS[-1][1])
 
 
-def alive_sql(now: str, *, status: str = "status", deadline: str = "deadline",
-              grace: str = "grace_s") -> str:
+def alive_sql(
+    now: str, *, status: str = "status", deadline: str = "deadline", grace: str = "grace_s"
+) -> str:
     """Held and not lost (live, late or stalled): the condition of every renewal and release."""
     return (
         f"({status} = '{LeaseStatus.HELD.value}' AND "
@@ -134,8 +136,9 @@ def alive_sql(now: str, *, status: str = "status", deadline: str = "deadline",
     )
 
 
-def takeable_sql(now: str, *, status: str = "status", deadline: str = "deadline",
-                 grace: str = "grace_s") -> str:
+def takeable_sql(
+    now: str, *, status: str = "status", deadline: str = "deadline", grace: str = "grace_s"
+) -> str:
     """`takeable` as SQL: free, or held by a lost holder."""
     return (
         f"({status} = '{LeaseStatus.FREE.value}' OR ({status} = '{LeaseStatus.HELD.value}' "

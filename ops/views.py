@@ -23,8 +23,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fleet.jobs import metrics_snapshot
-from fleet.models import JobRun
+from ops.jobs import metrics_snapshot
+from ops.models import JobRun
 
 logger = logging.getLogger(__name__)
 
@@ -91,15 +91,23 @@ def _by(
 
 
 _JOB_GAUGES: list[tuple[str, str, Callable[[JobRun], float]]] = [
-    ("gc_job_last_duration_seconds", "Duration of the job's last run",
-     lambda job: job.last_duration_s),
-    ("gc_job_last_finished_timestamp_seconds", "When the job's last run finished (database clock)",
-     lambda job: job.last_finished_at.timestamp() if job.last_finished_at else 0.0),
+    (
+        "gc_job_last_duration_seconds",
+        "Duration of the job's last run",
+        lambda job: job.last_duration_s,
+    ),
+    (
+        "gc_job_last_finished_timestamp_seconds",
+        "When the job's last run finished (database clock)",
+        lambda job: job.last_finished_at.timestamp() if job.last_finished_at else 0.0,
+    ),
     ("gc_job_last_processed", "Rows the job's last run handled", lambda job: job.last_processed),
     ("gc_job_last_failed", "Rows the job's last run pushed back", lambda job: job.last_failed),
-    ("gc_job_last_lag_seconds",
-     "In the last sweep, the longest a threshold had passed before it was recorded",
-     lambda job: job.last_lag_s),
+    (
+        "gc_job_last_lag_seconds",
+        "In the last sweep, the longest a threshold had passed before it was recorded",
+        lambda job: job.last_lag_s,
+    ),
 ]
 
 
@@ -110,8 +118,11 @@ class FleetCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snap = metrics_snapshot()
         yield _by(
-            "gc_attempts", "Attempts by state (live, late, stalled, lost, finished, released)",
-            "state", snap.attempts, ("live", "late", "stalled", "lost", "finished", "released"),
+            "gc_attempts",
+            "Attempts by state (live, late, stalled, lost, finished, released)",
+            "state",
+            snap.attempts,
+            ("live", "late", "stalled", "lost", "finished", "released"),
         )
         leases = GaugeMetricFamily(
             "gc_leases", "Leases by kind (slot, resource) and state", labels=["kind", "state"]
@@ -121,20 +132,28 @@ class FleetCollector(Collector):
                 leases.add_metric([kind, state], snap.leases.get((kind, state), 0))
         yield leases
         yield CounterMetricFamily(
-            "gc_reports", "Reports received (heartbeats, progress, blockers, notes)",
+            "gc_reports",
+            "Reports received (heartbeats, progress, blockers, notes)",
             value=snap.reports_total,
         )
         yield _by(
-            "gc_refusals", "Refused calls on record (within retention), by code", "code",
-            snap.refusals, sorted(snap.refusals),
+            "gc_refusals",
+            "Refused calls on record (within retention), by code",
+            "code",
+            snap.refusals,
+            sorted(snap.refusals),
         )
         yield GaugeMetricFamily(
-            "gc_events_undispatched", "Events not yet handed to the webhook dispatcher",
+            "gc_events_undispatched",
+            "Events not yet handed to the webhook dispatcher",
             value=snap.undispatched_events,
         )
         yield _by(
-            "gc_webhook_deliveries", "Webhook deliveries on record, by status", "status",
-            snap.deliveries, ("pending", "delivered", "failed"),
+            "gc_webhook_deliveries",
+            "Webhook deliveries on record, by status",
+            "status",
+            snap.deliveries,
+            ("pending", "delivered", "failed"),
         )
         yield GaugeMetricFamily(
             "gc_sweep_lag_seconds",
@@ -143,7 +162,8 @@ class FleetCollector(Collector):
         )
         sweep = next((job for job in snap.jobs if job.name == "sweep_leases"), None)
         yield GaugeMetricFamily(
-            "gc_sweep_duration_seconds", "Duration of the last lease sweep",
+            "gc_sweep_duration_seconds",
+            "Duration of the last lease sweep",
             value=sweep.last_duration_s if sweep else 0.0,
         )
         runs = CounterMetricFamily("gc_job_runs", "Runs of each periodic job", labels=["job"])
@@ -169,8 +189,9 @@ def _authorized(request: HttpRequest) -> bool:
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     if not _authorized(request):
-        return HttpResponse("metrics need the bearer token\n", status=401,
-                            content_type="text/plain")
+        return HttpResponse(
+            "metrics need the bearer token\n", status=401, content_type="text/plain"
+        )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector())
     try:

@@ -10,8 +10,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from fleet import services as fleet
-from fleet.models import Hand, Run, Workspace
+from fleet.models import Run
+from fleet.services import plan as plan_services
+from hands import services as hand_services
+from hands.models import Hand, Workspace
 from leases import clock
 
 
@@ -62,17 +64,17 @@ def _reset_clock() -> Iterator[None]:
 
 @pytest.fixture
 def workspace(db: None) -> Workspace:
-    return fleet.workspace_get_or_create(name="acme")
+    return hand_services.workspace_get_or_create(name="acme")
 
 
 @pytest.fixture
 def outsider_workspace(db: None) -> Workspace:
-    return fleet.workspace_get_or_create(name="elsewhere")
+    return hand_services.workspace_get_or_create(name="elsewhere")
 
 
 @pytest.fixture
 def lane(workspace: Workspace):  # noqa: ANN201
-    lane, _ = fleet.lane_create(workspace=workspace, slug="rewalk", name="Rewalk")
+    lane, _ = hand_services.lane_create(workspace=workspace, slug="rewalk", name="Rewalk")
     return lane
 
 
@@ -81,29 +83,29 @@ def make_run(lane):  # noqa: ANN001, ANN201
     counter = iter(range(1_000_000))
 
     def make(**kwargs: object) -> Run:
-        package, _ = fleet.work_package_create(
+        package, _ = plan_services.work_package_create(
             lane=lane, key=f"wp-{next(counter)}", title="Package"
         )
         options = {"title": "Run", "brief": "Do the thing", "slots": 2}
         options.update(kwargs)
-        return fleet.run_create(work_package=package, **options)
+        return plan_services.run_create(work_package=package, **options)
 
     return make
 
 
 @pytest.fixture
 def owner(workspace: Workspace) -> Hand:
-    return fleet.hand_create(workspace=workspace, name="hand-a")[0]
+    return hand_services.hand_create(workspace=workspace, name="hand-a")[0]
 
 
 @pytest.fixture
 def teammate(workspace: Workspace) -> Hand:
-    return fleet.hand_create(workspace=workspace, name="hand-b")[0]
+    return hand_services.hand_create(workspace=workspace, name="hand-b")[0]
 
 
 @pytest.fixture
 def outsider(outsider_workspace: Workspace) -> Hand:
-    return fleet.hand_create(workspace=outsider_workspace, name="hand-a")[0]
+    return hand_services.hand_create(workspace=outsider_workspace, name="hand-a")[0]
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import pytest
 from django.test import Client
 
 from fleet import hot
-from fleet import services as fleet
-from fleet.models import Hand, Run, Workspace
+from fleet.models import Run
+from hands import services as hand_services
+from hands.models import Hand, Workspace
 from leases.models import Refusal
 
 API = "/api/v1"
@@ -76,13 +77,13 @@ def refusals(code: str) -> list[Refusal]:
 
 
 def mint(hand: Hand, scopes: list[str], **kwargs: Any) -> str:
-    return fleet.key_issue(hand=hand, scopes=scopes, actor="test", **kwargs).plaintext
+    return hand_services.key_issue(hand=hand, scopes=scopes, actor="test", **kwargs).plaintext
 
 
 @pytest.fixture
 def boss(workspace: Workspace) -> Api:
-    hand, _ = fleet.hand_create(workspace=workspace, name="boss")
-    return Api(mint(hand, fleet.ALL_SCOPES), hand)
+    hand, _ = hand_services.hand_create(workspace=workspace, name="boss")
+    return Api(mint(hand, hand_services.ALL_SCOPES), hand)
 
 
 @pytest.fixture
@@ -97,7 +98,7 @@ def api_b(teammate: Hand) -> Api:
 
 @pytest.fixture
 def api_outsider(outsider: Hand) -> Api:
-    return Api(mint(outsider, fleet.ALL_SCOPES), outsider)
+    return Api(mint(outsider, hand_services.ALL_SCOPES), outsider)
 
 
 @pytest.fixture

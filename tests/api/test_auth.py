@@ -6,8 +6,10 @@ from datetime import datetime
 
 import pytest
 
-from fleet import services as fleet
-from fleet.models import Attempt, HandKey
+from fleet.models import Attempt
+from fleet.services import plan as plan_services
+from hands import services as hand_services
+from hands.models import HandKey
 from leases import clock
 from leases.models import Refusal
 from tests.api.conftest import Api, error_of, mint, refusals
@@ -130,7 +132,7 @@ def test_each_scope_guards_its_endpoints(owner, run) -> None:
 
 
 def test_a_key_can_grant_only_scopes_it_holds(workspace, owner) -> None:
-    minter, _ = fleet.hand_create(workspace=workspace, name="minter")
+    minter, _ = hand_services.hand_create(workspace=workspace, name="minter")
     hands_only = Api(mint(minter, ["hands"]))
     error = error_of(
         hands_only.post("/hands/hand-a/keys", {"scopes": ["work", "supervise"]}),
@@ -145,9 +147,9 @@ def test_a_key_can_grant_only_scopes_it_holds(workspace, owner) -> None:
 def test_a_lane_limited_key_sees_and_claims_only_its_lane(
     workspace, owner, boss: Api, make_run, lane
 ) -> None:
-    other_lane, _ = fleet.lane_create(workspace=workspace, slug="payments")
-    package, _ = fleet.work_package_create(lane=other_lane, key="p-1", title="P")
-    elsewhere = fleet.run_create(work_package=package, title="Elsewhere", slots=1)
+    other_lane, _ = hand_services.lane_create(workspace=workspace, slug="payments")
+    package, _ = plan_services.work_package_create(lane=other_lane, key="p-1", title="P")
+    elsewhere = plan_services.run_create(work_package=package, title="Elsewhere", slots=1)
     mine = make_run()
     response = boss.post(
         "/hands/hand-a/keys", {"scopes": ["work", "plan", "supervise"], "lane": "rewalk"}
@@ -192,7 +194,7 @@ def test_objects_of_another_workspace_answer_not_found(
 def test_a_lane_limited_key_revokes_only_keys_of_its_own_lane(
     workspace, owner, teammate, boss: Api, lane
 ) -> None:
-    fleet.lane_create(workspace=workspace, slug="payments")
+    hand_services.lane_create(workspace=workspace, slug="payments")
     limited = Api(
         boss.post("/hands/hand-a/keys", {"scopes": ["hands"], "lane": "rewalk"}).json()["key"]
     )

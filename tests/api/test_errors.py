@@ -93,12 +93,12 @@ def test_each_refusal_is_recorded_exactly_once(api_a: Api, run) -> None:
 
 
 def test_a_bug_answers_internal_error_in_the_uniform_body(api_a: Api, monkeypatch) -> None:
-    from fleet import api as fleet_api
+    from fleet import selectors
 
     def broken(**kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(fleet_api.selectors, "run_get", broken)
+    monkeypatch.setattr(selectors, "run_get", broken)
     error = error_of(api_a.get("/runs/1/slots"), 500, "internal_error")
     assert "a bug" not in error["message"]
     # A bug is not a refusal of the caller.

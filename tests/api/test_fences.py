@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from leases.errors import ValidationFailed
+from apikit.errors import ValidationFailed
 from leases.fences import FENCE_MAX, as_fence, stale_fence, validate_fence
 from tests.api.conftest import Api, error_of
 

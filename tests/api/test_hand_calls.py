@@ -7,8 +7,8 @@ from datetime import datetime
 import pytest
 
 from evidence.models import Evidence
-from fleet import services as fleet
 from fleet.models import Attempt, Report
+from hands import services as hand_services
 from leases import clock
 from leases.models import Event, Lease, Refusal
 from tests.api.conftest import PR_URL, Api, error_of, refusals
@@ -344,7 +344,7 @@ def test_a_report_costs_a_bounded_number_of_queries(
 
 
 def test_it_refuses_a_claim_on_a_key_without_the_work_scope(boss: Api, owner, run) -> None:
-    leases_only = Api(fleet.key_issue(hand=owner, scopes=["leases"], actor="t").plaintext)
+    leases_only = Api(hand_services.key_issue(hand=owner, scopes=["leases"], actor="t").plaintext)
     error = error_of(
         leases_only.post(f"/runs/{run.pk}/claim", {"process_id": "a"}), 403, "scope_denied"
     )

@@ -18,9 +18,12 @@ import pytest
 from django.db import DatabaseError, OperationalError
 from django.test import override_settings
 
-from fleet import hot, selectors
-from fleet import services as fleet
-from fleet.models import HandKey, Lane, Report
+from fleet import hot
+from fleet.models import Report
+from fleet.services import reports as report_services
+from hands import selectors as hand_selectors
+from hands import services as hand_services
+from hands.models import HandKey, Lane
 from leases import clock
 from leases.models import Event, Lease
 from tests.api.conftest import Api, error_of, mint, refusals
@@ -159,7 +162,7 @@ def test_a_plain_report_answers_as_django_does(api_a: Api, run, frozen_clock: da
 def test_a_bare_heartbeat_answers_as_django_does_with_and_between_its_records(
     api_a: Api, boss: Api, run, frozen_clock: datetime
 ) -> None:
-    """The hot path reads a heartbeat's answer straight off its row (`fleet.api.report_row_json`);
+    """The hot path reads a heartbeat's answer straight off its row (`fleet.api.presenters.report_row_json`);
     Django builds it from the attempt's view. At each instant the fast heartbeat goes first, so
     it is the one that finds the once-a-minute record due when it is."""
     attempt = claim(api_a, run)
@@ -205,7 +208,7 @@ def test_a_heartbeat_and_a_renewal_are_one_statement_each(
     api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p1"})
     # The first heartbeat of a minute also writes its record (the stamp and the report row),
     # and the first this process answers for the lane reads the lane's slug.
-    selectors.forget_lane(Lane.objects.get(pk=run.work_package.lane_id))
+    hand_selectors.forget_lane(Lane.objects.get(pk=run.work_package.lane_id))
     with (
         mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as statements,
         django_assert_num_queries(2),
@@ -253,7 +256,7 @@ def test_a_key_is_checked_on_the_hot_path_every_call(api_a: Api, api_b: Api, run
     assert api_a.post("/leases/acquire", body).status_code == 201
     renew = {"resource": "src/", "fence": 1, "process_id": "p1"}
     prefix = api_a.key.split("_")[1]
-    fleet.key_revoke(
+    hand_services.key_revoke(
         workspace_id=api_a.hand.workspace_id, prefix=prefix, actor="test", reason="gone"
     )
     error_of(api_a.post("/leases/renew", renew), 401, "key_revoked")
@@ -284,7 +287,7 @@ def test_each_hot_call_checks_its_own_scope(api_a: Api, run) -> None:
 def test_a_lane_limited_key_reaches_only_its_lane_on_the_hot_path(
     api_a: Api, run, make_run, workspace
 ) -> None:
-    other_lane, _ = fleet.lane_create(workspace=workspace, slug="other")
+    other_lane, _ = hand_services.lane_create(workspace=workspace, slug="other")
     limited = NotingApi(mint(api_a.hand, ["work"], lane=other_lane), api_a.hand)
     attempt = claim(api_a, run)
     refused = report(limited, attempt)
@@ -320,18 +323,18 @@ def test_a_heartbeat_names_its_lease_as_remembered_and_a_wrong_one_matches_nothi
 def test_a_lanes_slug_is_remembered_by_id_and_forgotten_when_the_lane_is_saved(
     workspace, django_assert_num_queries
 ) -> None:
-    lane, _ = fleet.lane_create(workspace=workspace, slug="docs")
+    lane, _ = hand_services.lane_create(workspace=workspace, slug="docs")
     with django_assert_num_queries(1):
-        assert selectors.lane_slug(lane.pk) == "docs"
-        assert selectors.lane_slug(lane.pk) == "docs"
+        assert hand_selectors.lane_slug(lane.pk) == "docs"
+        assert hand_selectors.lane_slug(lane.pk) == "docs"
     # Nothing in Ground Control renames a lane; a row saved under the same id (SQLite hands an
     # id out again after a rollback) is read afresh.
     lane.slug = "renamed"
     lane.save()
-    assert selectors.lane_slug(lane.pk) == "renamed"
+    assert hand_selectors.lane_slug(lane.pk) == "renamed"
     lane_id = lane.pk
     lane.delete()
-    assert lane_id not in selectors._LANE_SLUGS
+    assert lane_id not in hand_selectors._LANE_SLUGS
 
 
 def test_the_hot_path_stamps_last_used_at_once_a_minute(api_a: Api, frozen_clock) -> None:
@@ -432,7 +435,8 @@ def test_a_failure_after_the_statement_applies_nothing_twice(api_a: Api, run, fa
     the bookkeeping runs: a failure there is logged, and the DRF view never does the call again."""
     attempt = claim(api_a, run)
     HandKey.objects.filter(prefix=api_a.key.split("_")[1]).update(last_used_at=None)
-    with mock.patch.object(fleet, failing, side_effect=OperationalError("gone")) as broken:
+    owner = {"heartbeat_record": report_services, "key_mark_used": hand_services}[failing]
+    with mock.patch.object(owner, failing, side_effect=OperationalError("gone")) as broken:
         beat = report(api_a, attempt)
         noted = report(api_a, attempt, kind="note", message="one row only")
     assert broken.called

@@ -7,7 +7,8 @@ import threading
 import pytest
 from django.db import connection
 
-from fleet.models import Hand, HandKey, IdempotencyRecord, Run, WorkPackage
+from fleet.models import Run, WorkPackage
+from hands.models import Hand, HandKey, IdempotencyRecord
 from leases.models import Event
 from tests.api.conftest import Api, error_of, refusals
 
@@ -64,10 +65,10 @@ def test_a_replayed_key_issue_never_shows_the_secret_again(boss: Api, owner) -> 
 def test_keys_are_per_caller_and_a_refused_first_call_is_not_stored(
     boss: Api, workspace, lane
 ) -> None:
-    from fleet import services as fleet
+    from hands import services as hand_services
 
-    other_hand, _ = fleet.hand_create(workspace=workspace, name="planner")
-    planner = Api(fleet.key_issue(hand=other_hand, scopes=["plan"], actor="t").plaintext)
+    other_hand, _ = hand_services.hand_create(workspace=workspace, name="planner")
+    planner = Api(hand_services.key_issue(hand=other_hand, scopes=["plan"], actor="t").plaintext)
     headers = {"Idempotency-Key": "same"}
     refused = boss.post("/work-packages/999/runs", {"title": "x"}, headers)
     error_of(refused, 404, "not_found")

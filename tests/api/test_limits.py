@@ -9,9 +9,9 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from groundcontrol import api as infrastructure
-from groundcontrol import ratelimit
-from leases.errors import PayloadTooLarge
+from apikit import api as infrastructure
+from apikit import ratelimit
+from apikit.errors import PayloadTooLarge
 from leases.models import Lease, Refusal
 from tests.api.conftest import Api, error_of, refusals
 
@@ -71,7 +71,7 @@ def test_the_rate_limit_fails_open_when_the_cache_is_down(api_a: Api, monkeypatc
 def test_the_count_survives_a_redis_that_forgot_its_scripts_and_dropped_the_connection(
     api_a: Api,
 ) -> None:
-    """`incr` runs on the thread's own connection (groundcontrol/cache.py): after SCRIPT FLUSH
+    """`incr` runs on the thread's own connection (apikit/cache.py): after SCRIPT FLUSH
     it loads the script again; after the server closed the connection it connects again."""
     import redis
 

@@ -1,4 +1,4 @@
-"""The rate limiter's blocks (groundcontrol/ratelimit.py): never more than the limit admitted in a
+"""The rate limiter's blocks (apikit/ratelimit.py): never more than the limit admitted in a
 window, however many processes share a key; one count per call while calls are slow; few round
 trips while they are fast."""
 
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from django.test import override_settings
 
-from groundcontrol import ratelimit
-from leases.errors import RateLimited
+from apikit import ratelimit
+from apikit.errors import RateLimited
 
 
 class Clock:

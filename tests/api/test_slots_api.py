@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from fleet import services as fleet
-from fleet.models import Hand, Run
+from fleet.models import Run
+from fleet.services import plan as plan_services
+from hands import services as hand_services
+from hands.models import Hand
 from leases.models import Event
 from tests.api.conftest import PR_URL, Api, error_of, mint
 
@@ -68,9 +70,9 @@ def test_a_no_open_slot_denial_counts_the_slots(api_a: Api, api_b: Api, one_slot
 def test_a_work_key_lists_the_open_runs_of_its_lane_with_their_slots(
     workspace: Any, owner: Hand, lane: Any, make_run: Any, api_a: Api
 ) -> None:
-    other_lane, _ = fleet.lane_create(workspace=workspace, slug="payments")
-    package, _ = fleet.work_package_create(lane=other_lane, key="p-1", title="Payments")
-    elsewhere = fleet.run_create(work_package=package, title="Elsewhere", slots=1)
+    other_lane, _ = hand_services.lane_create(workspace=workspace, slug="payments")
+    package, _ = plan_services.work_package_create(lane=other_lane, key="p-1", title="Payments")
+    elsewhere = plan_services.run_create(work_package=package, title="Elsewhere", slots=1)
     first = make_run(slots=2, title="First")
     done = make_run(slots=1, title="Done", evidence_required=["pull_request"])
     finish(api_a, claim(api_a, done))

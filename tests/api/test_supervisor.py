@@ -6,7 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from fleet.models import Attempt, Hand, HandKey, Lane, Run, Slot, WorkPackage
+from fleet.models import Attempt, Run, Slot, WorkPackage
+from hands.models import Hand, HandKey, Lane
 from leases import clock
 from leases.models import Event, Lease
 from tests.api.conftest import Api, error_of, refusals
@@ -283,16 +284,17 @@ def test_lists_paginate_with_cursors_newest_first(boss: Api, workspace) -> None:
 def test_listing_attempts_costs_the_same_queries_for_one_or_many(
     boss: Api, workspace, make_run, django_assert_num_queries
 ) -> None:
-    from fleet import services as fleet
+    from fleet.services import attempts as attempt_services
+    from hands import services as hand_services
 
     run = make_run(slots=6)
-    hand, _ = fleet.hand_create(workspace=workspace, name="solo")
-    fleet.attempt_claim(hand=hand, run_id=run.pk, process_id="p")
+    hand, _ = hand_services.hand_create(workspace=workspace, name="solo")
+    attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id="p")
     boss.get("/attempts")
     # key; the database's time; one page of attempts joined with lease, hand, run, lane, slot.
     with django_assert_num_queries(3):
         assert len(boss.get("/attempts").json()) == 1
     for i in range(5):
-        fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=f"p{i}")
+        attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id=f"p{i}")
     with django_assert_num_queries(3):
         assert len(boss.get("/attempts").json()) == 6

@@ -12,8 +12,8 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from fleet import services as fleet
-from fleet.models import Role, Workspace
+from hands import services as hand_services
+from hands.models import Role, Workspace
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -79,7 +79,7 @@ def page(browser: Any, live_server: Any, fast_polls: None) -> Iterator[Any]:
 @pytest.fixture
 def admin(workspace: Workspace) -> Any:
     user = get_user_model().objects.create_user(username="ada", password=PASSWORD)
-    fleet.membership_set(workspace=workspace, user=user, role=Role.ADMIN)
+    hand_services.membership_set(workspace=workspace, user=user, role=Role.ADMIN)
     return user
 
 

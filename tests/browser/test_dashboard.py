@@ -8,7 +8,9 @@ import httpx
 import pytest
 
 from evidence.services import attempt_finish
-from fleet import services as fleet
+from fleet.services import attempts as attempt_services
+from fleet.services import reports as report_services
+from hands import services as hand_services
 from leases import engine
 from leases.models import Event
 from leases.services import lease_acquire
@@ -17,7 +19,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def test_it_logs_in_and_shows_the_board(page, admin, owner, make_run, artifacts):
-    fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
+    attempt_services.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
     page.goto("/")
     assert "/login/" in page.url
     page.get_by_label("Username").fill("ada")
@@ -30,7 +32,7 @@ def test_it_logs_in_and_shows_the_board(page, admin, owner, make_run, artifacts)
 
 def test_it_turns_a_badge_from_live_to_late_without_a_reload(logged_in, owner, make_run):
     page = logged_in
-    view = fleet.attempt_claim(
+    view = attempt_services.attempt_claim(
         hand=owner, run_id=make_run(heartbeat_interval_s=3, grace_s=60).pk, process_id="host:1"
     )
     page.goto("/")
@@ -47,7 +49,7 @@ def test_it_sends_nothing_new_when_nothing_changed_and_polls_slower_when_hidden(
     logged_in, owner, make_run
 ):
     page = logged_in
-    fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
+    attempt_services.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
     page.goto("/")
     statuses: list[int] = []
     page.on(
@@ -70,7 +72,7 @@ def test_it_sends_nothing_new_when_nothing_changed_and_polls_slower_when_hidden(
 
 def test_it_revokes_a_key_and_the_hands_next_api_call_is_refused(logged_in, live_server, owner):
     page = logged_in
-    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="test")
+    issued = hand_services.key_issue(hand=owner, scopes=["work"], actor="test")
     api = httpx.Client(
         base_url=live_server.url, headers={"Authorization": f"Bearer {issued.plaintext}"}
     )
@@ -97,7 +99,7 @@ def test_it_issues_a_key_shown_once_with_a_copy_button(logged_in, owner):
     page.get_by_role("button", name="Copy the key").click()
     page.get_by_text("Copied.").wait_for()
     assert page.evaluate("navigator.clipboard.readText()") == key
-    assert fleet.key_authenticate(key).hand_id == owner.pk
+    assert hand_services.key_authenticate(key).hand_id == owner.pk
 
 
 def test_it_breaks_a_lease_with_a_reason(logged_in, owner, workspace):
@@ -122,8 +124,8 @@ def test_it_breaks_a_lease_with_a_reason(logged_in, owner, workspace):
 def test_it_shows_a_runs_timeline(logged_in, owner, teammate, make_run, artifacts):
     page = logged_in
     run = make_run(slots=2, evidence_required=["pull_request"], brief="# Ship it\n\nWith a **PR**.")
-    done = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
-    fleet.attempt_report(
+    done = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    report_services.attempt_report(
         hand=owner,
         attempt_id=done.attempt.pk,
         fence=1,
@@ -138,7 +140,7 @@ def test_it_shows_a_runs_timeline(logged_in, owner, teammate, make_run, artifact
         process_id="host:1",
         evidence=[{"kind": "pull_request", "url": "https://example.com/pr/1"}],
     )
-    fleet.attempt_claim(hand=teammate, run_id=run.pk, process_id="host:2")
+    attempt_services.attempt_claim(hand=teammate, run_id=run.pk, process_id="host:2")
     page.goto(f"/runs/{run.pk}/")
     timeline = page.locator("#run-timeline")
     assert timeline.locator("rect[data-state]").count() == 2
@@ -152,7 +154,7 @@ def test_it_shows_a_done_run_and_reopens_its_slot_with_a_reason(
 ):
     page = logged_in
     run = make_run(slots=1, evidence_required=["pull_request"])
-    view = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    view = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
     attempt_finish(
         hand=owner,
         attempt_id=view.attempt.pk,

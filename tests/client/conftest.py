@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from fleet import services as fleet
-from fleet.models import Attempt, Hand, Report, Run
+from fleet.models import Attempt, Report, Run
+from hands import services as hand_services
+from hands.models import Hand
 from leases.models import Lease
 
 GCTL = str(Path(sys.executable).parent / "gctl")
@@ -29,7 +30,7 @@ GRACE_S = 1
 
 
 def mint(hand: Hand, scopes: Sequence[str] = ("work", "leases")) -> str:
-    return fleet.key_issue(hand=hand, scopes=list(scopes), actor="test").plaintext
+    return hand_services.key_issue(hand=hand, scopes=list(scopes), actor="test").plaintext
 
 
 @dataclass
@@ -89,7 +90,7 @@ def wait_for(condition: Callable[[], Any], timeout: float = 15.0, step: float = 
 
 
 def assert_heartbeats_kept_the_claim(record: Attempt, *, for_s: float) -> None:
-    """A bare heartbeat is on record once a minute (`fleet.services.HEARTBEAT_RECORD_S`): the
+    """A bare heartbeat is on record once a minute (`fleet.services.reports.HEARTBEAT_RECORD_S`): the
     first one is, with the claim's process, and the slot lease's latest renewal in the attempt's
     tenure shows that the hand kept renewing for `for_s` seconds."""
     heartbeats = Report.objects.filter(attempt=record, kind="heartbeat", renewed=True)

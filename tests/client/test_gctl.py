@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from evidence.models import Evidence
-from fleet import services as fleet
-from fleet.models import Attempt, AttemptEnd, Hand, Report
+from fleet.models import Attempt, AttemptEnd, Report
+from fleet.services import attempts as attempt_services
+from hands import services as hand_services
+from hands.models import Hand
 from tests.client.conftest import (
     GCTL,
     INTERVAL_S,
@@ -96,7 +98,9 @@ def test_it_exits_5_on_a_key_that_may_not(gc: Fleet, owner: Hand) -> None:
     leases_only = mint(owner, ["leases"])
     refused = gc.gctl("claim", str(run.pk), key=leases_only)
     assert refused.returncode == EXIT_AUTH and "(scope_denied)" in refused.stderr
-    fleet.key_revoke(workspace_id=owner.workspace_id, prefix=gc.key_a.split("_")[1], actor="boss")
+    hand_services.key_revoke(
+        workspace_id=owner.workspace_id, prefix=gc.key_a.split("_")[1], actor="boss"
+    )
     revoked = gc.gctl("me")
     assert revoked.returncode == EXIT_AUTH and "(key_revoked)" in revoked.stderr
 
@@ -107,7 +111,7 @@ def test_it_exits_4_when_a_fence_is_stale_and_2_on_usage(gc: Fleet) -> None:
     fence = json.loads(acquired.stdout)["fence"]
     resource = {"GC_RESOURCE": "migrations", "GC_FENCE": str(fence)}
     assert gc.gctl("lease", "check", "migrations", **resource).returncode == 0
-    fleet.lease_break(
+    attempt_services.lease_break(
         workspace_id=Hand.objects.get(name="hand-a").workspace_id,
         resource="migrations",
         actor="boss",
@@ -356,7 +360,7 @@ def test_it_stops_the_command_when_the_directive_is_stop(gc: Fleet, tmp_path: Pa
     run = gc.run()
     wrapper = _start(gc, "run", "--run", str(run.pk), "--", "sleep", "60")
     record = wait_for(lambda: Attempt.objects.filter(run=run).first())
-    fleet.attempt_set_directive(
+    attempt_services.attempt_set_directive(
         workspace_id=run.workspace_id, attempt_id=record.pk, directive="stop", actor="boss"
     )
     started = time.monotonic()
@@ -377,7 +381,7 @@ def test_it_suspends_the_command_while_the_directive_is_pause(gc: Fleet, tmp_pat
         return int(counter.read_text().strip() or 0) if counter.exists() else 0
 
     def direct(directive: str) -> None:
-        fleet.attempt_set_directive(
+        attempt_services.attempt_set_directive(
             workspace_id=run.workspace_id, attempt_id=record.pk, directive=directive, actor="boss"
         )
 
@@ -404,7 +408,7 @@ def test_it_stops_the_command_when_the_lease_is_lost(gc: Fleet, tmp_path: Path) 
         gc, "run", "--run", str(run.pk), "--", "sh", "-c", f"echo $$ > {pid_file}; exec sleep 60"
     )
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
-    fleet.lease_break(
+    attempt_services.lease_break(
         workspace_id=run.workspace_id, resource=f"run/{run.pk}/slot/0", actor="boss", reason="x"
     )
     assert wrapper.wait(15) == EXIT_LOST
@@ -478,7 +482,7 @@ def test_it_stops_the_held_command_when_the_lease_is_lost(gc: Fleet, tmp_path: P
         gc, "hold", "dev-server", "--ttl", "5", "--", "sh", "-c", f"touch {seen}; exec sleep 60"
     )
     wait_for(seen.exists)
-    fleet.lease_break(
+    attempt_services.lease_break(
         workspace_id=Hand.objects.get(name="hand-a").workspace_id,
         resource="dev-server",
         actor="boss",

@@ -21,8 +21,8 @@ from groundcontrol_client import Evidence as GcEvidence
 from groundcontrol_client.errors import describe_denial
 
 from evidence.models import Evidence
-from fleet import services as fleet
 from fleet.models import AttemptEnd
+from fleet.services import attempts as attempt_services
 from tests.client.conftest import (
     GRACE_S,
     INTERVAL_S,
@@ -68,7 +68,7 @@ def test_it_detects_and_reports_a_lease_the_server_took_away(gc: Fleet) -> None:
     run = gc.run()
     hand = hand_for(gc, gc.key_a)
     with pytest.raises(TenureLost), hand.claim(run.pk) as attempt:
-        fleet.lease_break(
+        attempt_services.lease_break(
             workspace_id=run.workspace_id,
             resource=f"run/{run.pk}/slot/0",
             actor="boss",

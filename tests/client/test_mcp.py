@@ -20,8 +20,10 @@ from mcp import StdioServerParameters
 from mcp.types import CallToolResult
 
 from evidence.models import Evidence
-from fleet import services as fleet
-from fleet.models import AttemptEnd, Hand, Lane
+from fleet.models import AttemptEnd
+from fleet.services import plan as plan_services
+from hands import services as hand_services
+from hands.models import Hand, Lane
 from tests.client.conftest import (
     GCTL,
     INTERVAL_S,
@@ -565,12 +567,14 @@ def test_it_finds_work_with_a_lane_limited_key_and_never_reclaims_a_done_run(
     gc: Fleet, owner: Hand, lane: Lane
 ) -> None:
     run = gc.run()
-    other_lane, _ = fleet.lane_create(workspace=lane.workspace, slug="payments", name="Payments")
-    package, _ = fleet.work_package_create(lane=other_lane, key="pay-1", title="Payments")
-    elsewhere = fleet.run_create(
+    other_lane, _ = hand_services.lane_create(
+        workspace=lane.workspace, slug="payments", name="Payments"
+    )
+    package, _ = plan_services.work_package_create(lane=other_lane, key="pay-1", title="Payments")
+    elsewhere = plan_services.run_create(
         work_package=package, title="Migrate", brief="b", slots=1, evidence_required=[]
     )
-    key = fleet.key_issue(hand=owner, scopes=["work"], actor="test", lane=lane).plaintext
+    key = hand_services.key_issue(hand=owner, scopes=["work"], actor="test", lane=lane).plaintext
     listed, claimed, held, finished, done, again, status = drive(
         stdio(gc, key),
         [

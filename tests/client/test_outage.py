@@ -25,7 +25,7 @@ from groundcontrol_client import Client, Hand, LeaseLost
 
 from evidence.models import Evidence
 from fleet.models import Attempt, AttemptEnd, Run
-from fleet.models import Hand as HandRecord
+from hands.models import Hand as HandRecord
 from leases.models import Lease
 from tests.client.conftest import GCTL, PR_URL, attempts_of, mint, wait_for
 from tests.reliability.live import WebServer, database_url, server_env

@@ -9,11 +9,13 @@ import threading
 import pytest
 from django.db import connection
 
+from apikit.errors import GroundControlError
 from evidence.services import attempt_finish
 from fleet import selectors
-from fleet import services as fleet
 from fleet.models import Attempt, AttemptEnd, RunState
-from leases.errors import GroundControlError
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
+from hands import services as hand_services
 from leases.models import Event
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -48,7 +50,7 @@ def together(bodies: list) -> list[BaseException]:  # noqa: ANN001
 
 def finish_all_at_once(hands: list, run) -> None:  # noqa: ANN001
     views = [
-        fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=f"p{i}")
+        attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id=f"p{i}")
         for i, hand in enumerate(hands)
     ]
 
@@ -65,10 +67,10 @@ def finish_all_at_once(hands: list, run) -> None:  # noqa: ANN001
 
 
 def test_the_last_finishes_racing_make_the_run_done_exactly_once(workspace, lane) -> None:
-    hands = [fleet.hand_create(workspace=workspace, name=f"h{i}")[0] for i in range(SLOTS)]
+    hands = [hand_services.hand_create(workspace=workspace, name=f"h{i}")[0] for i in range(SLOTS)]
     for round_ in range(ROUNDS):
-        package, _ = fleet.work_package_create(lane=lane, key=f"r{round_}", title="Race")
-        run = fleet.run_create(
+        package, _ = plan_services.work_package_create(lane=lane, key=f"r{round_}", title="Race")
+        run = plan_services.run_create(
             work_package=package, title="race", slots=SLOTS, evidence_required=["pull_request"]
         )
         finish_all_at_once(hands, run)
@@ -81,7 +83,7 @@ def test_the_last_finishes_racing_make_the_run_done_exactly_once(workspace, lane
 
 def claims_racing_a_finish(holder, claimers: list, run) -> list[str]:  # noqa: ANN001
     """The holder finishes while the claimers try again and again; what each claim got."""
-    view = fleet.attempt_claim(hand=holder, run_id=run.pk, process_id="holder")
+    view = attempt_services.attempt_claim(hand=holder, run_id=run.pk, process_id="holder")
     outcomes: list[str] = []
 
     def finish() -> None:
@@ -97,7 +99,7 @@ def claims_racing_a_finish(holder, claimers: list, run) -> list[str]:  # noqa: A
         def body() -> None:
             for _ in range(20):
                 try:
-                    fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=hand.name)
+                    attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id=hand.name)
                     outcomes.append("claimed")
                 except GroundControlError as error:
                     outcomes.append(error.code)
@@ -109,11 +111,11 @@ def claims_racing_a_finish(holder, claimers: list, run) -> list[str]:  # noqa: A
 
 
 def test_claims_racing_a_finish_never_take_the_finished_slot(workspace, lane) -> None:
-    holder = fleet.hand_create(workspace=workspace, name="holder")[0]
-    claimers = [fleet.hand_create(workspace=workspace, name=f"c{i}")[0] for i in range(7)]
+    holder = hand_services.hand_create(workspace=workspace, name="holder")[0]
+    claimers = [hand_services.hand_create(workspace=workspace, name=f"c{i}")[0] for i in range(7)]
     for round_ in range(ROUNDS):
-        package, _ = fleet.work_package_create(lane=lane, key=f"c{round_}", title="Race")
-        run = fleet.run_create(
+        package, _ = plan_services.work_package_create(lane=lane, key=f"c{round_}", title="Race")
+        run = plan_services.run_create(
             work_package=package, title="race", slots=1, evidence_required=["pull_request"]
         )
         outcomes = claims_racing_a_finish(holder, claimers, run)

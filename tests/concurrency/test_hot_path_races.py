@@ -5,7 +5,7 @@ with its own PostgreSQL connection:
   many callers ask for the same resource at the same instant; exactly one is granted each time,
   with the next fence and one event; every other caller is answered by the DRF view with
   lease_held;
-- a bare heartbeat's once-a-minute record (`fleet.services.heartbeat_record`): many heartbeats
+- a bare heartbeat's once-a-minute record (`fleet.services.reports.heartbeat_record`): many heartbeats
   of one attempt find it due at once; every one renews, and one report row is written."""
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from django.db import connection
 from django.test import Client
 
 from fleet import hot
-from fleet import services as fleet
 from fleet.models import Report
+from fleet.services import attempts as attempt_services
+from hands import services as hand_services
 from leases import services as leases
 from leases.models import Event, Lease
 from tests.api.conftest import mint
@@ -96,7 +97,7 @@ def _race(
 def test_one_caller_of_many_gets_a_free_resource_each_time(workspace) -> None:
     keys = []
     for i in range(THREADS):
-        hand, _ = fleet.hand_create(workspace=workspace, name=f"racer-{i}")
+        hand, _ = hand_services.hand_create(workspace=workspace, name=f"racer-{i}")
         keys.append((hand.name, mint(hand, ["leases"])))
 
     for round_number in range(ROUNDS):
@@ -124,9 +125,11 @@ def test_one_caller_of_many_gets_a_free_resource_each_time(workspace) -> None:
 
 
 def test_heartbeats_that_find_the_record_due_at_once_write_it_once(workspace, make_run) -> None:
-    hand, _ = fleet.hand_create(workspace=workspace, name="beater")
+    hand, _ = hand_services.hand_create(workspace=workspace, name="beater")
     key = mint(hand, ["work"])
-    attempt = fleet.attempt_claim(hand=hand, run_id=make_run().pk, process_id="p").attempt
+    attempt = attempt_services.attempt_claim(
+        hand=hand, run_id=make_run().pk, process_id="p"
+    ).attempt
     path = f"/api/v1/attempts/{attempt.pk}/reports"
     beat = {"fence": attempt.fence, "process_id": "p", "kind": "heartbeat"}
 

@@ -20,11 +20,15 @@ from datetime import datetime, timedelta
 import pytest
 from django.db import connection
 
+from apikit.errors import GroundControlError
 from evidence.services import attempt_finish
-from fleet import services as fleet
-from fleet.models import Hand, Run
+from fleet.models import Run
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
+from fleet.services import reports as report_services
+from hands import services as hand_services
+from hands.models import Hand
 from leases import services as leases
-from leases.errors import GroundControlError
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -135,7 +139,7 @@ def slot_worker(index: int, hand: Hand, run: Run, history: History, stop_at: flo
     process = f"host:{index}"
     while time.monotonic() < stop_at:
         try:
-            view = fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=process)
+            view = attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id=process)
         except GroundControlError as error:
             history.add(Op(index, "grant", "slot", -1, False, code=error.code))
             time.sleep(rng.uniform(0, 0.05))
@@ -157,7 +161,7 @@ def slot_worker(index: int, hand: Hand, run: Run, history: History, stop_at: flo
         for _ in range(rng.randint(0, 3)):
             pause(rng, SLOT_INTERVAL_S + SLOT_GRACE_S)
             try:
-                _, view = fleet.attempt_report(
+                _, view = report_services.attempt_report(
                     hand=hand,
                     attempt_id=view.attempt.pk,
                     fence=fence,
@@ -184,7 +188,7 @@ def slot_worker(index: int, hand: Hand, run: Run, history: History, stop_at: flo
             continue
         if rng.random() < 0.75:  # most tenures give the slot back; a finish makes it done
             try:
-                given = fleet.attempt_release(
+                given = attempt_services.attempt_release(
                     hand=hand,
                     attempt_id=view.attempt.pk,
                     fence=fence,
@@ -192,8 +196,15 @@ def slot_worker(index: int, hand: Hand, run: Run, history: History, stop_at: flo
                     reason="next",
                 )
                 history.add(
-                    Op(index, "release", resource, fence, True, given.lease.server_time,
-                       given.lease.server_time)
+                    Op(
+                        index,
+                        "release",
+                        resource,
+                        fence,
+                        True,
+                        given.lease.server_time,
+                        given.lease.server_time,
+                    )
                 )
             except GroundControlError as error:
                 history.add(Op(index, "release", resource, fence, False, code=error.code))
@@ -306,8 +317,8 @@ def check_history(history: History) -> dict[str, int]:
 
 
 def test_it_keeps_every_promise_under_contention(workspace, lane) -> None:  # noqa: ANN001
-    package, _ = fleet.work_package_create(lane=lane, key="race", title="Race")
-    run = fleet.run_create(
+    package, _ = plan_services.work_package_create(lane=lane, key="race", title="Race")
+    run = plan_services.run_create(
         work_package=package,
         title="race",
         # Enough that finished (done) slots leave some to fight over for the whole run.
@@ -317,7 +328,7 @@ def test_it_keeps_every_promise_under_contention(workspace, lane) -> None:  # no
         evidence_required=["pull_request"],
     )
     hands = [
-        fleet.hand_create(workspace=workspace, name=f"slot-hand-{i}")[0]
+        hand_services.hand_create(workspace=workspace, name=f"slot-hand-{i}")[0]
         for i in range(THREADS // 2)
     ]
 

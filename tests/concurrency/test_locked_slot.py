@@ -9,15 +9,16 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from fleet import services as fleet
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
 from leases.models import Lease
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 def test_it_waits_for_a_locked_open_slot_instead_of_refusing(workspace, lane, owner) -> None:  # noqa: ANN001
-    package, _ = fleet.work_package_create(lane=lane, key="lock", title="Lock")
-    run = fleet.run_create(work_package=package, title="one slot", slots=1)
+    package, _ = plan_services.work_package_create(lane=lane, key="lock", title="Lock")
+    run = plan_services.run_create(work_package=package, title="one slot", slots=1)
     slot_lease = Lease.objects.get(resource=f"run/{run.pk}/slot/0")
     locked, release = threading.Event(), threading.Event()
 
@@ -35,7 +36,7 @@ def test_it_waits_for_a_locked_open_slot_instead_of_refusing(workspace, lane, ow
     assert locked.wait(5)
     threading.Timer(0.5, release.set).start()
     started = time.monotonic()
-    view = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    view = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
     waited = time.monotonic() - started
     holder.join(5)
     assert view.lease.fence == 1

@@ -9,16 +9,17 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from fleet import services as fleet
-from fleet.models import Attempt, AttemptEnd, Hand, Lane, Role, Run, Slot, WorkPackage, Workspace
-from fleet.services import slot_resource
+from fleet.models import Attempt, AttemptEnd, Run, Slot, WorkPackage
+from fleet.services.plan import slot_resource
+from hands import services as hand_services
+from hands.models import Hand, Lane, Role, Workspace
 from leases.clock import db_now
 from leases.models import Lease, LeaseKind, LeaseStatus
 
 
 def _member(workspace: Workspace, username: str, role: str) -> Client:
     user = get_user_model().objects.create_user(username=username, password="pw-" + username)
-    fleet.membership_set(workspace=workspace, user=user, role=role)
+    hand_services.membership_set(workspace=workspace, user=user, role=role)
     client = Client()
     client.force_login(user)
     return client
@@ -59,7 +60,7 @@ def make_fleet(workspace: Workspace) -> Callable[..., Run]:
         tag = next(counter)
         now = now or db_now()
         if lane is None:
-            lane, _ = fleet.lane_create(workspace=workspace, slug=f"bulk-{tag}")
+            lane, _ = hand_services.lane_create(workspace=workspace, slug=f"bulk-{tag}")
         package = WorkPackage.objects.create(
             workspace=workspace, lane=lane, key=f"bulk-{tag}", title=f"Bulk {tag}"
         )

@@ -7,8 +7,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from fleet import services as fleet
-from fleet.models import Role
+from fleet.services import attempts as attempt_services
+from hands import services as hand_services
+from hands.models import Role
 from leases.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def attempt(owner, make_run):  # noqa: ANN001, ANN201
-    return fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
+    return attempt_services.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
 
 
 def test_it_sends_anonymous_visitors_to_the_login_page(client: Client, workspace):
@@ -27,7 +28,7 @@ def test_it_sends_anonymous_visitors_to_the_login_page(client: Client, workspace
 
 def test_it_logs_in_with_a_password_and_shows_the_board(client: Client, workspace):
     user = get_user_model().objects.create_user(username="ada", password="correct horse")
-    fleet.membership_set(workspace=workspace, user=user, role=Role.VIEWER)
+    hand_services.membership_set(workspace=workspace, user=user, role=Role.VIEWER)
     assert client.get("/login/").status_code == 200
     wrong = client.post("/login/", {"username": "ada", "password": "nope"})
     assert wrong.status_code == 200 and "did not match" in wrong.content.decode()
@@ -79,7 +80,7 @@ def test_a_supervisor_acts_on_attempts_but_does_not_manage_keys_or_members(
     )
     assert response.status_code == 302
     assert Event.objects.filter(kind="directive_set", actor="sam").count() == 1
-    key = fleet.key_issue(hand=owner, scopes=["work"], actor="test").key
+    key = hand_services.key_issue(hand=owner, scopes=["work"], actor="test").key
     assert supervisor_client.get(f"/hands/{owner.pk}/keys/new/").status_code == 403
     assert supervisor_client.post(f"/keys/{key.prefix}/revoke/", {}).status_code == 403
     assert (
@@ -89,7 +90,7 @@ def test_a_supervisor_acts_on_attempts_but_does_not_manage_keys_or_members(
 
 
 def test_another_workspaces_objects_are_not_found(outsider_client, attempt, owner):
-    key = fleet.key_issue(hand=owner, scopes=["work"], actor="test").key
+    key = hand_services.key_issue(hand=owner, scopes=["work"], actor="test").key
     for method, url in [
         ("get", f"/runs/{attempt.attempt.run_id}/"),
         ("get", f"/hands/{owner.pk}/"),
@@ -106,22 +107,22 @@ def test_a_member_of_two_workspaces_switches_between_them(
     workspace, outsider_workspace, attempt, client: Client
 ):
     user = get_user_model().objects.create_user(username="both", password="x")
-    fleet.membership_set(workspace=workspace, user=user, role=Role.VIEWER)
-    fleet.membership_set(workspace=outsider_workspace, user=user, role=Role.ADMIN)
+    hand_services.membership_set(workspace=workspace, user=user, role=Role.VIEWER)
+    hand_services.membership_set(workspace=outsider_workspace, user=user, role=Role.ADMIN)
     client.force_login(user)
     first = client.get("/").content.decode()
     assert 'id="workspace-switch"' in first and "hand-a" in first  # acme comes first by name
     client.post("/workspace/", {"workspace": outsider_workspace.pk})
     assert "hand-a" not in client.get("/").content.decode()
     assert client.get("/members/").status_code == 200  # admin there
-    stranger = fleet.workspace_get_or_create(name="stranger")
+    stranger = hand_services.workspace_get_or_create(name="stranger")
     client.post("/workspace/", {"workspace": stranger.pk})
     assert client.get("/members/").status_code == 200  # still in elsewhere, not stranger
 
 
 def test_every_form_needs_its_csrf_token(workspace, attempt):
     user = get_user_model().objects.create_user(username="ada", password="x")
-    fleet.membership_set(workspace=workspace, user=user, role=Role.ADMIN)
+    hand_services.membership_set(workspace=workspace, user=user, role=Role.ADMIN)
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
     response = client.post(f"/attempts/{attempt.attempt.pk}/directive/", {"directive": "stop"})

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from fleet import services as fleet
-from fleet.models import Attempt, HandKey, Run
+from fleet.models import Attempt, Run
+from fleet.services import attempts as attempt_services
+from hands import services as hand_services
+from hands.errors import KeyRevoked
+from hands.models import HandKey
 from leases import engine
-from leases.errors import KeyRevoked
 from leases.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def attempt(owner, make_run):  # noqa: ANN001, ANN201
-    return fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
+    return attempt_services.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
 
 
 def test_it_issues_a_key_shown_once_with_a_copy_button(admin_client, owner, lane):
@@ -30,7 +32,7 @@ def test_it_issues_a_key_shown_once_with_a_copy_button(admin_client, owner, lane
     html = response.content.decode()
     plaintext = html.split('id="key-plaintext">')[1].split("<")[0]
     assert plaintext.startswith(f"gc_{key.prefix}_")
-    assert fleet.key_authenticate(plaintext).pk == key.pk
+    assert hand_services.key_authenticate(plaintext).pk == key.pk
     assert 'data-copy="#key-plaintext"' in html
     assert "no-store" in response["Cache-Control"]
     assert (key.scopes, key.lane_id, key.expires_at is not None) == (
@@ -50,7 +52,7 @@ def test_it_refuses_a_key_without_scopes(admin_client, owner):
 
 
 def test_it_revokes_a_key_after_a_confirmation_and_the_key_is_refused(admin_client, owner):
-    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="test")
+    issued = hand_services.key_issue(hand=owner, scopes=["work"], actor="test")
     confirm = admin_client.get(f"/keys/{issued.key.prefix}/revoke/")
     assert confirm.status_code == 200 and "Revoke the key" in confirm.content.decode()
     assert HandKey.objects.get().revoked_at is None  # asking changes nothing
@@ -60,7 +62,7 @@ def test_it_revokes_a_key_after_a_confirmation_and_the_key_is_refused(admin_clie
     assert (key.revoked_by, key.revoke_reason) == ("ada", "leaked")
     assert Event.objects.get(kind="key_revoked").data["prefix"] == key.prefix
     with pytest.raises(KeyRevoked):
-        fleet.key_authenticate(issued.plaintext)
+        hand_services.key_authenticate(issued.plaintext)
 
 
 def test_it_pauses_resumes_and_stops_an_attempt_with_events(supervisor_client, attempt):
@@ -150,7 +152,7 @@ def test_an_admin_creates_hands_and_sets_members(admin_client, workspace):
 def _finish(owner, run):  # noqa: ANN001, ANN202
     from evidence.services import attempt_finish
 
-    view = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    view = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
     return attempt_finish(
         hand=owner,
         attempt_id=view.attempt.pk,

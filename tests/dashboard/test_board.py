@@ -9,7 +9,9 @@ import pytest
 
 from dashboard import pages as dashboard
 from dashboard.pages import BoardFilters
-from fleet import services as fleet
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
+from hands import services as hand_services
 from leases import clock
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +20,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 def claim(hand, run, process: str = "host:1"):  # noqa: ANN001, ANN201
-    return fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=process)
+    return attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id=process)
 
 
 def board_of(workspace, **filters):  # noqa: ANN001, ANN201
@@ -56,7 +58,7 @@ def test_it_shows_finished_released_and_broken_attempts_with_their_end(
 ):
     run = make_run(heartbeat_interval_s=100, grace_s=60, slots=3)
     released = claim(owner, run)
-    fleet.attempt_release(
+    attempt_services.attempt_release(
         hand=owner,
         attempt_id=released.attempt.pk,
         fence=1,
@@ -64,7 +66,7 @@ def test_it_shows_finished_released_and_broken_attempts_with_their_end(
         reason="done for today",
     )
     broken = claim(teammate, run, "host:2")
-    fleet.lease_break(
+    attempt_services.lease_break(
         workspace_id=workspace.pk, resource=broken.lease.resource, actor="boss", reason="stuck"
     )
     claim(owner, run, "host:3")
@@ -84,9 +86,9 @@ def test_it_shows_finished_released_and_broken_attempts_with_their_end(
 
 def test_it_filters_by_lane_state_and_hand(workspace, owner, teammate, make_run, frozen_clock):
     run = make_run(heartbeat_interval_s=100, grace_s=60)
-    other_lane, _ = fleet.lane_create(workspace=workspace, slug="payments")
-    package, _ = fleet.work_package_create(lane=other_lane, key="p1", title="Payments")
-    other_run = fleet.run_create(
+    other_lane, _ = hand_services.lane_create(workspace=workspace, slug="payments")
+    package, _ = plan_services.work_package_create(lane=other_lane, key="p1", title="Payments")
+    other_run = plan_services.run_create(
         work_package=package, title="Migrate", slots=1, heartbeat_interval_s=10, grace_s=60
     )
     claim(owner, run)
@@ -152,7 +154,7 @@ def test_it_answers_204_to_a_poll_when_nothing_changed_and_the_fragment_when_som
 
 
 def test_it_escapes_names_and_messages(admin_client, workspace, make_run, frozen_clock):
-    hand, _ = fleet.hand_create(workspace=workspace, name="<script>alert(1)</script>")
+    hand, _ = hand_services.hand_create(workspace=workspace, name="<script>alert(1)</script>")
     claim(hand, make_run())
     html = admin_client.get("/").content.decode()
     assert "<script>alert(1)</script>" not in html
@@ -175,7 +177,7 @@ def test_it_lists_a_runs_open_tenures_before_its_ended_ones(
 ):
     run = make_run(heartbeat_interval_s=100, grace_s=60, slots=2)
     first = claim(owner, run)
-    fleet.attempt_release(
+    attempt_services.attempt_release(
         hand=owner, attempt_id=first.attempt.pk, fence=1, process_id="host:1", reason="done"
     )
     clock.advance(1)

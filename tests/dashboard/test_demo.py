@@ -13,7 +13,8 @@ from dashboard import pages as dashboard
 from dashboard.pages import BoardFilters
 from evidence.models import Evidence
 from fleet import demo
-from fleet.models import Attempt, AttemptEnd, HandKey, Run
+from fleet.models import Attempt, AttemptEnd, Run
+from hands.models import HandKey
 from leases.models import Refusal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -9,8 +9,11 @@ import pytest
 
 from dashboard.templatetags.dashboard import iso
 from evidence.services import attempt_finish
-from fleet import services as fleet
 from fleet.models import Report
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
+from fleet.services import reports as report_services
+from hands import services as hand_services
 from leases import clock
 from leases.errors import LeaseHeld
 from leases.models import Refusal
@@ -41,7 +44,7 @@ def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links
     admin_client, owner, teammate, make_run
 ):
     run = make_run(slots=3, evidence_required=["pull_request"])
-    done = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    done = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
     attempt_finish(
         hand=owner,
         attempt_id=done.attempt.pk,
@@ -49,7 +52,7 @@ def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links
         process_id="host:1",
         evidence=[{"kind": "pull_request", "url": "https://example.com/pr/7"}],
     )
-    fleet.attempt_claim(hand=teammate, run_id=run.pk, process_id="host:2")
+    attempt_services.attempt_claim(hand=teammate, run_id=run.pk, process_id="host:2")
     html = admin_client.get(f"/runs/{run.pk}/").content.decode()
     # The finished slot is done, not open again (issue 17.1).
     assert html.count('class="slot slot-') == 3 and "(1 open, 1 done)" in html
@@ -62,7 +65,7 @@ def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links
 
 
 def test_a_non_http_link_is_shown_as_text(admin_client, lane):
-    package, _ = fleet.work_package_create(
+    package, _ = plan_services.work_package_create(
         lane=lane, key="k", title="Package", external_ref="javascript:alert(1)"
     )
     html = admin_client.get(f"/work-packages/{package.pk}/").content.decode()
@@ -70,12 +73,12 @@ def test_a_non_http_link_is_shown_as_text(admin_client, lane):
 
 
 def test_the_hand_page_shows_keys_by_prefix_attempts_and_refusals(admin_client, owner, make_run):
-    key = fleet.key_issue(hand=owner, scopes=["work", "leases"], actor="boss").key
-    fleet.key_revoke(
+    key = hand_services.key_issue(hand=owner, scopes=["work", "leases"], actor="boss").key
+    hand_services.key_revoke(
         workspace_id=owner.workspace_id, prefix=key.prefix, actor="boss", reason="rotated"
     )
-    live = fleet.key_issue(hand=owner, scopes=["work"], actor="boss", expires_in_s=3600).key
-    fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
+    live = hand_services.key_issue(hand=owner, scopes=["work"], actor="boss", expires_in_s=3600).key
+    attempt_services.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
     lease_acquire(
         workspace_id=owner.workspace_id, resource="db", holder="hand-z", process_id="z", ttl_s=60
     )
@@ -106,8 +109,8 @@ def test_the_refusals_page_filters_by_code_and_hand(admin_client, workspace, own
 
 
 def test_the_events_page_filters_by_kind(admin_client, owner, make_run):
-    fleet.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
-    fleet.key_issue(hand=owner, scopes=["work"], actor="boss")
+    attempt_services.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
+    hand_services.key_issue(hand=owner, scopes=["work"], actor="boss")
     html = admin_client.get("/events/?kind=key_issued").content.decode()
     assert "<code>key_issued</code>" in html and "<code>claimed</code>" not in html
 
@@ -126,11 +129,11 @@ def test_the_board_and_the_timeline_show_a_heartbeat_that_is_not_on_record(
     admin_client, owner, make_run, frozen_clock
 ):
     run = make_run(heartbeat_interval_s=100, grace_s=60)
-    view = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
+    view = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
     beat = {"hand": owner, "attempt_id": view.attempt.pk, "fence": 1, "kind": "heartbeat"}
-    fleet.attempt_report(process_id="host:1", **beat)  # on record
+    report_services.attempt_report(process_id="host:1", **beat)  # on record
     clock.advance(20)
-    fleet.attempt_report(process_id="host:1", **beat)  # a renewal only, within the minute
+    report_services.attempt_report(process_id="host:1", **beat)  # a renewal only, within the minute
     latest = frozen_clock + timedelta(seconds=20)
     assert Report.objects.count() == 1
     board = admin_client.get("/").content.decode()

@@ -12,7 +12,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fleet.models import Attempt, Hand
+from fleet.models import Attempt
+from hands.models import Hand
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from fleet import services as fleet
+from hands import services as hand_services
 from tests.faults.support import (
     PG_BIN,
     Load,
@@ -68,11 +68,14 @@ def test_a_database_restart_answers_503_then_service_resumes_by_itself(tmp_path:
         statuses = load.statuses()
         assert during, "no call was made while the database was down"
         assert {(a.status, a.code) for a in during} == {(503, "dependency_unavailable")}, (
-            statuses, log)
+            statuses,
+            log,
+        )
         assert not [s for s in statuses if s[0] is None or s[0] >= 500 and s[0] != 503], (
-            statuses, log)
-        assert (ready.status_code, ready.json()["checks"]["database"][:11]) == (
-            503, "unavailable")
+            statuses,
+            log,
+        )
+        assert (ready.status_code, ready.json()["checks"]["database"][:11]) == (503, "unavailable")
         assert resumed_s < 10
         counts = assert_nothing_half_applied(pg.url("gc"), load)
         assert counts["lease_rows"] > 10 and counts["attempts"] > 1, counts
@@ -84,8 +87,10 @@ def test_a_database_restart_answers_503_then_service_resumes_by_itself(tmp_path:
 def test_connections_killed_mid_request_answer_503_and_leave_nothing_half_done(
     workspace, tmp_path: Path
 ) -> None:  # noqa: ANN001
-    boss, _ = fleet.hand_create(workspace=workspace, name="boss")
-    key = fleet.key_issue(hand=boss, scopes=fleet.ALL_SCOPES, actor="test").plaintext
+    boss, _ = hand_services.hand_create(workspace=workspace, name="boss")
+    key = hand_services.key_issue(
+        hand=boss, scopes=hand_services.ALL_SCOPES, actor="test"
+    ).plaintext
     db = settings.DATABASES["default"]
     url = database_url(db)
     ours = connection.connection.info.backend_pid if connection.connection else 0
@@ -99,10 +104,15 @@ def test_connections_killed_mid_request_answer_503_and_leave_nothing_half_done(
             nonlocal killed
             with psycopg.connect(url, autocommit=True) as admin:
                 while not stop.wait(0.03):
-                    killed += sum(row[0] for row in admin.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = %s AND pid <> pg_backend_pid() AND pid <> %s "
-                        "AND state <> 'idle'", (db["NAME"], ours)).fetchall())
+                    killed += sum(
+                        row[0]
+                        for row in admin.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = %s AND pid <> pg_backend_pid() AND pid <> %s "
+                            "AND state <> 'idle'",
+                            (db["NAME"], ours),
+                        ).fetchall()
+                    )
 
         thread = threading.Thread(target=killer)
         started = time.monotonic()
@@ -119,8 +129,7 @@ def test_connections_killed_mid_request_answer_503_and_leave_nothing_half_done(
     during = [a for a in load.answers if started < a.at < ended]
     assert killed >= 10, killed
     assert any(a.status == 503 for a in during), statuses
-    assert not [s for s in statuses if s[0] is None or s[0] >= 500 and s[0] != 503], (
-        statuses, log)
+    assert not [s for s in statuses if s[0] is None or s[0] >= 500 and s[0] != 503], (statuses, log)
     assert all(a.code == "dependency_unavailable" for a in load.answers if a.status == 503)
     assert resumed_s < 5
     assert_nothing_half_applied(url, load)

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection
 from groundcontrol_client import Client, Hand, LeaseLost, RetryPolicy
 
-from fleet import services as fleet
+from hands import services as hand_services
 from leases.models import Event, Lease
 from tests.faults.support import Load, assert_nothing_half_applied, fleet_setup
 from tests.reliability.live import ROOT, Api, WebServer, database_url, server_env
@@ -30,8 +30,10 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(tran
 
 
 def _boss_key(workspace) -> str:  # noqa: ANN001
-    boss, _ = fleet.hand_create(workspace=workspace, name="boss")
-    return fleet.key_issue(hand=boss, scopes=fleet.ALL_SCOPES, actor="test").plaintext
+    boss, _ = hand_services.hand_create(workspace=workspace, name="boss")
+    return hand_services.key_issue(
+        hand=boss, scopes=hand_services.ALL_SCOPES, actor="test"
+    ).plaintext
 
 
 def _started_at(pid: int) -> int:
@@ -40,9 +42,7 @@ def _started_at(pid: int) -> int:
     return int(stat.rpartition(")")[2].split()[19])
 
 
-def test_a_web_worker_killed_mid_request_leaves_no_partial_state(
-    workspace, tmp_path: Path
-) -> None:  # noqa: ANN001
+def test_a_web_worker_killed_mid_request_leaves_no_partial_state(workspace, tmp_path: Path) -> None:  # noqa: ANN001
     url = database_url(settings.DATABASES["default"])
     rng = random.Random(3)
     kills = 0
@@ -82,17 +82,38 @@ def celery_worker(tmp_path: Path) -> Iterator[dict[str, object]]:
             raise
         pytest.skip("needs Redis (REDIS_URL)")
     queue = f"gc-faults-{uuid.uuid4().hex[:10]}"
-    env = server_env(database_url(settings.DATABASES["default"]), REDIS_URL=settings.REDIS_URL,
-                     GC_CELERY_QUEUE=queue, GC_SWEEP_BATCH="10", GC_NOTIFY_ON_COMMIT="0")
+    env = server_env(
+        database_url(settings.DATABASES["default"]),
+        REDIS_URL=settings.REDIS_URL,
+        GC_CELERY_QUEUE=queue,
+        GC_SWEEP_BATCH="10",
+        GC_NOTIFY_ON_COMMIT="0",
+    )
     started: list[subprocess.Popen[bytes]] = []
 
     def start() -> subprocess.Popen[bytes]:
         log = tmp_path / f"worker-{len(started)}.log"
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "groundcontrol", "worker", "--pool=solo",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO",
-             "-n", f"{queue}-{len(started)}@%h"],
-            cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "groundcontrol",
+                "worker",
+                "--pool=solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=INFO",
+                "-n",
+                f"{queue}-{len(started)}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
         started.append(process)
         deadline = time.monotonic() + 30
         while b"ready" not in log.read_bytes() and time.monotonic() < deadline:
@@ -159,13 +180,15 @@ def test_a_celery_worker_killed_mid_sweep_leaves_the_rest_to_the_next_and_nothin
 def test_a_control_plane_down_past_the_ttl_never_expires_a_lease_before_its_promise(
     workspace, owner, teammate, tmp_path: Path
 ) -> None:  # noqa: ANN001
-    key_a = fleet.key_issue(hand=owner, scopes=["leases"], actor="test").plaintext
-    key_b = fleet.key_issue(hand=teammate, scopes=["leases"], actor="test").plaintext
+    key_a = hand_services.key_issue(hand=owner, scopes=["leases"], actor="test").plaintext
+    key_b = hand_services.key_issue(hand=teammate, scopes=["leases"], actor="test").plaintext
     url = database_url(settings.DATABASES["default"])
     ttl = 3.0
     with WebServer(env=server_env(url), log=tmp_path / "server.log", workers=2) as server:
-        holder = Hand(Client(server.url, key_a, timeout=1.5,
-                             retry=RetryPolicy(retries=0)), process_id="holder:1")
+        holder = Hand(
+            Client(server.url, key_a, timeout=1.5, retry=RetryPolicy(retries=0)),
+            process_id="holder:1",
+        )
         held = holder.lease("deploy", ttl=ttl).open()
         time.sleep(1.6)  # a renewal or so accepted
         promised = held.lease.expires_at  # the last deadline the server promised the holder
@@ -176,8 +199,9 @@ def test_a_control_plane_down_past_the_ttl_never_expires_a_lease_before_its_prom
 
         def compete() -> None:
             with Api(server.url, key_b, timeout=30) as api:
-                response = api.post("/leases/acquire", {"resource": "deploy", "ttl_s": 60,
-                                                        "process_id": "rival:1"})
+                response = api.post(
+                    "/leases/acquire", {"resource": "deploy", "ttl_s": 60, "process_id": "rival:1"}
+                )
                 answer.update(status=response.status_code, body=response.json())
 
         rival = threading.Thread(target=compete)
@@ -189,8 +213,9 @@ def test_a_control_plane_down_past_the_ttl_never_expires_a_lease_before_its_prom
             time.sleep(0.01)
         os.killpg(server.process.pid, signal.SIGCONT)
         rival.join(30)
-        check = Api(server.url, key_a).post("/leases/check", {"resource": "deploy",
-                                                               "fence": held.fence})
+        check = Api(server.url, key_a).post(
+            "/leases/check", {"resource": "deploy", "fence": held.fence}
+        )
         with pytest.raises(LeaseLost):  # leaving the block says the lease was lost
             held.__exit__(None, None, None)
         holder.close()
@@ -205,5 +230,8 @@ def test_a_control_plane_down_past_the_ttl_never_expires_a_lease_before_its_prom
     assert check.status_code == 409 and check.json()["error"]["code"] == "stale_fence"
     expired = Event.objects.get(kind="lease_expired", resource="deploy")
     assert expired.data["deadline"] == promised.isoformat()
-    assert not Event.objects.filter(kind="lease_acquired", resource="deploy",
-                                    at__lt=promised).exclude(fence=held.fence).exists()
+    assert (
+        not Event.objects.filter(kind="lease_acquired", resource="deploy", at__lt=promised)
+        .exclude(fence=held.fence)
+        .exists()
+    )

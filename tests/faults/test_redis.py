@@ -19,11 +19,11 @@ import httpx
 import pytest
 from django.conf import settings
 
-from fleet import services as fleet
-from fleet.models import JobRun
-from fleet.webhooks import webhook_create
+from hands import services as hand_services
 from leases.models import Event
+from ops.models import JobRun
 from tests.reliability.live import ROOT, Api, WebServer, database_url, free_port, server_env
+from webhooks.services import webhook_create
 
 pytestmark = [
     pytest.mark.postgres,
@@ -45,13 +45,27 @@ class OwnRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            probe = subprocess.run(["redis-cli", "-p", str(self.port), "ping"],
-                                   capture_output=True, text=True)
+            probe = subprocess.run(
+                ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True
+            )
             if probe.stdout.strip() == "PONG":
                 return
             time.sleep(0.05)
@@ -114,59 +128,97 @@ def test_without_redis_leases_stay_correct_and_jobs_catch_up_when_it_returns(
 ) -> None:  # noqa: ANN001
     url = hooks.pop(0)["url"]
     webhook_create(workspace=workspace, url=url, kinds=["lease_expired", "lost"], actor="test")
-    key_a = fleet.key_issue(hand=owner, scopes=["work", "leases"], actor="test").plaintext
-    key_b = fleet.key_issue(hand=teammate, scopes=["work", "leases"], actor="test").plaintext
+    key_a = hand_services.key_issue(hand=owner, scopes=["work", "leases"], actor="test").plaintext
+    key_b = hand_services.key_issue(
+        hand=teammate, scopes=["work", "leases"], actor="test"
+    ).plaintext
     run = make_run(slots=1, heartbeat_interval_s=1, grace_s=1)
     redis = OwnRedis(tmp_path)
     redis.start()
     queue = f"gc-redis-{uuid.uuid4().hex[:10]}"
-    env = server_env(database_url(settings.DATABASES["default"]), REDIS_URL=redis.url,
-                     GC_CELERY_QUEUE=queue, GC_RATE_LIMIT_PER_MINUTE="100000",
-                     GC_SWEEP_INTERVAL_S="0.5", GC_WEBHOOK_INTERVAL_S="0.5")
+    env = server_env(
+        database_url(settings.DATABASES["default"]),
+        REDIS_URL=redis.url,
+        GC_CELERY_QUEUE=queue,
+        GC_RATE_LIMIT_PER_MINUTE="100000",
+        GC_SWEEP_INTERVAL_S="0.5",
+        GC_WEBHOOK_INTERVAL_S="0.5",
+    )
     celery = [sys.executable, "-m", "celery", "-A", "groundcontrol"]
     jobs = [
-        subprocess.Popen([*celery, "worker", "--pool=solo", "--without-gossip",
-                          "--without-mingle", "--without-heartbeat", "-n", f"{queue}@%h"],
-                         cwd=ROOT, env=env, stdout=(tmp_path / "worker.log").open("wb"),
-                         stderr=subprocess.STDOUT),
-        subprocess.Popen([*celery, "beat", "--max-interval=1",
-                          f"--schedule={tmp_path / 'beat'}"],
-                         cwd=ROOT, env=env, stdout=(tmp_path / "beat.log").open("wb"),
-                         stderr=subprocess.STDOUT),
+        subprocess.Popen(
+            [
+                *celery,
+                "worker",
+                "--pool=solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"{queue}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=(tmp_path / "worker.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        ),
+        subprocess.Popen(
+            [*celery, "beat", "--max-interval=1", f"--schedule={tmp_path / 'beat'}"],
+            cwd=ROOT,
+            env=env,
+            stdout=(tmp_path / "beat.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        ),
     ]
     try:
         with WebServer(env=env, log=tmp_path / "server.log", workers=2) as server:
             a, b = Api(server.url, key_a), Api(server.url, key_b)
-            _wait(lambda: JobRun.objects.filter(name="sweep_leases", runs__gte=1).exists(), 30,
-                  "the first sweep")
+            _wait(
+                lambda: JobRun.objects.filter(name="sweep_leases", runs__gte=1).exists(),
+                30,
+                "the first sweep",
+            )
             redis.stop()
             # A sweep the worker had already taken from the queue may still finish: wait until
             # none has for three intervals, then take the leases whose ends it must not record.
             sweeps_before = _settled("sweep_leases", quiet_s=1.5, timeout=20)
             quiet = a.ok("post", f"/runs/{run.pk}/claim", {"process_id": "quiet:1"})
-            dropped = a.ok("post", "/leases/acquire",
-                           {"resource": "dropped", "ttl_s": 1, "process_id": "quiet:1"})
+            dropped = a.ok(
+                "post",
+                "/leases/acquire",
+                {"resource": "dropped", "ttl_s": 1, "process_id": "quiet:1"},
+            )
             ready = httpx.get(f"{server.url}/readyz", timeout=10)
-            granted = b.post("/leases/acquire", {"resource": "build", "ttl_s": 30,
-                                                 "process_id": "b:1"})
-            denied = a.post("/leases/acquire", {"resource": "build", "ttl_s": 30,
-                                                "process_id": "a:1"})
+            granted = b.post(
+                "/leases/acquire", {"resource": "build", "ttl_s": 30, "process_id": "b:1"}
+            )
+            denied = a.post(
+                "/leases/acquire", {"resource": "build", "ttl_s": 30, "process_id": "a:1"}
+            )
             time.sleep(2.5)  # the quiet hand's slot is past its grace, unswept
             reclaimed = b.post(f"/runs/{run.pk}/claim", {"process_id": "b:1"})
-            stale = a.post(f"/attempts/{quiet['id']}/reports",
-                           {"fence": quiet["fence"], "process_id": "quiet:1", "kind": "heartbeat"})
-            expired_check = a.post("/leases/check", {"resource": "dropped",
-                                                     "fence": dropped["fence"]})
+            stale = a.post(
+                f"/attempts/{quiet['id']}/reports",
+                {"fence": quiet["fence"], "process_id": "quiet:1", "kind": "heartbeat"},
+            )
+            expired_check = a.post(
+                "/leases/check", {"resource": "dropped", "fence": dropped["fence"]}
+            )
             time.sleep(1.5)
             sweeps_during = JobRun.objects.get(name="sweep_leases").runs - sweeps_before
-            unrecorded = not Event.objects.filter(kind="lease_expired",
-                                                  resource="dropped").exists()
+            unrecorded = not Event.objects.filter(kind="lease_expired", resource="dropped").exists()
 
             redis.start()  # the same port: workers, beat and the web tier reconnect
-            _wait(lambda: Event.objects.filter(kind="lease_expired", resource="dropped").exists(),
-                  60, "the sweep to record the expiry it missed")
-            _wait(lambda: {h.get("kind") for h in hooks} >= {"lease_expired", "lost"}, 60,
-                  "the webhooks that piled up")
+            _wait(
+                lambda: Event.objects.filter(kind="lease_expired", resource="dropped").exists(),
+                60,
+                "the sweep to record the expiry it missed",
+            )
+            _wait(
+                lambda: {h.get("kind") for h in hooks} >= {"lease_expired", "lost"},
+                60,
+                "the webhooks that piled up",
+            )
             a.close()
             b.close()
     finally:

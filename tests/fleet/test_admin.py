@@ -8,18 +8,18 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.test import Client, RequestFactory
 
-from fleet import services as fleet
-from fleet.models import Lane
+from hands import services as hand_services
+from hands.models import Lane
 
 pytestmark = pytest.mark.django_db
 
 
 def test_a_lanes_slug_and_workspace_are_read_only_in_the_admin_once_it_exists(workspace) -> None:
-    lane, _ = fleet.lane_create(workspace=workspace, slug="docs")
+    lane, _ = hand_services.lane_create(workspace=workspace, slug="docs")
     staff = get_user_model().objects.create_superuser("root", "root@example.com", "pw-123456789")
     client = Client()
     client.force_login(staff)
-    url = f"/admin/fleet/lane/{lane.pk}/change/"
+    url = f"/admin/hands/lane/{lane.pk}/change/"
     page = client.get(url)
     assert page.status_code == 200
     assert b'name="slug"' not in page.content and b'name="name"' in page.content
@@ -28,9 +28,9 @@ def test_a_lanes_slug_and_workspace_are_read_only_in_the_admin_once_it_exists(wo
     lane.refresh_from_db()
     assert (lane.slug, lane.name) == ("docs", "Documentation")
     # A new lane is given its slug as it is made; the database stamps its creation.
-    assert b'name="slug"' in client.get("/admin/fleet/lane/add/").content
+    assert b'name="slug"' in client.get("/admin/hands/lane/add/").content
     added = client.post(
-        "/admin/fleet/lane/add/", {"workspace": workspace.pk, "slug": "ops", "name": "Ops"}
+        "/admin/hands/lane/add/", {"workspace": workspace.pk, "slug": "ops", "name": "Ops"}
     )
     assert added.status_code == 302, added.context["adminform"].form.errors
     assert Lane.objects.get(slug="ops").created_at is not None

@@ -6,24 +6,19 @@ from datetime import timedelta
 
 import pytest
 
+from apikit.errors import NotFound, ValidationFailed
+from evidence.errors import EvidenceMissing
 from evidence.models import Evidence
 from evidence.services import attempt_finish
 from fleet import selectors
-from fleet import services as fleet
+from fleet.errors import NoOpenSlot, RunClosed, SlotTaken
 from fleet.models import Attempt, Report
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
+from fleet.services import reports as report_services
+from hands import services as hand_services
 from leases import clock
-from leases.errors import (
-    EvidenceMissing,
-    LeaseLost,
-    NoOpenSlot,
-    NotFound,
-    NotHolder,
-    ProcessMismatch,
-    RunClosed,
-    SlotTaken,
-    StaleFence,
-    ValidationFailed,
-)
+from leases.errors import LeaseLost, NotHolder, ProcessMismatch, StaleFence
 from leases.models import Event, Refusal
 
 pytestmark = pytest.mark.django_db
@@ -37,13 +32,13 @@ def run(make_run):  # noqa: ANN001, ANN201
 
 
 def claim(hand, run, process: str = "host:1", **kwargs):  # noqa: ANN001, ANN201
-    return fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=process, **kwargs)
+    return attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id=process, **kwargs)
 
 
 def report(hand, view, process: str | None = "host:1", **kwargs):  # noqa: ANN001, ANN201
     options = {"kind": "heartbeat", "fence": view.attempt.fence}
     options.update(kwargs)
-    return fleet.attempt_report(
+    return report_services.attempt_report(
         hand=hand, attempt_id=view.attempt.pk, process_id=process, **options
     )
 
@@ -73,7 +68,9 @@ def test_a_full_run_answers_no_open_slot_and_a_taken_slot_slot_taken(
 
 
 def test_a_closed_run_takes_no_claims(owner, run):
-    fleet.run_set_state(workspace_id=run.workspace_id, run_id=run.pk, state="closed", actor="boss")
+    plan_services.run_set_state(
+        workspace_id=run.workspace_id, run_id=run.pk, state="closed", actor="boss"
+    )
     with pytest.raises(RunClosed):
         claim(owner, run)
     assert Event.objects.filter(kind="run_closed").count() == 1
@@ -110,7 +107,7 @@ def test_a_lost_attempt_is_refused_on_every_call_forever(owner, run, frozen_cloc
     with pytest.raises(LeaseLost):
         report(owner, view, process=None)
     with pytest.raises(LeaseLost):
-        fleet.attempt_release(
+        attempt_services.attempt_release(
             hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", reason="late"
         )
     with pytest.raises(LeaseLost):
@@ -155,9 +152,7 @@ def test_a_report_renews_only_with_the_claims_process_identity(owner, run, froze
     assert Refusal.objects.get().code == "process_mismatch"
 
 
-def test_a_bare_heartbeat_renews_every_time_and_is_recorded_once_a_minute(
-    owner, run, frozen_clock
-):
+def test_a_bare_heartbeat_renews_every_time_and_is_recorded_once_a_minute(owner, run, frozen_clock):
     view = claim(owner, run)
     assert view.attempt.last_report_at is None
     beats = []
@@ -189,7 +184,7 @@ def test_a_hand_cannot_act_on_another_hands_attempt(owner, teammate, run):
     with pytest.raises(NotHolder):
         report(teammate, view)
     with pytest.raises(NotHolder):
-        fleet.attempt_release(
+        attempt_services.attempt_release(
             hand=teammate, attempt_id=view.attempt.pk, fence=1, process_id="host:1", reason="x"
         )
     with pytest.raises(NotHolder):
@@ -208,14 +203,14 @@ def test_a_stale_fence_is_refused_with_the_current_fence(owner, run):
 
 def test_directives_reach_the_hand_in_its_next_report(owner, run):
     view = claim(owner, run)
-    fleet.attempt_set_directive(
+    attempt_services.attempt_set_directive(
         workspace_id=run.workspace_id, attempt_id=view.attempt.pk, directive="pause", actor="boss"
     )
     _, after = report(owner, view)
     assert after.attempt.directive == "pause"
     assert Event.objects.filter(kind="directive_set").count() == 1
     with pytest.raises(ValidationFailed):
-        fleet.attempt_set_directive(
+        attempt_services.attempt_set_directive(
             workspace_id=run.workspace_id, attempt_id=view.attempt.pk, directive="dance", actor="b"
         )
 
@@ -283,7 +278,7 @@ def test_finish_refuses_links_that_are_not_http(owner, run, url):
 def test_release_opens_the_slot_at_once(owner, teammate, make_run):
     run = make_run(slots=1)
     view = claim(owner, run)
-    released = fleet.attempt_release(
+    released = attempt_services.attempt_release(
         hand=owner,
         attempt_id=view.attempt.pk,
         fence=1,
@@ -299,7 +294,7 @@ def test_release_opens_the_slot_at_once(owner, teammate, make_run):
 def test_breaking_a_slot_lease_loses_the_attempt(owner, teammate, make_run):
     run = make_run(slots=1)
     view = claim(owner, run)
-    fleet.lease_break(
+    attempt_services.lease_break(
         workspace_id=run.workspace_id, resource=view.lease.resource, actor="boss", reason="stuck"
     )
     assert Attempt.objects.get(pk=view.attempt.pk).end == "lost"
@@ -324,8 +319,10 @@ def test_refused_operations_write_nothing_but_their_refusal(owner, teammate, run
 
 
 def test_work_packages_are_idempotent_on_their_key(lane):
-    first, created = fleet.work_package_create(lane=lane, key="2030-01-01", title="Day")
-    again, created_again = fleet.work_package_create(lane=lane, key="2030-01-01", title="Day")
+    first, created = plan_services.work_package_create(lane=lane, key="2030-01-01", title="Day")
+    again, created_again = plan_services.work_package_create(
+        lane=lane, key="2030-01-01", title="Day"
+    )
     assert (created, created_again) == (True, False)
     assert first.pk == again.pk
 
@@ -343,42 +340,43 @@ def test_runs_refuse_bad_slot_counts(make_run, slots):
 
 
 def test_keys_are_hashed_scoped_expiring_and_revocable(owner, frozen_clock):
-    from leases.errors import KeyExpired, KeyInvalid, KeyRevoked, ScopeDenied
+    from apikit.errors import KeyInvalid, ScopeDenied
+    from hands.errors import KeyExpired, KeyRevoked
 
-    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="boss", expires_in_s=60)
+    issued = hand_services.key_issue(hand=owner, scopes=["work"], actor="boss", expires_in_s=60)
     assert issued.plaintext.startswith(f"gc_{issued.key.prefix}_")
     secret = issued.plaintext.split("_", 2)[2]
     assert secret not in issued.key.secret_hash
-    assert fleet.key_authenticate(issued.plaintext).hand == owner
+    assert hand_services.key_authenticate(issued.plaintext).hand == owner
     with pytest.raises(ScopeDenied):
-        fleet.key_require_scope(issued.key, "plan")
+        hand_services.key_require_scope(issued.key, "plan")
     with pytest.raises(KeyInvalid):
-        fleet.key_authenticate(issued.plaintext + "x")
+        hand_services.key_authenticate(issued.plaintext + "x")
     with pytest.raises(KeyInvalid):
-        fleet.key_authenticate("not-a-key")
+        hand_services.key_authenticate("not-a-key")
     clock.advance(60)
     with pytest.raises(KeyExpired):
-        fleet.key_authenticate(issued.plaintext)
-    other = fleet.key_issue(hand=owner, scopes=["work", "leases"], actor="boss")
-    fleet.key_revoke(
+        hand_services.key_authenticate(issued.plaintext)
+    other = hand_services.key_issue(hand=owner, scopes=["work", "leases"], actor="boss")
+    hand_services.key_revoke(
         workspace_id=owner.workspace_id, prefix=other.key.prefix, actor="boss", reason="gone"
     )
     with pytest.raises(KeyRevoked):
-        fleet.key_authenticate(other.plaintext)
+        hand_services.key_authenticate(other.plaintext)
     assert Event.objects.filter(kind="key_revoked").count() == 1
 
 
 def test_last_use_is_written_at_most_once_a_minute(owner, frozen_clock):
-    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="boss")
-    fleet.key_authenticate(issued.plaintext)
+    issued = hand_services.key_issue(hand=owner, scopes=["work"], actor="boss")
+    hand_services.key_authenticate(issued.plaintext)
     issued.key.refresh_from_db()
     first = issued.key.last_used_at
     assert first == frozen_clock
     clock.advance(30)
-    fleet.key_authenticate(issued.plaintext)
+    hand_services.key_authenticate(issued.plaintext)
     issued.key.refresh_from_db()
     assert issued.key.last_used_at == first
     clock.advance(31)
-    fleet.key_authenticate(issued.plaintext)
+    hand_services.key_authenticate(issued.plaintext)
     issued.key.refresh_from_db()
     assert issued.key.last_used_at == frozen_clock + timedelta(seconds=61)

@@ -5,8 +5,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from fleet.models import Hand, HandKey, Membership, Workspace
-from fleet.services import ALL_SCOPES, key_authenticate
+from hands.models import Hand, HandKey, Membership, Workspace
+from hands.services import ALL_SCOPES, key_authenticate
 
 pytestmark = pytest.mark.django_db
 

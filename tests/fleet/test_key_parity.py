@@ -1,4 +1,4 @@
-"""A key's usability (fleet/keys.py) through every form: Python (`key_refusal`, and
+"""A key's usability (hands/keys.py) through every form: Python (`key_refusal`, and
 `key_authenticate` end to end), SQL text (`usable_sql`, as the hot statements use it, and
 `expired_sql`, as the revoking job does) and ORM (`usable_q`), over one table of cases at the
 exact boundaries."""
@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from fleet import keys
-from fleet import services as fleet
-from fleet.models import HandKey
+from apikit.errors import GroundControlError
+from hands import keys
+from hands import services as hand_services
+from hands.models import HandKey
 from leases.clock import db_now, now_expression, now_sql
-from leases.errors import GroundControlError
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ CASES = [
 def _keys(owner, frozen_clock):  # noqa: ANN001, ANN202
     made = {}
     for name, revoked, expires_in, scopes, _, _ in CASES:
-        issued = fleet.key_issue(hand=owner, scopes=scopes, actor="test")
+        issued = hand_services.key_issue(hand=owner, scopes=scopes, actor="test")
         HandKey.objects.filter(pk=issued.key.pk).update(
             revoked_at=frozen_clock if revoked else None,
             expires_at=None if expires_in is None else frozen_clock + timedelta(seconds=expires_in),
@@ -82,15 +82,15 @@ def test_every_form_of_a_keys_usability_agrees(owner, frozen_clock) -> None:
         assert (key.pk in expired_by_sql) == expired, name
         # End to end: the authentication the DRF views use, then the scope check.
         try:
-            authenticated = fleet.key_authenticate(made[name].plaintext)
-            fleet.key_require_scope(authenticated, scope)
+            authenticated = hand_services.key_authenticate(made[name].plaintext)
+            hand_services.key_require_scope(authenticated, scope)
             code = None
         except GroundControlError as error:
             code = error.code
         assert code == expected, name
         wrong = made[name].plaintext[:-1] + ("A" if made[name].plaintext[-1] != "A" else "B")
         with pytest.raises(GroundControlError) as refused:
-            fleet.key_authenticate(wrong)
+            hand_services.key_authenticate(wrong)
         assert refused.value.code == "key_invalid", name
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import pytest
@@ -97,3 +98,102 @@ def test_a_slot_whose_last_attempt_finished_becomes_done(old_schema: MigrationEx
     # A slot a newer tenure holds is not done, whatever came before.
     assert slot_statuses(refinished_then_held) == ["held"]
     assert Run.objects.get(pk=refinished_then_held).state == "open"
+
+
+# Before the apps were split: every model in fleet's state, none in hands, webhooks or ops.
+BEFORE_SPLIT = [
+    ("fleet", "0006_finished_slots_done"),
+    ("leases", "0006_alter_event_kind_alter_lease_status"),
+    ("evidence", "0001_initial"),
+    ("hands", None),
+    ("webhooks", None),
+    ("ops", None),
+]
+
+
+def test_the_split_into_apps_keeps_every_row_and_relation() -> None:
+    """Workspaces, members, lanes, hands, keys and replay records moved to `hands`, webhooks and
+    deliveries to `webhooks`, job runs to `ops`, by state only: a database holding rows in the
+    schema before the split finds every one of them, and every relation, through the new models."""
+    from django.contrib.auth import get_user_model
+
+    from evidence.models import Evidence
+    from fleet.models import Attempt, Report, Run
+    from hands.models import Hand, HandKey, IdempotencyRecord, Lane, Membership, Workspace
+    from ops.models import JobRun
+    from webhooks.models import Webhook, WebhookDelivery
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(BEFORE_SPLIT)
+    try:
+        old = executor.loader.project_state([t for t in BEFORE_SPLIT if t[1]]).apps
+        model = functools.partial(old.get_model, "fleet")
+        user = old.get_model(*get_user_model()._meta.label.split(".")).objects.create(
+            username="ada"
+        )
+        ws = model("Workspace").objects.create(name="acme")
+        model("Membership").objects.create(workspace=ws, user_id=user.pk, role="admin")
+        lane = model("Lane").objects.create(workspace=ws, slug="docs", name="Docs")
+        hand = model("Hand").objects.create(workspace=ws, name="a", lane=lane)
+        model("HandKey").objects.create(
+            hand=hand, prefix="abc123", secret_hash="h" * 64, scopes=["work"], lane=lane
+        )
+        model("IdempotencyRecord").objects.create(
+            workspace=ws,
+            key_prefix="abc123",
+            idempotency_key="i-1",
+            method="POST",
+            path="/api/v1/x",
+            body_hash="b" * 64,
+            status_code=201,
+            response={"id": 1},
+        )
+        package = model("WorkPackage").objects.create(workspace=ws, lane=lane, key="k", title="t")
+        run = model("Run").objects.create(workspace=ws, work_package=package, title="r")
+        lease = old.get_model("leases", "Lease").objects.create(
+            workspace_id=ws.pk, resource=f"run/{run.pk}/slot/0", kind="slot", holder="a", fence=1
+        )
+        slot = model("Slot").objects.create(run=run, index=0, lease=lease)
+        attempt = model("Attempt").objects.create(
+            workspace=ws,
+            run=run,
+            slot=slot,
+            hand=hand,
+            lane=lane,
+            lease=lease,
+            fence=1,
+            process_id="p",
+            claimed_at="2030-01-01T00:00:00Z",
+        )
+        model("Report").objects.create(attempt=attempt, kind="note", message="hello")
+        old.get_model("evidence", "Evidence").objects.create(
+            attempt=attempt, kind="pull_request", url="https://example.com/pr/1"
+        )
+        hook = model("Webhook").objects.create(
+            workspace=ws, url="https://example.com/hook", kinds=["lost"], secret="s"
+        )
+        model("WebhookDelivery").objects.create(webhook=hook, event_id=7, kind="lost", body="{}")
+        model("JobRun").objects.create(name="sweep_leases", runs=3)
+    finally:
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes())
+
+    moved = Workspace.objects.get(name="acme")
+    member = Membership.objects.get(workspace=moved)
+    assert (member.user.username, member.role) == ("ada", "admin")
+    key = HandKey.objects.select_related("hand__workspace", "lane").get(prefix="abc123")
+    assert (key.hand.name, key.hand.workspace, key.lane.slug) == ("a", moved, "docs")
+    assert Hand.objects.get(name="a").lane == Lane.objects.get(slug="docs", workspace=moved)
+    assert IdempotencyRecord.objects.get(idempotency_key="i-1").response == {"id": 1}
+    attempt = Attempt.objects.select_related("hand", "lane", "workspace").get()
+    assert (attempt.hand.name, attempt.lane.slug, attempt.workspace) == ("a", "docs", moved)
+    assert Run.objects.get().work_package.lane.workspace == moved
+    assert Report.objects.get(attempt=attempt).message == "hello"
+    assert Evidence.objects.get(attempt=attempt).url == "https://example.com/pr/1"
+    delivery = WebhookDelivery.objects.select_related("webhook__workspace").get()
+    assert (delivery.event_id, delivery.webhook.workspace) == (7, moved)
+    assert Webhook.objects.get().kinds == ["lost"]
+    assert JobRun.objects.get(name="sweep_leases").runs == 3
+    # The relations hold across the apps: deleting the workspace takes its hands and attempts.
+    moved.delete()
+    assert not Hand.objects.exists() and not Attempt.objects.exists()

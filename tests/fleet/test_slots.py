@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import pytest
 
+from apikit.errors import ValidationFailed
+from evidence.errors import EvidenceMissing
 from evidence.services import attempt_finish
 from fleet import selectors
-from fleet import services as fleet
+from fleet.errors import NoOpenSlot, RunClosed, SlotNotDone, SlotTaken
 from fleet.models import Attempt, Run, RunState
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
 from leases import clock
-from leases.errors import (
-    EvidenceMissing,
-    NoOpenSlot,
-    RunClosed,
-    SlotNotDone,
-    SlotTaken,
-    ValidationFailed,
-)
 from leases.models import Event, Lease, Refusal
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +25,7 @@ PR = [{"kind": "pull_request", "url": "https://example.com/org/repo/pull/7"}]
 
 
 def claim(hand, run, process: str = "host:1", **kwargs):  # noqa: ANN001, ANN201
-    return fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=process, **kwargs)
+    return attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id=process, **kwargs)
 
 
 def finish(hand, view, process: str = "host:1", evidence=PR):  # noqa: ANN001, ANN201
@@ -43,7 +39,7 @@ def finish(hand, view, process: str = "host:1", evidence=PR):  # noqa: ANN001, A
 
 
 def release(hand, view, process: str = "host:1"):  # noqa: ANN001, ANN201
-    return fleet.attempt_release(
+    return attempt_services.attempt_release(
         hand=hand,
         attempt_id=view.attempt.pk,
         fence=view.attempt.fence,
@@ -134,7 +130,7 @@ def test_release_loss_and_break_reopen_the_slot_but_a_finish_does_not(
     assert states(two_slots) == ["open", "open"]  # lost: open at once, before any sweep
     broken = claim(teammate, two_slots, "host:2")
     assert broken.attempt.slot.index == 0 and broken.lease.fence == lost.lease.fence + 1
-    fleet.lease_break(
+    attempt_services.lease_break(
         workspace_id=two_slots.workspace_id,
         resource=broken.lease.resource,
         actor="boss",
@@ -161,7 +157,7 @@ def test_a_finish_refused_for_missing_evidence_leaves_the_slot_held(
 def test_a_supervisor_reopens_a_done_slot_with_a_reason(owner, teammate, one_slot, frozen_clock):
     view = claim(owner, one_slot)
     finish(owner, view)
-    reopened = fleet.slot_reopen(
+    reopened = plan_services.slot_reopen(
         workspace_id=one_slot.workspace_id,
         run_id=one_slot.pk,
         index=0,
@@ -185,7 +181,7 @@ def test_a_supervisor_reopens_a_done_slot_with_a_reason(owner, teammate, one_slo
     assert Attempt.objects.get(pk=view.attempt.pk).end == "finished"
     # Only a done slot can be reopened; a reason is required.
     with pytest.raises(SlotNotDone) as refused:
-        fleet.slot_reopen(
+        plan_services.slot_reopen(
             workspace_id=one_slot.workspace_id,
             run_id=one_slot.pk,
             index=0,
@@ -194,7 +190,7 @@ def test_a_supervisor_reopens_a_done_slot_with_a_reason(owner, teammate, one_slo
         )
     assert refused.value.fields == {"state": "held"}
     with pytest.raises(ValidationFailed):
-        fleet.slot_reopen(
+        plan_services.slot_reopen(
             workspace_id=one_slot.workspace_id,
             run_id=one_slot.pk,
             index=0,
@@ -208,7 +204,7 @@ def test_a_supervisor_adds_slots_to_an_open_or_done_run_but_not_a_closed_one(
     owner, teammate, one_slot, frozen_clock
 ) -> None:
     finish(owner, claim(owner, one_slot))
-    run = fleet.run_add_slots(
+    run = plan_services.run_add_slots(
         workspace_id=one_slot.workspace_id,
         run_id=one_slot.pk,
         count=2,
@@ -226,13 +222,15 @@ def test_a_supervisor_adds_slots_to_an_open_or_done_run_but_not_a_closed_one(
     }
     assert Lease.objects.get(resource=f"run/{run.pk}/slot/2").fence == 0
     assert claim(teammate, run, "host:2").attempt.slot.index == 1
-    fleet.run_set_state(workspace_id=run.workspace_id, run_id=run.pk, state="closed", actor="boss")
+    plan_services.run_set_state(
+        workspace_id=run.workspace_id, run_id=run.pk, state="closed", actor="boss"
+    )
     with pytest.raises(RunClosed):
-        fleet.run_add_slots(
+        plan_services.run_add_slots(
             workspace_id=run.workspace_id, run_id=run.pk, count=1, actor="boss", reason="more"
         )
     with pytest.raises(ValidationFailed):
-        fleet.run_add_slots(
+        plan_services.run_add_slots(
             workspace_id=run.workspace_id, run_id=run.pk, count=0, actor="boss", reason="none"
         )
 
@@ -241,23 +239,23 @@ def test_reopening_a_closed_run_whose_slots_are_all_done_makes_it_done(
     owner, one_slot, frozen_clock
 ) -> None:
     finish(owner, claim(owner, one_slot))
-    closed = fleet.run_set_state(
+    closed = plan_services.run_set_state(
         workspace_id=one_slot.workspace_id, run_id=one_slot.pk, state="closed", actor="boss"
     )
     assert closed.state == RunState.CLOSED
-    reopened = fleet.run_set_state(
+    reopened = plan_services.run_set_state(
         workspace_id=one_slot.workspace_id, run_id=one_slot.pk, state="open", actor="boss"
     )
     assert reopened.state == RunState.DONE
     with pytest.raises(ValidationFailed):
-        fleet.run_set_state(
+        plan_services.run_set_state(
             workspace_id=one_slot.workspace_id, run_id=one_slot.pk, state="done", actor="boss"
         )
 
 
 def test_a_closed_run_stays_closed_when_its_last_slot_finishes(owner, one_slot, frozen_clock):
     view = claim(owner, one_slot)
-    fleet.run_set_state(
+    plan_services.run_set_state(
         workspace_id=one_slot.workspace_id, run_id=one_slot.pk, state="closed", actor="boss"
     )
     finish(owner, view)  # a closed run's attempts go on

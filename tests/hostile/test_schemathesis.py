@@ -24,8 +24,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from fleet import services as fleet
+from fleet.services import attempts as attempt_services
 from groundcontrol.wsgi import application
+from hands import services as hand_services
 from tests.reliability.live import ROOT
 
 EXAMPLES = int(os.environ.get("GC_FUZZ_EXAMPLES", "12"))
@@ -45,18 +46,27 @@ def _tally() -> Iterator[None]:
     yield
     path = ROOT / "test-artifacts" / "hostile-schemathesis.json"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps({"examples_per_operation": EXAMPLES, "requests": dict(TRIED),
-                                "operations": len(list(schema.get_all_operations()))}))
+    path.write_text(
+        json.dumps(
+            {
+                "examples_per_operation": EXAMPLES,
+                "requests": dict(TRIED),
+                "operations": len(list(schema.get_all_operations())),
+            }
+        )
+    )
 
 
 @pytest.fixture
 def world(workspace, make_run, owner) -> Iterator[dict[str, str]]:  # noqa: ANN001
     """A key with every scope, and real objects for the fuzzer's ids to land on now and then:
     run 1's slots, an attempt, a lane, a hand, a held lease."""
-    boss, _ = fleet.hand_create(workspace=workspace, name="fuzz-boss")
-    key = fleet.key_issue(hand=boss, scopes=fleet.ALL_SCOPES, actor="test").plaintext
+    boss, _ = hand_services.hand_create(workspace=workspace, name="fuzz-boss")
+    key = hand_services.key_issue(
+        hand=boss, scopes=hand_services.ALL_SCOPES, actor="test"
+    ).plaintext
     run = make_run(slots=3)
-    fleet.attempt_claim(hand=boss, run_id=run.pk, process_id="fuzz")
+    attempt_services.attempt_claim(hand=boss, run_id=run.pk, process_id="fuzz")
     # The fuzzer's counts per minute are its own business; 429 has its own tests.
     with override_settings(GC_RATE_LIMIT_PER_MINUTE=0):
         yield {"Authorization": f"Bearer {key}"}

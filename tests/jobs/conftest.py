@@ -21,10 +21,12 @@ def _no_enqueue() -> Iterator[None]:
 
 @pytest.fixture
 def claim():  # noqa: ANN201
-    from fleet import services as fleet
+    from fleet.services import attempts as attempt_services
 
     def claim(hand, run, process: str = "host:1", **kwargs):  # noqa: ANN001, ANN202
-        return fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=process, **kwargs)
+        return attempt_services.attempt_claim(
+            hand=hand, run_id=run.pk, process_id=process, **kwargs
+        )
 
     return claim
 

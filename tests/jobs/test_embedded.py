@@ -15,11 +15,11 @@ import pytest
 from django.test import override_settings
 
 from fleet.models import Attempt
-from fleet.webhooks import webhook_verify
 from groundcontrol import scheduler as embedded
 from leases import clock
 from leases.models import Event
 from tests.jobs.support import ROOT, free_port, laptop_env, manage, stop, wait_until_serving
+from webhooks.services import webhook_verify
 
 
 @pytest.mark.django_db  # the scheduler tidies database connections between jobs
@@ -99,15 +99,16 @@ def _claim(env: dict[str, str], hand: str, process: str) -> dict[str, int]:
 def _claim_script(hand: str, process: str) -> str:
     return (
         "import json\n"
-        "from fleet import services as f\n"
         "from fleet.models import Run\n"
-        "ws = f.workspace_get_or_create(name='laptop')\n"
-        "lane, _ = f.lane_create(workspace=ws, slug='demo')\n"
-        "wp, _ = f.work_package_create(lane=lane, key='quiet', title='Quiet')\n"
-        "run = (Run.objects.filter(work_package=wp).first() or f.run_create(work_package=wp, "
+        "from fleet.services import attempts, plan\n"
+        "from hands import services as hands\n"
+        "ws = hands.workspace_get_or_create(name='laptop')\n"
+        "lane, _ = hands.lane_create(workspace=ws, slug='demo')\n"
+        "wp, _ = plan.work_package_create(lane=lane, key='quiet', title='Quiet')\n"
+        "run = (Run.objects.filter(work_package=wp).first() or plan.run_create(work_package=wp, "
         "title='Quiet', slots=1, heartbeat_interval_s=1, grace_s=2))\n"
-        f"hand, _ = f.hand_create(workspace=ws, name={hand!r})\n"
-        f"view = f.attempt_claim(hand=hand, run_id=run.pk, process_id={process!r})\n"
+        f"hand, _ = hands.hand_create(workspace=ws, name={hand!r})\n"
+        f"view = attempts.attempt_claim(hand=hand, run_id=run.pk, process_id={process!r})\n"
         "print(json.dumps({'attempt': view.attempt.pk, 'fence': view.lease.fence, "
         "'workspace': ws.pk}))\n"
     )
@@ -119,7 +120,11 @@ def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> No
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -128,8 +133,18 @@ def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> No
         assert ready["checks"] == {"database": "ok", "redis": "not configured"}
 
         claimed = _claim(env, "quiet-hand", "laptop:1")
-        manage(env, "webhook_add", "--workspace", "laptop", "--url", receiver.url,
-                "--kind", "lost", "--secret", "laptop-secret-0123456789")
+        manage(
+            env,
+            "webhook_add",
+            "--workspace",
+            "laptop",
+            "--url",
+            receiver.url,
+            "--kind",
+            "lost",
+            "--secret",
+            "laptop-secret-0123456789",
+        )
 
         def kinds() -> list[str]:
             with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=20) as db:
@@ -151,8 +166,11 @@ def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> No
         assert end == "lost"
         [(headers, body)] = receiver.received
         assert json.loads(body)["attempt"] == claimed["attempt"]
-        assert webhook_verify(secret="laptop-secret-0123456789",
-                              header=headers["x-groundcontrol-signature"], body=body)
+        assert webhook_verify(
+            secret="laptop-secret-0123456789",
+            header=headers["x-groundcontrol-signature"],
+            body=body,
+        )
         # The slot is open again: another hand takes it at the next fence.
         again = _claim(env, "next-hand", "laptop:2")
         assert again["fence"] == claimed["fence"] + 1

@@ -10,11 +10,12 @@ from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from evidence.services import attempt_finish
-from fleet import jobs
-from fleet import services as fleet
+from fleet.services import attempts as attempt_services
+from fleet.services import reports as report_services
 from leases import clock
 from leases import services as leases
 from leases.errors import LeaseHeld
+from ops import jobs as ops_jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +71,7 @@ def test_metrics_count_attempts_and_leases_by_state_refusals_and_sweep_lag(
     client, owner, teammate, make_run, frozen_clock: datetime
 ) -> None:
     def claim(run, process: str, hand=owner):  # noqa: ANN001, ANN202
-        return fleet.attempt_claim(hand=hand, run_id=run.pk, process_id=process)
+        return attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id=process)
 
     steady = make_run(heartbeat_interval_s=1000, grace_s=60, slots=3)
     live, done, given_back = (claim(steady, f"s:{i}") for i in range(3))
@@ -78,10 +79,10 @@ def test_metrics_count_attempts_and_leases_by_state_refusals_and_sweep_lag(
     stalled = claim(make_run(heartbeat_interval_s=100, grace_s=20, slots=1), "stalled")
     claim(make_run(heartbeat_interval_s=50, grace_s=10, slots=1), "lost")
     attempt_finish(hand=owner, attempt_id=done.attempt.pk, fence=1, process_id="s:1", evidence=[])
-    fleet.attempt_release(
+    attempt_services.attempt_release(
         hand=owner, attempt_id=given_back.attempt.pk, fence=1, process_id="s:2", reason="no"
     )
-    fleet.attempt_report(
+    report_services.attempt_report(
         hand=owner, attempt_id=live.attempt.pk, fence=1, kind="note", message="hi"
     )
     leases.lease_acquire(workspace_id=1, resource="db", holder="a", process_id="p", ttl_s=30)
@@ -95,10 +96,11 @@ def test_metrics_count_attempts_and_leases_by_state_refusals_and_sweep_lag(
     clock.advance(115)
 
     samples = scrape(client)
-    attempts = {state: samples[("gc_attempts", (("state", state),))] for state in
-                ("live", "late", "stalled", "lost", "finished", "released")}
-    assert attempts == {"live": 1, "late": 1, "stalled": 1, "lost": 1, "finished": 1,
-                        "released": 1}
+    attempts = {
+        state: samples[("gc_attempts", (("state", state),))]
+        for state in ("live", "late", "stalled", "lost", "finished", "released")
+    }
+    assert attempts == {"live": 1, "late": 1, "stalled": 1, "lost": 1, "finished": 1, "released": 1}
     assert samples[("gc_leases", (("kind", "resource"), ("state", "live")))] == 1
     assert samples[("gc_leases", (("kind", "resource"), ("state", "lost")))] == 1
     assert samples[("gc_leases", (("kind", "slot"), ("state", "free")))] == 2
@@ -107,7 +109,7 @@ def test_metrics_count_attempts_and_leases_by_state_refusals_and_sweep_lag(
     # The expired resource lease has waited longest: its deadline was 85 seconds ago.
     assert samples[("gc_sweep_lag_seconds", ())] == pytest.approx(85)
 
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     samples = scrape(client)
     assert samples[("gc_sweep_lag_seconds", ())] == 0
     assert samples[("gc_leases", (("kind", "resource"), ("state", "free")))] == 1

@@ -16,10 +16,11 @@ import pytest
 import redis
 from django.conf import settings
 
-from fleet import services as fleet
-from fleet.models import Attempt, JobRun
+from fleet.models import Attempt
 from fleet.selectors import run_slots
+from fleet.services import attempts as attempt_services
 from leases.models import Event
+from ops.models import JobRun
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -66,12 +67,23 @@ def celery_topology(tmp_path: Path) -> Iterator[dict[str, str]]:
     celery = [sys.executable, "-m", "celery", "-A", "groundcontrol"]
     commands = {
         "worker": [
-            *celery, "worker", "--pool=solo", "--without-gossip", "--without-mingle",
-            "--without-heartbeat", "--loglevel=INFO", "-n", f"{queue}@%h",
+            *celery,
+            "worker",
+            "--pool=solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel=INFO",
+            "-n",
+            f"{queue}@%h",
         ],
         "beat": [
-            *celery, "beat", "--loglevel=INFO", "--max-interval=1",
-            f"--schedule={tmp_path / 'beat-schedule'}", f"--pidfile={tmp_path / 'beat.pid'}",
+            *celery,
+            "beat",
+            "--loglevel=INFO",
+            "--max-interval=1",
+            f"--schedule={tmp_path / 'beat-schedule'}",
+            f"--pidfile={tmp_path / 'beat.pid'}",
         ],
     }
     processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -120,10 +132,12 @@ def test_a_real_worker_and_beat_sweep_a_quiet_hand_and_reopen_its_slot(
     # Beat has enqueued and the worker has run at least one sweep: the topology is up.
     _wait_for(
         lambda: JobRun.objects.filter(name="sweep_leases", runs__gte=1).exists(),
-        20, logs, "the first sweep",
+        20,
+        logs,
+        "the first sweep",
     )
     run = make_run(heartbeat_interval_s=1, grace_s=2, slots=1)
-    view = fleet.attempt_claim(hand=owner, run_id=run.pk, process_id="quiet:1")
+    view = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="quiet:1")
     attempt_id = view.attempt.pk
 
     def recorded() -> list[str]:
@@ -138,11 +152,12 @@ def test_a_real_worker_and_beat_sweep_a_quiet_hand_and_reopen_its_slot(
     time.sleep(1.0)  # four more sweeps: a second record of any transition would show now
     assert recorded() == ["late", "stalled", "lost"], _tail(logs)
     assert set(
-        Event.objects.filter(attempt_id=attempt_id, kind__in=["late", "stalled", "lost"])
-        .values_list("actor", flat=True)
+        Event.objects.filter(
+            attempt_id=attempt_id, kind__in=["late", "stalled", "lost"]
+        ).values_list("actor", flat=True)
     ) == {"system"}
     attempt = Attempt.objects.get(pk=attempt_id)
     assert (attempt.end, attempt.end_reason) == ("lost", "no heartbeat within grace")
     assert [slot.state for slot in run_slots(run=run)] == ["open"]
-    again = fleet.attempt_claim(hand=teammate, run_id=run.pk, process_id="next:1")
+    again = attempt_services.attempt_claim(hand=teammate, run_id=run.pk, process_id="next:1")
     assert (again.attempt.slot.index, again.lease.fence) == (0, 2)

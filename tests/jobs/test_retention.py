@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 
-from fleet import jobs
-from fleet.models import Report, Webhook, WebhookDelivery
+from fleet.models import Report
 from leases.clock import db_now
 from leases.models import Event, Refusal
+from ops import jobs as ops_jobs
+from webhooks.models import Webhook, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
 
@@ -27,8 +28,12 @@ def aged(model, ages=AGES, per_age: int = 3, **fields) -> None:  # noqa: ANN001
 
 def ages_left(model) -> list[int]:  # noqa: ANN001
     now = db_now()
-    return sorted({round((now - at).total_seconds() / 86_400) for at in
-                   model.objects.values_list("at", flat=True)})
+    return sorted(
+        {
+            round((now - at).total_seconds() / 86_400)
+            for at in model.objects.values_list("at", flat=True)
+        }
+    )
 
 
 @override_settings(
@@ -40,7 +45,7 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
     Event.objects.all().delete()
     aged(Event, workspace_id=1, kind="late")
     aged(Refusal, code="lease_held")
-    result = jobs.records_prune(batch=2)
+    result = ops_jobs.records_prune(batch=2)
     assert ages_left(Report) == [5]
     assert ages_left(Event) == [5, 15]
     assert ages_left(Refusal) == [5, 15, 25]
@@ -51,7 +56,7 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         "webhook_deliveries": 0,
     }
     assert result.processed == 18
-    assert jobs.records_prune(batch=2).processed == 0
+    assert ops_jobs.records_prune(batch=2).processed == 0
 
 
 @override_settings(GC_RETENTION_EVENTS_DAYS=20)
@@ -68,7 +73,7 @@ def test_it_keeps_deliveries_still_being_retried(workspace) -> None:
     WebhookDelivery.objects.create(
         webhook=webhook, event_id=99, kind="late", body="{}", status="delivered"
     )
-    assert jobs.records_prune().deleted["webhook_deliveries"] == 2
+    assert ops_jobs.records_prune().deleted["webhook_deliveries"] == 2
     assert sorted(WebhookDelivery.objects.values_list("event_id", "status")) == [
         (0, "pending"),
         (99, "delivered"),

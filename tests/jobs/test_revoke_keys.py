@@ -7,12 +7,14 @@ from datetime import datetime, timedelta
 import pytest
 
 from evidence.services import attempt_finish
-from fleet import jobs
-from fleet import services as fleet
-from fleet.models import HandKey, JobRun
+from fleet.services import attempts as attempt_services
+from hands import services as hand_services
+from hands.errors import KeyRevoked
+from hands.models import HandKey
 from leases import clock
-from leases.errors import KeyRevoked
 from leases.models import Event
+from ops import jobs as ops_jobs
+from ops.models import JobRun
 
 pytestmark = pytest.mark.django_db
 
@@ -27,22 +29,22 @@ def revoked_events() -> list[tuple[str, str, str, str]]:
 def test_it_revokes_a_key_at_its_expiry_with_the_system_as_actor(
     owner, teammate, frozen_clock: datetime
 ) -> None:
-    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="boss", expires_in_s=60)
-    other = fleet.key_issue(hand=teammate, scopes=["work"], actor="boss", expires_in_s=600)
+    issued = hand_services.key_issue(hand=owner, scopes=["work"], actor="boss", expires_in_s=60)
+    other = hand_services.key_issue(hand=teammate, scopes=["work"], actor="boss", expires_in_s=600)
     clock.advance(59.999)
-    assert jobs.keys_revoke_due().processed == 0
+    assert ops_jobs.keys_revoke_due().processed == 0
     clock.advance(0.001)
-    result = jobs.keys_revoke_due()
+    result = ops_jobs.keys_revoke_due()
     assert (result.expired, result.done) == (1, 0)
     key = HandKey.objects.get(pk=issued.key.pk)
     assert (key.revoked_by, key.revoke_reason) == ("system", "expired")
     assert key.revoked_at == frozen_clock + timedelta(seconds=60)
     assert revoked_events() == [("system", "hand-a", issued.key.prefix, "expired")]
     assert HandKey.objects.get(pk=other.key.pk).revoked_at is None
-    assert jobs.keys_revoke_due().processed == 0
+    assert ops_jobs.keys_revoke_due().processed == 0
     assert len(revoked_events()) == 1
     with pytest.raises(KeyRevoked):
-        fleet.key_authenticate(issued.plaintext)
+        hand_services.key_authenticate(issued.plaintext)
     assert JobRun.objects.get(name="revoke_keys").runs == 3
 
 
@@ -51,27 +53,29 @@ def test_it_revokes_a_revoke_when_done_key_once_its_hands_attempt_ends(
     end, owner, make_run, claim, frozen_clock: datetime
 ) -> None:
     run = make_run(heartbeat_interval_s=10, grace_s=10, slots=1)
-    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="boss", revoke_when_done=True)
-    plain = fleet.key_issue(hand=owner, scopes=["work"], actor="boss")
+    issued = hand_services.key_issue(
+        hand=owner, scopes=["work"], actor="boss", revoke_when_done=True
+    )
+    plain = hand_services.key_issue(hand=owner, scopes=["work"], actor="boss")
     view = claim(owner, run)
-    jobs.keys_revoke_due()
+    ops_jobs.keys_revoke_due()
     assert HandKey.objects.get(pk=issued.key.pk).revoked_at is None  # still working
     options = {"hand": owner, "attempt_id": view.attempt.pk, "fence": 1, "process_id": "host:1"}
     if end == "finished":
         attempt_finish(evidence=[], **options)
     elif end == "released":
-        fleet.attempt_release(reason="blocked", **options)
+        attempt_services.attempt_release(reason="blocked", **options)
     else:
         clock.advance(21)
-        jobs.leases_sweep()
-    result = jobs.keys_revoke_due()
+        ops_jobs.leases_sweep()
+    result = ops_jobs.keys_revoke_due()
     assert (result.done, result.expired) == (1, 0)
     reason = f"revoke when done: attempt {view.attempt.pk} {end}"
     key = HandKey.objects.get(pk=issued.key.pk)
     assert (key.revoked_by, key.revoke_reason) == ("system", reason)
     assert revoked_events() == [("system", "hand-a", issued.key.prefix, reason)]
     assert HandKey.objects.get(pk=plain.key.pk).revoked_at is None
-    jobs.keys_revoke_due()
+    ops_jobs.keys_revoke_due()
     assert len(revoked_events()) == 1
 
 
@@ -79,17 +83,19 @@ def test_a_hand_still_working_another_slot_keeps_its_key_until_that_ends(
     owner, make_run, claim, frozen_clock: datetime
 ) -> None:
     run = make_run(heartbeat_interval_s=100, grace_s=10, slots=2)
-    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="boss", revoke_when_done=True)
+    issued = hand_services.key_issue(
+        hand=owner, scopes=["work"], actor="boss", revoke_when_done=True
+    )
     first = claim(owner, run, "host:1")
     second = claim(owner, run, "host:2")
-    fleet.attempt_release(
+    attempt_services.attempt_release(
         hand=owner, attempt_id=first.attempt.pk, fence=1, process_id="host:1", reason="done"
     )
-    assert jobs.keys_revoke_due().processed == 0
-    fleet.attempt_release(
+    assert ops_jobs.keys_revoke_due().processed == 0
+    attempt_services.attempt_release(
         hand=owner, attempt_id=second.attempt.pk, fence=1, process_id="host:2", reason="done"
     )
-    assert jobs.keys_revoke_due().done == 1
+    assert ops_jobs.keys_revoke_due().done == 1
     assert HandKey.objects.get(pk=issued.key.pk).revoke_reason == (
         f"revoke when done: attempt {second.attempt.pk} released"
     )
@@ -101,9 +107,11 @@ def test_an_attempt_that_ended_before_the_key_was_issued_does_not_revoke_it(
     # The real database clock throughout: the key's created_at is the database's own time.
     run = make_run(heartbeat_interval_s=100, grace_s=10, slots=1)
     view = claim(owner, run)
-    fleet.attempt_release(
+    attempt_services.attempt_release(
         hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", reason="done"
     )
-    issued = fleet.key_issue(hand=owner, scopes=["work"], actor="boss", revoke_when_done=True)
-    assert jobs.keys_revoke_due().processed == 0
+    issued = hand_services.key_issue(
+        hand=owner, scopes=["work"], actor="boss", revoke_when_done=True
+    )
+    assert ops_jobs.keys_revoke_due().processed == 0
     assert HandKey.objects.get(pk=issued.key.pk).revoked_at is None

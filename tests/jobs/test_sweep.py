@@ -9,13 +9,15 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from fleet import jobs
-from fleet import services as fleet
-from fleet.models import Attempt, JobRun
+from fleet.models import Attempt
 from fleet.selectors import run_slots
+from fleet.services import reports as report_services
 from leases import clock
 from leases import services as leases
 from leases.errors import LeaseLost
 from leases.models import Event, Lease
+from ops import jobs as ops_jobs
+from ops.models import JobRun
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +51,7 @@ def test_it_records_late_stalled_and_lost_each_at_its_exact_boundary(
     ]
     for seconds, expected in steps:
         clock.advance(seconds)
-        jobs.leases_sweep()
+        ops_jobs.leases_sweep()
         assert kinds(attempt_id) == expected
     late, stalled, lost = Event.objects.filter(attempt_id=attempt_id).exclude(kind="claimed")
     deadline = frozen_clock + timedelta(seconds=100)
@@ -71,9 +73,9 @@ def test_it_records_each_transition_once_however_often_it_runs(
     for _ in range(4):
         clock.advance(50)
         for _ in range(3):
-            jobs.leases_sweep()
+            ops_jobs.leases_sweep()
     assert kinds(view.attempt.pk) == ["late", "stalled", "lost"]
-    assert jobs.leases_sweep().processed == 0
+    assert ops_jobs.leases_sweep().processed == 0
 
 
 def test_a_sweep_that_ran_late_still_records_every_state_in_order(
@@ -81,7 +83,7 @@ def test_a_sweep_that_ran_late_still_records_every_state_in_order(
 ) -> None:
     view = claim(owner, run)
     clock.advance(500)
-    result = jobs.leases_sweep()
+    result = ops_jobs.leases_sweep()
     assert kinds(view.attempt.pk) == ["late", "stalled", "lost"]
     assert (result.processed, result.events, result.lost) == (1, 3, 1)
     assert result.lag_s == pytest.approx(400)
@@ -92,16 +94,16 @@ def test_a_late_hand_that_reports_is_live_and_its_next_silence_is_recorded_again
 ) -> None:
     view = claim(owner, run)
     clock.advance(110)
-    jobs.leases_sweep()
-    renewed, _ = fleet.attempt_report(
+    ops_jobs.leases_sweep()
+    renewed, _ = report_services.attempt_report(
         hand=owner, attempt_id=view.attempt.pk, fence=1, kind="heartbeat", process_id="host:1"
     )
     assert renewed
     clock.advance(100)
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert kinds(view.attempt.pk) == ["late"]
     clock.advance(0.001)
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert kinds(view.attempt.pk) == ["late", "late"]
     assert Attempt.objects.get(pk=view.attempt.pk).end is None
 
@@ -112,10 +114,10 @@ def test_a_slot_with_no_grace_goes_from_live_straight_to_lost(
     run = make_run(heartbeat_interval_s=10, grace_s=0, slots=1)
     view = claim(owner, run)
     clock.advance(10)
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert kinds(view.attempt.pk) == []
     clock.advance(0.001)
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert kinds(view.attempt.pk) == ["lost"]
 
 
@@ -126,11 +128,11 @@ def test_it_frees_an_expired_resource_lease_with_one_lease_expired_event(
         workspace_id=7, resource="migrations", holder="a", process_id="p", ttl_s=30
     )
     clock.advance(30)
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert Lease.objects.get(resource="migrations").status == "held"
     clock.advance(0.001)
-    result = jobs.leases_sweep()
-    jobs.leases_sweep()
+    result = ops_jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert (result.expired, result.events) == (1, 1)
     assert kinds(resource="migrations") == ["lease_expired"]
     expired = Event.objects.get(kind="lease_expired")
@@ -165,7 +167,7 @@ def test_a_claim_that_took_a_lost_slot_first_leaves_one_lost_event(
     first = claim(owner, run)
     clock.advance(25)
     second = claim(teammate, run, "host:2")  # no sweep yet: the slot is open at once
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert kinds(first.attempt.pk) == ["lost"]
     assert kinds(second.attempt.pk) == []
     assert Attempt.objects.get(pk=first.attempt.pk).end_reason == "slot reclaimed"
@@ -174,18 +176,18 @@ def test_a_claim_that_took_a_lost_slot_first_leaves_one_lost_event(
 def test_its_work_does_not_grow_with_leases_that_are_not_due(
     owner, run, claim, frozen_clock: datetime, django_assert_num_queries
 ) -> None:
-    jobs.leases_sweep()  # creates the JobRun row, so both rounds below do the same bookkeeping
+    ops_jobs.leases_sweep()  # creates the JobRun row, so both rounds below do the same bookkeeping
     claim(owner, run)
     clock.advance(101)
     with CaptureQueriesContext(connection) as first:
-        assert jobs.leases_sweep().events == 1  # late
+        assert ops_jobs.leases_sweep().events == 1  # late
     for i in range(30):
         leases.lease_acquire(
             workspace_id=1, resource=f"quiet/{i}", holder="a", process_id="p", ttl_s=3600
         )
     clock.advance(30)
     with django_assert_num_queries(len(first)):
-        assert jobs.leases_sweep().events == 1  # stalled; the 30 live leases are not read
+        assert ops_jobs.leases_sweep().events == 1  # stalled; the 30 live leases are not read
     if connection.vendor == "postgresql":
         # The claim's WHERE is served by the partial index (seqscan off: the table is tiny).
         with transaction.atomic(), connection.cursor() as cursor:
@@ -212,7 +214,7 @@ def test_a_row_that_fails_is_pushed_back_and_the_others_are_recorded(
 
     monkeypatch.setattr(jobs, "leases_settle", failing)
     clock.advance(101)
-    result = jobs.leases_sweep(retry_s=20)
+    result = ops_jobs.leases_sweep(retry_s=20)
     assert (result.processed, result.failed, result.events) == (2, 1, 1)
     assert kinds(good.attempt.pk) == ["late"]
     assert kinds(bad.attempt.pk) == []
@@ -221,10 +223,10 @@ def test_a_row_that_fails_is_pushed_back_and_the_others_are_recorded(
     assert lease.next_check_at == frozen_clock + timedelta(seconds=121)
     assert JobRun.objects.get(name="sweep_leases").last_failed == 1
     # Not due again until pushed-back time has passed; then recorded once the fault is gone.
-    assert jobs.leases_sweep().processed == 0
+    assert ops_jobs.leases_sweep().processed == 0
     monkeypatch.setattr(jobs, "leases_settle", settle)
     clock.advance(20.001)
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert kinds(bad.attempt.pk) == ["late"]
     assert kinds(good.attempt.pk) == ["late"]
 
@@ -232,8 +234,8 @@ def test_a_row_that_fails_is_pushed_back_and_the_others_are_recorded(
 def test_it_records_its_runs_for_the_metrics(owner, run, claim, frozen_clock: datetime) -> None:
     claim(owner, run)
     clock.advance(130.5)
-    jobs.leases_sweep()
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     row = JobRun.objects.get(name="sweep_leases")
     assert row.runs == 2
     assert (row.last_processed, row.last_failed) == (0, 0)

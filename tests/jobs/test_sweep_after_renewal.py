@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from fleet import jobs
 from leases import clock
 from leases import services as leases
 from leases.models import Event, Lease
+from ops import jobs as ops_jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def test_a_renewed_lease_is_met_at_its_old_threshold_and_moved_on_quietly(
     assert row.next_check_at == frozen_clock + timedelta(seconds=10)  # the first deadline
     assert row.deadline == frozen_clock + timedelta(seconds=34)
 
-    result = jobs.leases_sweep()
+    result = ops_jobs.leases_sweep()
     row.refresh_from_db()
     assert result.processed == 1
     assert result.events == 0
@@ -39,9 +39,9 @@ def test_a_renewed_lease_is_met_at_its_old_threshold_and_moved_on_quietly(
 
     # Quiet from here: the expiry is recorded once, at the deadline the renewals promised.
     clock.advance(10)
-    assert jobs.leases_sweep().events == 0
+    assert ops_jobs.leases_sweep().events == 0
     clock.advance(0.001)
-    assert jobs.leases_sweep().events == 1
+    assert ops_jobs.leases_sweep().events == 1
     assert list(Event.objects.exclude(kind="lease_acquired").values_list("kind", flat=True)) == [
         "lease_expired"
     ]

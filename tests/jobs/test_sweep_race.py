@@ -10,11 +10,12 @@ import pytest
 from django.db import connection
 
 from fleet import jobs
-from fleet import services as fleet
 from fleet.models import Attempt
+from fleet.services import attempts as attempt_services
 from leases import clock
 from leases import services as leases
 from leases.models import Event, Lease
+from ops import jobs as ops_jobs
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -31,7 +32,7 @@ def race(sweeps: int = 2, batch: int = 7) -> list[jobs.SweepResult]:
     def sweep() -> None:
         try:
             barrier.wait(timeout=10)
-            results.append(jobs.leases_sweep(batch=batch))
+            results.append(ops_jobs.leases_sweep(batch=batch))
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
             errors.append(error)
         finally:
@@ -51,10 +52,13 @@ def test_two_sweeps_racing_record_each_transition_exactly_once(
 ) -> None:
     run = make_run(heartbeat_interval_s=100, grace_s=60, slots=SLOTS)
     for i in range(SLOTS):
-        fleet.attempt_claim(hand=owner, run_id=run.pk, process_id=f"host:{i}")
+        attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id=f"host:{i}")
     for i in range(RESOURCES):
         leases.lease_acquire(
-            workspace_id=run.workspace_id, resource=f"src/{i}", holder="b", process_id="p",
+            workspace_id=run.workspace_id,
+            resource=f"src/{i}",
+            holder="b",
+            process_id="p",
             ttl_s=100,
         )
 
@@ -69,9 +73,7 @@ def test_two_sweeps_racing_record_each_transition_exactly_once(
     race()  # and once more with nothing left to do
 
     per_attempt = Counter(
-        Event.objects.filter(kind__in=["late", "stalled", "lost"]).values_list(
-            "attempt_id", "kind"
-        )
+        Event.objects.filter(kind__in=["late", "stalled", "lost"]).values_list("attempt_id", "kind")
     )
     attempts = list(Attempt.objects.filter(run=run).values_list("pk", flat=True))
     assert len(attempts) == SLOTS

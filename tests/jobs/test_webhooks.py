@@ -12,12 +12,14 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
+from apikit.errors import ValidationFailed
 from evidence.services import attempt_finish
-from fleet import jobs, webhooks
-from fleet.models import JobRun, Webhook, WebhookDelivery
 from leases import clock
-from leases.errors import ValidationFailed
 from leases.models import Event, Refusal
+from ops import jobs as ops_jobs
+from ops.models import JobRun
+from webhooks import services as webhooks
+from webhooks.models import Webhook, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
 
@@ -41,17 +43,20 @@ def test_it_delivers_a_signed_event_the_sweep_recorded(
     webhook = register(workspace, receiver.url, ["late", "lost"])
     view = claim(owner, run)
     clock.advance(101)
-    jobs.leases_sweep()
+    ops_jobs.leases_sweep()
     assert receiver.received == []  # recorded, not yet delivered
     assert webhooks.webhooks_run() == {"dispatched": 1, "delivered": 1, "retrying": 0, "failed": 0}
 
     [(headers, body)] = receiver.received
-    assert webhooks.webhook_verify(secret=SECRET, header=headers["x-groundcontrol-signature"],
-                                   body=body)
-    assert not webhooks.webhook_verify(secret="another-secret-entirely",
-                                       header=headers["x-groundcontrol-signature"], body=body)
-    assert not webhooks.webhook_verify(secret=SECRET, header=headers["x-groundcontrol-signature"],
-                                       body=body + b" ")
+    assert webhooks.webhook_verify(
+        secret=SECRET, header=headers["x-groundcontrol-signature"], body=body
+    )
+    assert not webhooks.webhook_verify(
+        secret="another-secret-entirely", header=headers["x-groundcontrol-signature"], body=body
+    )
+    assert not webhooks.webhook_verify(
+        secret=SECRET, header=headers["x-groundcontrol-signature"], body=body + b" "
+    )
     assert headers["x-groundcontrol-event"] == "late"
     assert headers["content-type"] == "application/json"
     payload = json.loads(body)
@@ -91,7 +96,7 @@ def test_it_sends_only_subscribed_kinds_of_the_webhooks_own_workspace(
     register(outsider_workspace, receiver.url, ["claimed", "finished", "late"])
     view = claim(owner, run)
     clock.advance(101)
-    jobs.leases_sweep()  # late: not subscribed in this workspace
+    ops_jobs.leases_sweep()  # late: not subscribed in this workspace
     attempt_finish(
         hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", evidence=[]
     )
@@ -175,7 +180,12 @@ def test_a_paused_webhook_gets_nothing(workspace, owner, run, claim, receiver) -
 
 
 def test_a_sweep_enqueues_delivery_only_after_its_commit(
-    workspace, owner, run, claim, frozen_clock: datetime, monkeypatch,
+    workspace,
+    owner,
+    run,
+    claim,
+    frozen_clock: datetime,
+    monkeypatch,
     django_capture_on_commit_callbacks,
 ) -> None:
     from groundcontrol.celery import app
@@ -186,7 +196,7 @@ def test_a_sweep_enqueues_delivery_only_after_its_commit(
     clock.advance(101)
     with override_settings(GC_NOTIFY_ON_COMMIT=True):
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            jobs.leases_sweep()
+            ops_jobs.leases_sweep()
         assert sent == []  # nothing is enqueued before the transaction commits
         for callback in callbacks:
             callback()
@@ -206,7 +216,7 @@ def test_a_broker_that_is_down_only_delays_notifications(
     clock.advance(101)
     with override_settings(GC_NOTIFY_ON_COMMIT=True):
         with django_capture_on_commit_callbacks(execute=True):
-            result = jobs.leases_sweep()
+            result = ops_jobs.leases_sweep()
     assert result.events == 1
     assert Event.objects.filter(kind="late").count() == 1
 
@@ -227,8 +237,17 @@ def test_it_refuses_a_url_that_is_not_http_and_an_unknown_kind(workspace) -> Non
 def test_the_command_registers_a_webhook_and_prints_its_secret_once(workspace) -> None:
     out = StringIO()
     call_command(
-        "webhook_add", "--workspace", "acme", "--url", "https://hooks.example.com/gc",
-        "--kind", "late", "--kind", "lost", "--json", stdout=out,
+        "webhook_add",
+        "--workspace",
+        "acme",
+        "--url",
+        "https://hooks.example.com/gc",
+        "--kind",
+        "late",
+        "--kind",
+        "lost",
+        "--json",
+        stdout=out,
     )
     printed = json.loads(out.getvalue())
     webhook = Webhook.objects.get(pk=printed["id"])
@@ -239,8 +258,9 @@ def test_the_command_registers_a_webhook_and_prints_its_secret_once(workspace) -
     )
     assert printed["secret"] == webhook.secret and webhook.secret.startswith("whsec_")
     with pytest.raises(CommandError, match="not_found"):
-        call_command("webhook_add", "--workspace", "nope", "--url", "https://x.example/",
-                     "--kind", "late")
+        call_command(
+            "webhook_add", "--workspace", "nope", "--url", "https://x.example/", "--kind", "late"
+        )
 
 
 def test_a_receiver_refuses_an_old_signature() -> None:
@@ -255,7 +275,7 @@ def test_a_receiver_refuses_an_old_signature() -> None:
 def test_the_periodic_task_delivers_and_records_its_run(
     workspace, owner, run, claim, receiver
 ) -> None:
-    from fleet.tasks import deliver_webhooks
+    from ops.tasks import deliver_webhooks
 
     register(workspace, receiver.url, ["claimed"])
     claim(owner, run)

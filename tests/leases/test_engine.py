@@ -6,9 +6,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from apikit.errors import NotFound, ValidationFailed
 from leases import clock
 from leases import services as leases
-from leases.errors import LeaseHeld, LeaseLost, NotFound, NotHolder, StaleFence, ValidationFailed
+from leases.errors import LeaseHeld, LeaseLost, NotHolder, StaleFence
 from leases.models import Event, Lease, LeaseState, Refusal
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 
 from fleet import hot
-from fleet import services as fleet
+from hands import services as hand_services
 from leases.clock import now_sql
 from leases.models import Lease, LeaseKind, LeaseStatus
 
@@ -138,8 +138,8 @@ def test_with_one_key_per_hand_in_the_statistics_a_report_finds_its_key_by_prefi
     if not on_postgres:
         pytest.skip("the hot path's statements are PostgreSQL's")
     for i in range(300):
-        hand, _ = fleet.hand_create(workspace=workspace, name=f"one-key-{i}")
-        fleet.key_issue(hand=hand, scopes=["work", "leases"], actor="test")
+        hand, _ = hand_services.hand_create(workspace=workspace, name=f"one-key-{i}")
+        hand_services.key_issue(hand=hand, scopes=["work", "leases"], actor="test")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE fleet_handkey, fleet_hand, fleet_attempt, leases_lease")
     plan = generic_plan(hot.statement(name, now_sql()))

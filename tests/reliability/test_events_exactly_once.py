@@ -14,28 +14,30 @@ from collections import Counter
 
 import pytest
 
-from fleet.jobs import leases_sweep
 from leases import clock
 from leases import services as leases
 from leases.models import Event
+from ops.jobs import leases_sweep
 
 pytestmark = pytest.mark.django_db
 
 
 def test_it_records_one_grant_event_for_every_new_tenure_on_the_real_clock(workspace) -> None:
     for n in range(150):
-        leases.lease_acquire(workspace_id=workspace.pk, resource=f"r/{n}", holder="a",
-                             process_id="p", ttl_s=60)
-    counts = Counter(Event.objects.filter(kind="lease_acquired").values_list("resource",
-                                                                             flat=True))
+        leases.lease_acquire(
+            workspace_id=workspace.pk, resource=f"r/{n}", holder="a", process_id="p", ttl_s=60
+        )
+    counts = Counter(Event.objects.filter(kind="lease_acquired").values_list("resource", flat=True))
     assert len(counts) == 150 and set(counts.values()) == {1}
 
 
 def test_a_second_acquire_by_the_holder_renews_without_an_event(workspace) -> None:
-    first = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a",
-                                 process_id="p", ttl_s=60)
-    again = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a",
-                                 process_id="q", ttl_s=90)
+    first = leases.lease_acquire(
+        workspace_id=workspace.pk, resource="r", holder="a", process_id="p", ttl_s=60
+    )
+    again = leases.lease_acquire(
+        workspace_id=workspace.pk, resource="r", holder="a", process_id="q", ttl_s=90
+    )
     assert again.fence == first.fence and again.process_id == "q" and again.interval_s == 90
     assert again.deadline > first.deadline
     assert Event.objects.filter(kind="lease_acquired").count() == 1
@@ -43,11 +45,13 @@ def test_a_second_acquire_by_the_holder_renews_without_an_event(workspace) -> No
 
 @pytest.mark.parametrize("taker", ["b", "a"])
 def test_a_takeover_before_any_sweep_records_the_expiry_once(workspace, taker: str) -> None:
-    first = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a",
-                                 process_id="p", ttl_s=1)
+    first = leases.lease_acquire(
+        workspace_id=workspace.pk, resource="r", holder="a", process_id="p", ttl_s=1
+    )
     with clock.travel(5):
-        second = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder=taker,
-                                      process_id="p", ttl_s=60)
+        second = leases.lease_acquire(
+            workspace_id=workspace.pk, resource="r", holder=taker, process_id="p", ttl_s=60
+        )
         leases_sweep()  # finds nothing left to record for fence 1
     assert second.fence == first.fence + 1
     kinds = list(Event.objects.order_by("id").values_list("kind", "fence", "hand"))
@@ -62,12 +66,14 @@ def test_a_takeover_before_any_sweep_records_the_expiry_once(workspace, taker: s
 
 
 def test_the_sweep_and_a_later_acquire_never_both_record_an_expiry(workspace) -> None:
-    leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a", process_id="p",
-                         ttl_s=1)
+    leases.lease_acquire(
+        workspace_id=workspace.pk, resource="r", holder="a", process_id="p", ttl_s=1
+    )
     with clock.travel(5):
         leases_sweep()
-        leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="b",
-                             process_id="p", ttl_s=60)
+        leases.lease_acquire(
+            workspace_id=workspace.pk, resource="r", holder="b", process_id="p", ttl_s=60
+        )
     assert Event.objects.filter(kind="lease_expired").count() == 1
 
 
@@ -78,8 +84,9 @@ def test_a_tenure_that_runs_out_between_expire_and_take_still_records_its_end(
     grab the lost row unrecorded; the next try records the expiry, then takes."""
     from leases import engine
 
-    leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="a", process_id="p",
-                         ttl_s=1)
+    leases.lease_acquire(
+        workspace_id=workspace.pk, resource="r", holder="a", process_id="p", ttl_s=1
+    )
     real_expire = engine.expire
     calls: list[int] = []
 
@@ -91,8 +98,12 @@ def test_a_tenure_that_runs_out_between_expire_and_take_still_records_its_end(
 
     monkeypatch.setattr(engine, "expire", expire_too_early)
     with clock.travel(5):
-        second = leases.lease_acquire(workspace_id=workspace.pk, resource="r", holder="b",
-                                      process_id="p", ttl_s=60)
+        second = leases.lease_acquire(
+            workspace_id=workspace.pk, resource="r", holder="b", process_id="p", ttl_s=60
+        )
     assert second.fence == 2 and len(calls) == 2
     assert list(Event.objects.order_by("id").values_list("kind", "fence")) == [
-        ("lease_acquired", 1), ("lease_expired", 1), ("lease_acquired", 2)]
+        ("lease_acquired", 1),
+        ("lease_expired", 1),
+        ("lease_acquired", 2),
+    ]

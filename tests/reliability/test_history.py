@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from fleet import services as fleet
+from hands import services as hand_services
 from tests.reliability.harness import Config, check, run_history
 from tests.reliability.live import ROOT, WebServer, database_url, server_env
 
@@ -29,12 +29,15 @@ REPORT = ROOT / "test-artifacts" / "reliability-history.json"
 def test_it_keeps_every_promise_for_32_clients_frozen_past_their_ttl(
     workspace, tmp_path: Path
 ) -> None:  # noqa: ANN001
-    boss, _ = fleet.hand_create(workspace=workspace, name="harness-boss")
-    key = fleet.key_issue(hand=boss, scopes=fleet.ALL_SCOPES, actor="test").plaintext
+    boss, _ = hand_services.hand_create(workspace=workspace, name="harness-boss")
+    key = hand_services.key_issue(
+        hand=boss, scopes=hand_services.ALL_SCOPES, actor="test"
+    ).plaintext
     env = server_env(database_url(settings.DATABASES["default"]))
     with WebServer(env=env, log=tmp_path / "server.log", workers=3) as server:
-        report = run_history(server.url, key, Config(clients=32, seconds=CI_SECONDS),
-                             tmp_path / "history")
+        report = run_history(
+            server.url, key, Config(clients=32, seconds=CI_SECONDS), tmp_path / "history"
+        )
         log = server.tail()
     REPORT.parent.mkdir(exist_ok=True)
     REPORT.write_text(json.dumps(report, indent=2))
@@ -69,30 +72,93 @@ class Story:
         self.events: list[dict[str, Any]] = []
         self.store: list[dict[str, Any]] = []
 
-    def event(self, kind: str, seconds: float, fence: int, hand: str = "h-0",
-              resource: str = "r", **data: Any) -> None:
-        self.events.append({"id": len(self.events) + 1, "kind": kind, "at": at(seconds),
-                            "hand": hand, "resource": resource, "fence": fence, "data": data})
+    def event(
+        self,
+        kind: str,
+        seconds: float,
+        fence: int,
+        hand: str = "h-0",
+        resource: str = "r",
+        **data: Any,
+    ) -> None:
+        self.events.append(
+            {
+                "id": len(self.events) + 1,
+                "kind": kind,
+                "at": at(seconds),
+                "hand": hand,
+                "resource": resource,
+                "fence": fence,
+                "data": data,
+            }
+        )
 
-    def acquire(self, client: int, seconds: float, fence: int, ttl: float = 2.0,
-                state: str = "live", resource: str = "r") -> None:
-        lease = {"resource": resource, "fence": fence, "state": state,
-                 "acquired_at": at(seconds), "server_time": at(seconds),
-                 "expires_at": at(seconds + ttl), "expires_in_s": ttl}
-        self.ops.append({"c": client, "kind": "acquire", "resource": resource, "outcome": "ok",
-                         "status": 201, "invoke": 0, "complete": 0, "body": lease})
+    def acquire(
+        self,
+        client: int,
+        seconds: float,
+        fence: int,
+        ttl: float = 2.0,
+        state: str = "live",
+        resource: str = "r",
+    ) -> None:
+        lease = {
+            "resource": resource,
+            "fence": fence,
+            "state": state,
+            "acquired_at": at(seconds),
+            "server_time": at(seconds),
+            "expires_at": at(seconds + ttl),
+            "expires_in_s": ttl,
+        }
+        self.ops.append(
+            {
+                "c": client,
+                "kind": "acquire",
+                "resource": resource,
+                "outcome": "ok",
+                "status": 201,
+                "invoke": 0,
+                "complete": 0,
+                "body": lease,
+            }
+        )
 
     def renew(self, client: int, seconds: float, fence: int, resource: str = "r") -> None:
-        lease = {"resource": resource, "fence": fence, "state": "live",
-                 "acquired_at": at(0), "server_time": at(seconds),
-                 "expires_at": at(seconds + 2), "expires_in_s": 2}
-        self.ops.append({"c": client, "kind": "renew", "resource": resource, "fence": fence,
-                         "outcome": "ok", "status": 200, "invoke": 0, "complete": 0,
-                         "body": lease})
+        lease = {
+            "resource": resource,
+            "fence": fence,
+            "state": "live",
+            "acquired_at": at(0),
+            "server_time": at(seconds),
+            "expires_at": at(seconds + 2),
+            "expires_in_s": 2,
+        }
+        self.ops.append(
+            {
+                "c": client,
+                "kind": "renew",
+                "resource": resource,
+                "fence": fence,
+                "outcome": "ok",
+                "status": 200,
+                "invoke": 0,
+                "complete": 0,
+                "body": lease,
+            }
+        )
 
     def write(self, fence: int, checked: float, resource: str = "r") -> None:
-        self.store.append({"resource": resource, "fence": fence, "client": 0, "seq": 1,
-                           "applied": True, "checked_at": at(checked)})
+        self.store.append(
+            {
+                "resource": resource,
+                "fence": fence,
+                "client": 0,
+                "seq": 1,
+                "applied": True,
+                "checked_at": at(checked),
+            }
+        )
 
     def check(self) -> list[str]:
         return check(self.ops, self.store, self.events, CONFIG, HANDS)["anomalies"]
@@ -136,10 +202,22 @@ def test_it_flags_an_applied_write_with_a_stale_fence() -> None:
 
 def test_it_flags_a_success_carrying_a_stale_fence() -> None:
     story = two_clean_tenures()
-    story.ops.append({"c": 0, "kind": "release", "resource": "r", "fence": 1, "outcome": "ok",
-                      "status": 200, "invoke": 0, "complete": 0,
-                      "body": {"released": True, "lease": {"resource": "r", "fence": 2,
-                                                           "server_time": at(3.4)}}})
+    story.ops.append(
+        {
+            "c": 0,
+            "kind": "release",
+            "resource": "r",
+            "fence": 1,
+            "outcome": "ok",
+            "status": 200,
+            "invoke": 0,
+            "complete": 0,
+            "body": {
+                "released": True,
+                "lease": {"resource": "r", "fence": 2, "server_time": at(3.4)},
+            },
+        }
+    )
     assert any("succeeded at" in a and "after fence 2" in a for a in story.check())
 
 
@@ -166,8 +244,19 @@ def test_it_flags_fences_that_go_backwards_and_any_5xx() -> None:
     story.event("lease_acquired", 4.5, 2, resource="s")
     story.event("lease_released", 4.6, 2, resource="s")
     story.event("lease_released", 5.1, 1, resource="s")
-    story.ops.append({"c": 0, "kind": "renew", "resource": "r", "fence": 1, "outcome": "fail",
-                      "status": 500, "code": "internal_error", "invoke": 0, "complete": 0})
+    story.ops.append(
+        {
+            "c": 0,
+            "kind": "renew",
+            "resource": "r",
+            "fence": 1,
+            "outcome": "fail",
+            "status": 500,
+            "code": "internal_error",
+            "invoke": 0,
+            "complete": 0,
+        }
+    )
     anomalies = story.check()
     assert any("did not strictly increase" in a for a in anomalies)
     assert any("answered 500" in a for a in anomalies)

@@ -18,11 +18,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fleet import services as fleet
-from fleet.models import Attempt, Hand, Run
+from apikit.errors import GroundControlError
+from fleet.models import Attempt, Run
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
+from fleet.services import reports as report_services
+from hands import services as hand_services
+from hands.models import Hand
 from leases import clock, engine
 from leases import services as leases
-from leases.errors import GroundControlError
 from leases.models import Event, Lease, Refusal
 from leases.state import lease_state
 
@@ -92,7 +96,7 @@ class LeaseMachine(RuleBasedStateMachine):
         self.hands = {h.name: h for h in Hand.objects.filter(workspace_id=self.ws)}
         self.attempts: dict[str, tuple[int, int]] = {}  # hand -> (attempt id, fence)
         for index in range(2):
-            self.model.leases[fleet.slot_resource(self.run.pk, index)] = ModelLease(
+            self.model.leases[plan_services.slot_resource(self.run.pk, index)] = ModelLease(
                 grace=SLOT_GRACE, interval=SLOT_INTERVAL
             )
 
@@ -208,10 +212,10 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule(holder=st.sampled_from(HOLDERS))
     def claim(self, holder: str) -> None:
         now = self.model.now
-        slots = [fleet.slot_resource(self.run.pk, i) for i in range(2)]
+        slots = [plan_services.slot_resource(self.run.pk, i) for i in range(2)]
         free = [r for r in slots if not self.model.leases[r].alive(now)]
         try:
-            view = fleet.attempt_claim(
+            view = attempt_services.attempt_claim(
                 hand=self.hands[holder], run_id=self.run.pk, process_id=holder
             )
         except GroundControlError as error:
@@ -240,7 +244,7 @@ class LeaseMachine(RuleBasedStateMachine):
         lease = self.model.leases[resource]
         expected = None if (lease.fence == fence and lease.alive(self.model.now)) else "lease_lost"
         try:
-            renewed, view = fleet.attempt_report(
+            renewed, view = report_services.attempt_report(
                 hand=self.hands[holder],
                 attempt_id=attempt_id,
                 fence=fence,
@@ -275,8 +279,8 @@ class LeaseMachine(RuleBasedStateMachine):
 
 @pytest.mark.django_db
 def test_it_agrees_with_the_reference_model(workspace, lane) -> None:  # noqa: ANN001
-    package, _ = fleet.work_package_create(lane=lane, key="model", title="Model")
-    fleet.run_create(
+    package, _ = plan_services.work_package_create(lane=lane, key="model", title="Model")
+    plan_services.run_create(
         work_package=package,
         title="model-run",
         slots=2,
@@ -284,7 +288,7 @@ def test_it_agrees_with_the_reference_model(workspace, lane) -> None:  # noqa: A
         grace_s=SLOT_GRACE,
     )
     for name in HOLDERS:
-        fleet.hand_create(workspace=workspace, name=name)
+        hand_services.hand_create(workspace=workspace, name=name)
     run_state_machine_as_test(
         LeaseMachine,
         settings=settings(

@@ -18,8 +18,10 @@ from django.core import serializers
 from django.db import connection
 from django.test import Client
 
-from fleet import services as fleet
-from fleet.models import HandKey, Role
+from fleet.services import attempts as attempt_services
+from fleet.services import reports as report_services
+from hands import services as hand_services
+from hands.models import HandKey, Role
 from leases.models import Event, Refusal
 from tests.api.conftest import Api
 
@@ -27,7 +29,7 @@ from tests.api.conftest import Api
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_revoked_key_is_refused_on_its_next_call_under_concurrent_use(workspace, owner) -> None:  # noqa: ANN001
-    key = fleet.key_issue(hand=owner, scopes=["work"], actor="test")
+    key = hand_services.key_issue(hand=owner, scopes=["work"], actor="test")
     calls: list[tuple[float, int]] = []
     stop = threading.Event()
 
@@ -44,7 +46,7 @@ def test_a_revoked_key_is_refused_on_its_next_call_under_concurrent_use(workspac
     for thread in threads:
         thread.start()
     time.sleep(0.5)
-    fleet.key_revoke(workspace_id=workspace.pk, prefix=key.key.prefix, actor="test")
+    hand_services.key_revoke(workspace_id=workspace.pk, prefix=key.key.prefix, actor="test")
     revoked_at = time.monotonic()
     time.sleep(0.5)
     stop.set()
@@ -59,15 +61,16 @@ def test_a_revoked_key_is_refused_on_its_next_call_under_concurrent_use(workspac
 @pytest.mark.django_db
 def test_no_key_secret_is_stored_or_logged(workspace, owner, caplog) -> None:  # noqa: ANN001
     caplog.set_level(logging.DEBUG)
-    issued = fleet.key_issue(hand=owner, scopes=["work", "leases"], actor="test")
+    issued = hand_services.key_issue(hand=owner, scopes=["work", "leases"], actor="test")
     secret = issued.plaintext.split("_", 2)[2]
     api = Api(issued.plaintext)
     api.get("/me")
     api.post("/leases/acquire", {"resource": "r", "ttl_s": 5, "process_id": "p"})
     Api(issued.plaintext + "x").get("/me")  # a wrong secret: a refusal with the prefix
     Api(f"gc_{issued.key.prefix}_{secret}").post("/leases/break", {"resource": "r"})
-    stored = serializers.serialize("json", [*HandKey.objects.all(), *Event.objects.all(),
-                                            *Refusal.objects.all()])
+    stored = serializers.serialize(
+        "json", [*HandKey.objects.all(), *Event.objects.all(), *Refusal.objects.all()]
+    )
     assert issued.key.prefix in stored
     assert secret not in stored and issued.plaintext not in stored
     assert secret not in caplog.text
@@ -75,23 +78,37 @@ def test_no_key_secret_is_stored_or_logged(workspace, owner, caplog) -> None:  #
 
 @pytest.mark.django_db
 def test_a_hostile_hand_name_renders_as_text_on_every_page(
-    workspace, make_run, client: Client  # noqa: ANN001
+    workspace,
+    make_run,
+    client: Client,  # noqa: ANN001
 ) -> None:
     name = "<script>alert(1)</script>"
-    hand, _ = fleet.hand_create(workspace=workspace, name=name)
+    hand, _ = hand_services.hand_create(workspace=workspace, name=name)
     run = make_run(brief="**bold** <img src=x onerror=alert(1)> [x](javascript:alert(1))")
-    view = fleet.attempt_claim(hand=hand, run_id=run.pk, process_id="<b>proc</b>")
-    fleet.attempt_report(hand=hand, attempt_id=view.attempt.pk, fence=view.lease.fence,
-                         kind="blocker", message="<iframe src=evil>")
+    view = attempt_services.attempt_claim(hand=hand, run_id=run.pk, process_id="<b>proc</b>")
+    report_services.attempt_report(
+        hand=hand,
+        attempt_id=view.attempt.pk,
+        fence=view.lease.fence,
+        kind="blocker",
+        message="<iframe src=evil>",
+    )
     user = get_user_model().objects.create_user(username="ada", password="x")
-    fleet.membership_set(workspace=workspace, user=user, role=Role.ADMIN)
+    hand_services.membership_set(workspace=workspace, user=user, role=Role.ADMIN)
     client.force_login(user)
-    pages = ["/", "/hands/", f"/hands/{hand.pk}/", f"/runs/{run.pk}/", "/leases/", "/events/",
-             "/refusals/", "/lanes/rewalk/"]
+    pages = [
+        "/",
+        "/hands/",
+        f"/hands/{hand.pk}/",
+        f"/runs/{run.pk}/",
+        "/leases/",
+        "/events/",
+        "/refusals/",
+        "/lanes/rewalk/",
+    ]
     for page in pages:
         html = client.get(page).content.decode()
         assert "<script>alert(1)</script>" not in html, page
         assert "<iframe" not in html and "<img src=x" not in html, page
         assert 'href="javascript:' not in html, page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in client.get("/hands/").content.decode()
-

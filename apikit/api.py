@@ -1,0 +1,428 @@
+"""Shared REST API machinery: request ids, the uniform error body, body-size and rate limits,
+database outages, and cursor pagination.
+
+Every non-2xx answer under /api/v1/ has one body, `{"error": {"code", "message", "request_id",
+...fields}}`, built here from the apps' errors (subclasses of `apikit.errors.GroundControlError`)
+and DRF's own exceptions, mapped onto the contract's codes. Every refusal is recorded exactly
+once: services record the errors they raise; the handler here sends `apikit.context.refused` for
+the rest (authentication, scopes, serializer validation, lookups, limits), which the audit log
+records.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import InterfaceError, OperationalError
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions as drf
+from rest_framework import serializers
+from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apikit.context import call_context, current_call, refused
+from apikit.errors import (
+    DependencyUnavailable,
+    GroundControlError,
+    KeyInvalid,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    ScopeDenied,
+    ValidationFailed,
+)
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+REQUEST_ID_HEADER = "X-Request-ID"
+# A caller's request id is kept when it is short and printable; otherwise we mint one.
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+
+
+# --- Request ids and the call context -----------------------------------------------------------
+
+
+def request_id_for(request: HttpRequest) -> str:
+    return request_id_for_header(request.headers.get(REQUEST_ID_HEADER, ""))
+
+
+def request_id_for_header(given: str) -> str:
+    """The caller's request id when usable, else a new one."""
+    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """Give every request an id (the caller's `X-Request-ID` when usable), echo it on the
+    response, and describe the call for the refusals it may cause.
+
+    The call context is a context variable; the authentication class adds the key, hand and
+    workspace to it through `request.gc_context`, which this middleware unwinds when the response
+    is done, so nothing leaks into the next request served by the same thread.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request_id = request_id_for(request)
+        request.request_id = request_id  # type: ignore[attr-defined]
+        with ExitStack() as stack:
+            stack.enter_context(
+                call_context(
+                    method=request.method or "",
+                    path=request.path,
+                    request_id=request_id,
+                    workspace_id=None,
+                    hand="",
+                    key_prefix="",
+                )
+            )
+            request.gc_context = stack  # type: ignore[attr-defined]
+            response = self.get_response(request)
+        response[REQUEST_ID_HEADER] = request_id
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        # Outside DRF views (which answer through `exception_handler`), an unreachable database
+        # still answers 503 with the uniform body, never a 500 page.
+        if request.path.startswith(API_PREFIX) and isinstance(
+            exception, OperationalError | InterfaceError
+        ):
+            error = _outage()
+            return JsonResponse({"error": _body(error, request)}, status=error.http_status)
+        return None
+
+
+def _outage() -> DependencyUnavailable:
+    return DependencyUnavailable("the database is unreachable; nothing was written; retry later")
+
+
+def _body(error: GroundControlError, request: HttpRequest | None) -> dict[str, Any]:
+    body = error.body()
+    body["request_id"] = getattr(request, "request_id", "") or current_call().request_id
+    return body
+
+
+# --- The uniform error body ---------------------------------------------------------------------
+
+
+def _validation_fields(detail: Any) -> Any:
+    """DRF's error detail as plain JSON: {field: [messages]} (nested for nested input)."""
+    if isinstance(detail, dict):
+        return {str(key): _validation_fields(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        return [_validation_fields(item) for item in detail]
+    return str(detail)
+
+
+def _summarise(fields: Any) -> str:
+    if isinstance(fields, dict) and fields:
+        names = ", ".join(sorted(fields))
+        return f"invalid input: {names}"
+    if isinstance(fields, list) and fields:
+        return f"invalid input: {fields[0]}"
+    return "invalid input"
+
+
+def as_domain_error(exc: Exception) -> GroundControlError | None:
+    """The contract's error for `exc`, or None for a bug (answered as internal_error)."""
+    if isinstance(exc, GroundControlError):
+        return exc
+    if isinstance(exc, OperationalError | InterfaceError):
+        return _outage()
+    if isinstance(exc, Http404 | drf.NotFound):
+        return NotFound("no such object in this workspace")
+    if isinstance(exc, drf.ValidationError):
+        fields = _validation_fields(exc.detail)
+        if not isinstance(fields, dict):
+            fields = {"non_field_errors": fields if isinstance(fields, list) else [fields]}
+        return ValidationFailed(_summarise(fields), fields=fields)
+    if isinstance(exc, drf.ParseError):
+        return ValidationFailed(
+            f"the body is not valid JSON: {exc.detail}", fields={"body": [str(exc.detail)]}
+        )
+    if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
+        return KeyInvalid("send a key: Authorization: Bearer gc_<prefix>_<secret>")
+    if isinstance(exc, drf.PermissionDenied | DjangoPermissionDenied):
+        return ScopeDenied(str(getattr(exc, "detail", "")) or "permission denied")
+    if isinstance(exc, drf.Throttled):
+        wait = float(exc.wait or 1)
+        return RateLimited("too many calls for this key", retry_after_s=wait)
+    if isinstance(exc, drf.APIException):
+        # 405, 406, 415 and the like: DRF's own status, our body, a stable snake_case code.
+        error = GroundControlError(str(exc.detail))
+        error.code = exc.default_code
+        error.http_status = exc.status_code
+        return error
+    return None
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """REST_FRAMEWORK["EXCEPTION_HANDLER"]: every error becomes the uniform body; every refusal
+    that no service recorded is recorded here, with the request's context."""
+    request = context.get("request")
+    error = as_domain_error(exc)
+    if error is None:
+        logger.exception("unhandled error in %s", getattr(request, "path", "?"), exc_info=exc)
+        error = GroundControlError("internal error; the request id identifies it in the logs")
+        error.code = "internal_error"
+        error.http_status = 500
+        error.recorded = True
+    refused.send(sender=type(error), error=error)
+    response = Response({"error": _body(error, request)}, status=error.http_status)
+    if isinstance(error, RateLimited):
+        response["Retry-After"] = str(max(1, math.ceil(float(error.fields["retry_after_s"]))))
+    if error.http_status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="groundcontrol"'
+    if isinstance(exc, drf.MethodNotAllowed) and context.get("view") is not None:
+        response["Allow"] = ", ".join(context["view"].allowed_methods)
+    return response
+
+
+class NotFoundView(APIView):
+    """Any unknown path under /api/v1/: not_found with the uniform body (not Django's page)."""
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+    schema = None  # not an endpoint: left out of the OpenAPI schema
+
+    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        raise NotFound(f"no endpoint {request.path}")
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        raise NotFound(f"no endpoint {request.path}")
+
+    post = put = patch = delete = head = options = get
+
+
+# --- Limits -------------------------------------------------------------------------------------
+
+
+def max_body_bytes() -> int:
+    return int(settings.GC_MAX_BODY_BYTES)
+
+
+def check_body_size(request: Request) -> None:
+    """Refuse a declared body over the limit before reading a byte of it."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    try:
+        length = int(declared)
+    except ValueError:
+        raise ValidationFailed(
+            "Content-Length is not a number", fields={"Content-Length": ["An integer."]}
+        ) from None
+    if length > max_body_bytes():
+        raise _too_large()
+
+
+def _too_large() -> PayloadTooLarge:
+    limit = max_body_bytes()
+    return PayloadTooLarge(f"the body is over the limit of {limit} bytes", limit_bytes=limit)
+
+
+class LimitedJSONParser(JSONParser):
+    """JSON, read at most one byte past the limit (a body without Content-Length included)."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = max_body_bytes()
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise _too_large()
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise drf.ParseError(f"JSON parse error - {exc}") from None
+
+
+# Set in request.META of a call that a hot view (fleet/hot.py) hands to its DRF view after taking
+# its rate-limit count: True, or the RateLimited refusal the DRF view answers once the key is
+# authenticated.
+RATE_COUNTED = "gc.rate_counted"
+
+
+# --- Pagination ----------------------------------------------------------------------------------
+
+
+class NewestFirst(CursorPagination):
+    """DRF's cursor pagination on the primary key, newest first: a page costs one indexed query
+    however deep it is, and rows inserted meanwhile never shift a page. The answer is the page's
+    JSON array; the next page is in `X-Next-Cursor` and `Link: <url>; rel="next"` (neither on
+    the last page)."""
+
+    ordering = "-pk"
+    page_size = DEFAULT_PAGE_SIZE
+    page_size_query_param = "limit"
+    max_page_size = MAX_PAGE_SIZE
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get("limit")
+        if raw is None or raw == "":
+            return DEFAULT_PAGE_SIZE
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if not (1 <= size <= MAX_PAGE_SIZE):
+            raise ValidationFailed(
+                f"limit must be an integer from 1 to {MAX_PAGE_SIZE}",
+                fields={"limit": [f"An integer from 1 to {MAX_PAGE_SIZE}."]},
+            )
+        return size
+
+    def decode_cursor(self, request: Request) -> Any:
+        try:
+            cursor = super().decode_cursor(request)
+        except drf.NotFound:
+            cursor = None
+            invalid = True
+        else:
+            # Only what `get_next_link` gives out: forward, at a primary key.
+            invalid = cursor is not None and (
+                cursor.reverse
+                or cursor.offset
+                or not str(cursor.position or "").isdigit()
+                or int(cursor.position) >= 2**63
+            )
+        if invalid:
+            raise ValidationFailed(
+                "cursor is not one this server gave out", fields={"cursor": ["An opaque cursor."]}
+            )
+        return cursor
+
+
+def paginated(
+    request: Request, queryset: QuerySet[Any], render: Callable[[list[Any]], list[Any]]
+) -> Response:
+    """One page of `queryset`, rendered (see `NewestFirst`)."""
+    pages = NewestFirst()
+    rows = pages.paginate_queryset(queryset, request)
+    response = Response(render(list(rows or [])))
+    next_url = pages.get_next_link()
+    if next_url:
+        response["Link"] = f'<{next_url}>; rel="next"'
+        response["X-Next-Cursor"] = parse_qs(urlsplit(next_url).query)["cursor"][0]
+    return response
+
+
+# --- OpenAPI: the error body and which codes each endpoint answers ------------------------------
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="A stable code from the contract's table.")
+    message = serializers.CharField()
+    request_id = serializers.CharField(help_text="Also in the X-Request-ID response header.")
+    fields = serializers.DictField(
+        required=False, help_text="validation_error: the messages for each invalid field."
+    )
+    required_scope = serializers.CharField(required=False, help_text="scope_denied")
+    holder = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    fence = serializers.IntegerField(required=False, help_text="lease_held, slot_taken")
+    expires_in_s = serializers.FloatField(
+        required=False,
+        help_text="lease_held, slot_taken: when the holder's CURRENT renewal window ends; a "
+        "holder that keeps renewing keeps it longer",
+    )
+    lost_in_s = serializers.FloatField(
+        required=False,
+        help_text="lease_held, slot_taken: when the holder would be lost if it stopped "
+        "renewing now (window end + grace)",
+    )
+    state = serializers.CharField(
+        required=False, help_text="lease_held, slot_taken (done: a finished slot)"
+    )
+    current_fence = serializers.IntegerField(
+        required=False, allow_null=True, help_text="stale_fence, lease_lost"
+    )
+    missing = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="evidence_missing"
+    )
+    retry_after_s = serializers.FloatField(required=False, help_text="rate_limited")
+    limit_per_minute = serializers.IntegerField(required=False, help_text="rate_limited")
+    limit_bytes = serializers.IntegerField(required=False, help_text="payload_too_large")
+    resource = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    process_id = serializers.CharField(
+        required=False, help_text="process_mismatch: the identity that holds the attempt"
+    )
+    end = serializers.CharField(required=False, help_text="lease_lost: how the attempt ended")
+    revoked_at = serializers.DateTimeField(required=False, help_text="key_revoked")
+    expired_at = serializers.DateTimeField(required=False, help_text="key_expired")
+    slots = serializers.IntegerField(required=False, help_text="no_open_slot: the run's slots")
+    held = serializers.IntegerField(required=False, help_text="no_open_slot: slots held now")
+    done = serializers.IntegerField(required=False, help_text="no_open_slot: slots finished")
+    next_expires_in_s = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="no_open_slot: the soonest end of a holder's current renewal window",
+    )
+    run_state = serializers.CharField(required=False, help_text="run_closed: closed or done")
+    lane = serializers.CharField(required=False, allow_null=True, help_text="scope_denied")
+    idempotency_key = serializers.CharField(required=False, help_text="idempotency_conflict")
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+_EXTRA_STATUS = {
+    "method_not_allowed": 405,
+    "unsupported_media_type": 415,
+    "idempotency_conflict": 409,
+}
+
+
+def _code_status() -> dict[str, int]:
+    statuses = dict(_EXTRA_STATUS)
+    pending = list(GroundControlError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        statuses[cls.code] = cls.http_status
+    return statuses
+
+
+# Answered by every authenticated endpoint, whatever it does.
+COMMON_CODES = (
+    "key_invalid",
+    "key_revoked",
+    "key_expired",
+    "rate_limited",
+    "dependency_unavailable",
+)
+
+
+def error_responses(*codes: str, body: bool = False) -> dict[int, OpenApiResponse]:
+    """The documented error answers of an endpoint: each status with the codes it may carry."""
+    statuses = _code_status()
+    every = [*COMMON_CODES, *codes]
+    if body:
+        every += ["validation_error", "payload_too_large", "unsupported_media_type"]
+    by_status: dict[int, list[str]] = {}
+    for code in dict.fromkeys(every):
+        by_status.setdefault(statuses[code], []).append(code)
+    return {
+        status: OpenApiResponse(
+            response=ErrorSerializer,
+            description="Error body with code " + ", ".join(f"`{c}`" for c in status_codes) + ".",
+        )
+        for status, status_codes in sorted(by_status.items())
+    }

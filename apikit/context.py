@@ -1,0 +1,50 @@
+"""The call being served, and the signal that a call was refused.
+
+The request-id middleware sets the call context (method, path, request id) once per request and
+the authentication adds the key, hand and workspace; whoever records refusals reads it. The API's
+exception handler sends `refused` for every refusal it answers; the audit log (`leases.audit`)
+receives it, so this package imports no app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.dispatch import Signal
+
+
+@dataclass(frozen=True)
+class CallContext:
+    workspace_id: int | None = None
+    hand: str = ""
+    key_prefix: str = ""
+    method: str = ""
+    path: str = ""
+    request_id: str = ""
+
+
+# CallContext is frozen, so sharing one default instance is safe.
+_call: ContextVar[CallContext] = ContextVar("gc_call", default=CallContext())  # noqa: B039
+
+
+def current_call() -> CallContext:
+    return _call.get()
+
+
+@contextmanager
+def call_context(**fields: Any) -> Iterator[CallContext]:
+    """Describe the call being served, for the refusals it may cause."""
+    token = _call.set(replace(_call.get(), **fields))
+    try:
+        yield _call.get()
+    finally:
+        _call.reset(token)
+
+
+# Sent with `error=` (a GroundControlError) for every refusal the API answers. A receiver must
+# record it at most once (`error.recorded`) and never raise.
+refused = Signal()

@@ -1,0 +1,64 @@
+"""The errors every endpoint may answer, whatever app serves it, with the contract's stable codes.
+
+Each app raises its own errors (subclasses of `GroundControlError` in its `errors.py`); the API's
+one exception handler (`apikit.api`) turns any of them into the uniform error body. Services raise
+them and never build HTTP responses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GroundControlError(Exception):
+    code = "error"
+    http_status = 400
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+        # Set once the refusal has been written, so no outer layer records it twice.
+        self.recorded = False
+
+    def body(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.fields}
+
+
+class ValidationFailed(GroundControlError):
+    code = "validation_error"
+    http_status = 400
+
+
+class KeyInvalid(GroundControlError):
+    """No key, or not one of ours: also DRF's own "not authenticated"."""
+
+    code = "key_invalid"
+    http_status = 401
+
+
+class ScopeDenied(GroundControlError):
+    """The key may not do this: also DRF's own "permission denied"."""
+
+    code = "scope_denied"
+    http_status = 403
+
+
+class NotFound(GroundControlError):
+    code = "not_found"
+    http_status = 404
+
+
+class PayloadTooLarge(GroundControlError):
+    code = "payload_too_large"
+    http_status = 413
+
+
+class RateLimited(GroundControlError):
+    code = "rate_limited"
+    http_status = 429
+
+
+class DependencyUnavailable(GroundControlError):
+    code = "dependency_unavailable"
+    http_status = 503

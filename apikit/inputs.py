@@ -1,0 +1,104 @@
+"""Input checking every endpoint shares: serializer fields that take only their JSON type (DRF's
+own would turn `true` into 1 or `5` into "5"), validation into the contract's error, query
+parameters, and the pagination parameters the OpenAPI schema names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+from rest_framework.request import Request
+
+from apikit.errors import ValidationFailed
+
+PAGE_PARAMS = [
+    OpenApiParameter("cursor", str, description="From the previous page's X-Next-Cursor."),
+    OpenApiParameter("limit", int, description="Page size, 1 to 500 (default 100)."),
+    OpenApiParameter(
+        "X-Next-Cursor",
+        str,
+        OpenApiParameter.HEADER,
+        response=[200],
+        description="The next page's cursor; absent on the last page.",
+    ),
+    OpenApiParameter(
+        "Link",
+        str,
+        OpenApiParameter.HEADER,
+        response=[200],
+        description='The next page\'s URL: <url>; rel="next".',
+    ),
+]
+
+
+class _JsonTyped:
+    """JSON has types, and the API keeps them: a string field takes only a string, a number
+    field only a number (not "30", not true). DRF's fields would coerce, and a fence or a ttl
+    read from the wrong type is a client bug worth a clear validation_error, not a guess."""
+
+    json_types: tuple[type, ...] = ()
+    default_error_messages = {"type": "Expected {expected}."}
+    expected = ""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if (
+            isinstance(data, bool)
+            and bool not in self.json_types
+            or not isinstance(data, self.json_types)
+        ):
+            self.fail("type", expected=self.expected)  # type: ignore[attr-defined]
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class StrictCharField(_JsonTyped, serializers.CharField):
+    json_types, expected = (str,), "a string"
+
+
+class StrictSlugField(_JsonTyped, serializers.SlugField):
+    json_types, expected = (str,), "a string"
+
+
+class StrictIntegerField(_JsonTyped, serializers.IntegerField):
+    json_types, expected = (int,), "an integer"
+
+
+class StrictFloatField(_JsonTyped, serializers.FloatField):
+    json_types, expected = (int, float), "a number"
+
+
+class StrictBooleanField(_JsonTyped, serializers.BooleanField):
+    json_types, expected = (bool,), "true or false"
+
+
+def created_or_found(created: bool) -> int:
+    """201 for a new object; 200 when the create found the one that existed (a retry)."""
+    return 201 if created else 200
+
+
+def valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The request body, validated; invalid input answers validation_error with `fields`."""
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def text_param(request: Request, name: str, *, max_length: int) -> str:
+    """A free-text query parameter: no NUL (PostgreSQL cannot compare one), bounded length."""
+    value = request.query_params.get(name, "")
+    if "\x00" in value or len(value) > max_length:
+        raise ValidationFailed(
+            f"{name} must be text of at most {max_length} characters, without NUL",
+            fields={name: [f"At most {max_length} characters, no NUL."]},
+        )
+    return value
+
+
+def choice_param(request: Request, name: str, choices: list[str]) -> str:
+    value = request.query_params.get(name, "")
+    if value and value not in choices:
+        raise ValidationFailed(
+            f"{name} must be one of {', '.join(choices)}",
+            fields={name: [f"One of: {', '.join(choices)}."]},
+        )
+    return value

@@ -1,0 +1,85 @@
+"""The records' pages: resource leases (and breaking one), refusals and events."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from apikit.errors import GroundControlError
+from dashboard import pages
+from dashboard.forms import (
+    BreakLeaseForm,
+    EventFilterForm,
+    LeaseFilterForm,
+    RefusalFilterForm,
+)
+from dashboard.views.base import (
+    actor_name,
+    dashboard_view,
+    filtered_list,
+    redirect_back,
+    render_page,
+    show_refusal,
+)
+from fleet.services import attempts as attempt_services
+from hands.models import Membership, Role
+from leases import engine
+
+
+@dashboard_view()
+def leases(request: HttpRequest, membership: Membership) -> HttpResponse:
+    return filtered_list(
+        request, membership, LeaseFilterForm, pages.resource_leases, "fleet/leases.html"
+    )
+
+
+@dashboard_view(Role.SUPERVISOR)
+@require_http_methods(["GET", "POST"])
+def lease_break(request: HttpRequest, membership: Membership) -> HttpResponse:
+    """Break any lease (a resource's or a slot's) with a reason; the confirmation shows who
+    holds it now."""
+    form = BreakLeaseForm(request.POST or None, initial={"resource": request.GET.get("resource")})
+    default = reverse("leases")
+    if request.method == "POST" and form.is_valid():
+        resource = form.cleaned_data["resource"]
+        try:
+            lease = attempt_services.lease_break(
+                workspace_id=membership.workspace_id,
+                resource=resource,
+                actor=actor_name(request),
+                reason=form.cleaned_data["reason"],
+            )
+            messages.success(
+                request, f"The lease on {resource} is broken; its fence is now {lease.fence}."
+            )
+            return redirect_back(request, default)
+        except GroundControlError as error:
+            show_refusal(request, error)
+    resource = request.POST.get("resource") or request.GET.get("resource", "")
+    current = engine.read(workspace_id=membership.workspace_id, resource=resource[:512])
+    return render_page(
+        request,
+        "fleet/lease_break.html",
+        {
+            "form": form,
+            "lease": current,
+            "resource": resource,
+            "next": request.POST.get("next") or request.GET.get("next") or default,
+        },
+    )
+
+
+@dashboard_view()
+def refusals(request: HttpRequest, membership: Membership) -> HttpResponse:
+    return filtered_list(
+        request, membership, RefusalFilterForm, pages.refusals_list, "fleet/refusals.html"
+    )
+
+
+@dashboard_view()
+def events(request: HttpRequest, membership: Membership) -> HttpResponse:
+    return filtered_list(
+        request, membership, EventFilterForm, pages.events_list, "fleet/events.html"
+    )

@@ -1,0 +1,360 @@
+"""The work's pages: the board and its chart, lanes, work packages, a run (its slots and the
+attempts' SVG timeline) and the supervisor's actions on them (close a run, add or reopen slots,
+direct an attempt)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.cache import patch_cache_control, patch_vary_headers
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_http_methods, require_POST
+
+from apikit.errors import GroundControlError
+from dashboard import pages
+from dashboard.charts import Bar, state_chart_svg, timeline_svg
+from dashboard.forms import (
+    BoardFilterForm,
+    DirectiveForm,
+    SlotReopenForm,
+    SlotsAddForm,
+    WorkspaceSwitchForm,
+)
+from dashboard.pages import STATES, AttemptRow, BoardFilters
+from dashboard.views.base import (
+    FINGERPRINT_HEADER,
+    SESSION_WORKSPACE,
+    actor_name,
+    dashboard_view,
+    page_number,
+    query_string,
+    redirect_back,
+    render_page,
+    show_refusal,
+)
+from fleet import selectors
+from fleet.models import Directive, PlanState
+from fleet.selectors import last_report_at
+from fleet.services import attempts as attempt_services
+from fleet.services import plan as plan_services
+from hands.models import Membership, Role
+from leases.clock import db_now
+
+
+@require_POST
+@dashboard_view()
+def workspace_switch(request: HttpRequest, membership: Membership) -> HttpResponse:
+    form = WorkspaceSwitchForm(request.POST)
+    ids = {m.workspace_id for m in request.gc_memberships}  # type: ignore[attr-defined]
+    if form.is_valid() and form.cleaned_data["workspace"] in ids:
+        request.session[SESSION_WORKSPACE] = form.cleaned_data["workspace"]
+    else:
+        messages.error(request, "You are not a member of that workspace.")
+    return redirect("board")
+
+
+def _board_filters(request: HttpRequest) -> BoardFilters:
+    state = request.GET.get("state", "")
+    return BoardFilters(
+        lane=request.GET.get("lane", "")[:100],
+        state=state if state in STATES else "",
+        hand=request.GET.get("hand", "")[:200],
+        page=page_number(request),
+    )
+
+
+@dashboard_view()
+def board(request: HttpRequest, membership: Membership) -> HttpResponse:
+    """The fleet board. An HTMX poll that sends the fingerprint it shows gets 204 (nothing to
+    swap) when nothing changed, else only the board fragment."""
+    data = pages.board(workspace_id=membership.workspace_id, filters=_board_filters(request))
+    if request.htmx and request.headers.get(FINGERPRINT_HEADER) == data.fingerprint:
+        response = HttpResponse(status=204)
+    else:
+        query = data.filters.query()
+        context = {
+            "board": data,
+            "form": BoardFilterForm(initial=query, lanes=data.lanes),
+            "board_url": f"{reverse('board')}?{query_string(query)}".rstrip("?"),
+            "prev_query": query_string(query, page=data.filters.page - 1),
+            "next_query": query_string(query, page=data.filters.page + 1),
+            "poll_s": _poll_seconds(),
+            "count_links": [
+                (state, data.counts.get(state, 0), query_string(query, state=state, page=1))
+                for state in STATES
+            ],
+        }
+        if request.htmx:
+            template = "fleet/board.html#board"
+        else:
+            template = "fleet/board.html"
+            svg = state_chart_svg(pages.samples(workspace_id=membership.workspace_id), now=data.now)
+            context["chart_svg"] = mark_safe(svg)  # noqa: S308
+        response = render_page(request, template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    patch_cache_control(response, no_store=True)
+    return response
+
+
+def _poll_seconds() -> float:
+    return float(settings.GC_DASHBOARD_POLL_S)
+
+
+@dashboard_view()
+def fleet_chart(request: HttpRequest, membership: Membership) -> HttpResponse:
+    now = db_now()
+    svg = state_chart_svg(pages.samples(workspace_id=membership.workspace_id), now=now)
+    return render_page(request, "fleet/board.html#chart", {"chart_svg": mark_safe(svg)})  # noqa: S308
+
+
+@dashboard_view()
+def lanes(request: HttpRequest, membership: Membership) -> HttpResponse:
+    lane_list, counts = pages.lanes_page(workspace_id=membership.workspace_id)
+    rows = [(lane, counts.get(lane.pk, {})) for lane in lane_list]
+    return render_page(request, "fleet/lanes.html", {"rows": rows})
+
+
+@dashboard_view()
+def lane_detail(request: HttpRequest, membership: Membership, slug: str) -> HttpResponse:
+    lane, packages = pages.lane_page(workspace_id=membership.workspace_id, slug=slug)
+    return render_page(request, "fleet/lane.html", {"lane": lane, "packages": packages})
+
+
+@dashboard_view()
+def work_package_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
+    package, runs, counts = pages.work_package_page(
+        workspace_id=membership.workspace_id, package_id=pk
+    )
+    rows = [(run, counts.get(run.pk, {})) for run in runs]
+    return render_page(request, "fleet/work_package.html", {"package": package, "rows": rows})
+
+
+def _bars(
+    rows: list[AttemptRow], label: Callable[[AttemptRow], str], href: Callable[[AttemptRow], str]
+) -> list[Bar]:
+    bars = []
+    for row in reversed(rows):  # oldest at the top
+        attempt = row.attempt
+        bars.append(
+            Bar(
+                label=label(row),
+                start=attempt.claimed_at,
+                end=row.drawn_end,
+                state=row.state,
+                ticks=_ticks(row),
+                markers=[(item.at, item.kind) for item in attempt.evidence.all()],
+                href=href(row),
+                detail=f"attempt {attempt.pk}, fence {attempt.fence}",
+            )
+        )
+    return bars
+
+
+def _ticks(row: AttemptRow) -> list[datetime]:
+    """The latest reports, and the latest heartbeat (a bare one is on record once a minute)."""
+    ticks = [report.at for report in row.attempt.latest_reports]
+    latest = last_report_at(row.attempt, row.lease)
+    if latest is not None and latest not in ticks:
+        ticks.append(latest)
+    return ticks
+
+
+def _evidence(rows: list[AttemptRow]) -> list[tuple[AttemptRow, Any]]:
+    """Every piece of evidence of the attempts shown (prefetched: no query here)."""
+    return [(row, item) for row in rows for item in row.attempt.evidence.all()]
+
+
+def _timeline_context(
+    rows: list[AttemptRow],
+    *,
+    now: datetime,
+    title: str,
+    ident: str,
+    label: Callable[[AttemptRow], str],
+    href: Callable[[AttemptRow], str],
+) -> dict[str, Any]:
+    """The timeline picture and the evidence list of a page's attempts."""
+    svg = timeline_svg(_bars(rows, label=label, href=href), now=now, title=title, ident=ident)
+    return {"timeline_svg": mark_safe(svg), "evidence": _evidence(rows)}  # noqa: S308
+
+
+@dashboard_view()
+def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
+    page = pages.run_page(workspace_id=membership.workspace_id, run_id=pk)
+    timeline = _timeline_context(
+        page.rows,
+        now=page.now,
+        title=f"Timeline of run {page.run.title}",
+        ident=f"run-{page.run.pk}-timeline",
+        label=lambda row: f"{row.attempt.hand.name} · slot {row.attempt.slot.index}",
+        href=lambda row: reverse("hand", args=[row.attempt.hand_id]),
+    )
+    context = {
+        "page": page,
+        "run": page.run,
+        "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
+        "done_slots": sum(1 for cell in page.slots if cell.state == "done"),
+        **timeline,
+    }
+    return render_page(request, "fleet/run.html", context)
+
+
+def _confirm_run_change(
+    request: HttpRequest,
+    membership: Membership,
+    *,
+    pk: int,
+    form: Any,
+    change: Callable[[Any], str],
+    title: str,
+    explanation: str,
+    button: str,
+) -> HttpResponse:
+    """A supervisor's change to a run, asked first with its form; `change` makes it through a
+    service with the cleaned data and says what it did."""
+    run = selectors.run_get(workspace_id=membership.workspace_id, run_id=pk)
+    if request.method == "POST" and form.is_valid():
+        try:
+            messages.success(request, change(form.cleaned_data))
+            return redirect("run", pk=pk)
+        except GroundControlError as error:
+            show_refusal(request, error)
+    context = {
+        "title": title.format(run=run.title),
+        "explanation": explanation,
+        "action": request.path,
+        "button": button,
+        "cancel": reverse("run", args=[pk]),
+        "form": form,
+    }
+    return render_page(request, "fleet/confirm.html", context)
+
+
+@dashboard_view(Role.SUPERVISOR)
+@require_http_methods(["GET", "POST"])
+def slot_reopen(request: HttpRequest, membership: Membership, pk: int, index: int) -> HttpResponse:
+    """Reopen a done slot of a run, with a reason: it can be claimed again."""
+
+    def change(data: dict[str, Any]) -> str:
+        plan_services.slot_reopen(
+            workspace_id=membership.workspace_id,
+            run_id=pk,
+            index=index,
+            actor=actor_name(request),
+            reason=data["reason"],
+        )
+        return f"Slot {index} is open again."
+
+    return _confirm_run_change(
+        request,
+        membership,
+        pk=pk,
+        form=SlotReopenForm(request.POST or None),
+        change=change,
+        title=f"Reopen slot {index} of run {{run}}?",
+        explanation="Its work was finished. Reopened, the slot can be claimed again (at the "
+        "next fence); the finished attempt and its evidence stay on record, and a done run is "
+        "open again.",
+        button="Reopen the slot",
+    )
+
+
+@dashboard_view(Role.SUPERVISOR)
+@require_http_methods(["GET", "POST"])
+def run_add_slots(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
+    """Add open slots to an open or done run, with a reason."""
+
+    def change(data: dict[str, Any]) -> str:
+        run = plan_services.run_add_slots(
+            workspace_id=membership.workspace_id,
+            run_id=pk,
+            count=data["count"],
+            actor=actor_name(request),
+            reason=data["reason"],
+        )
+        return f"Run {run.title} has {run.slot_count} slots now."
+
+    return _confirm_run_change(
+        request,
+        membership,
+        pk=pk,
+        form=SlotsAddForm(request.POST or None),
+        change=change,
+        title="Add slots to run {run}?",
+        explanation="New slots are open at once. A done run is open again.",
+        button="Add the slots",
+    )
+
+
+@dashboard_view(Role.SUPERVISOR)
+@require_http_methods(["GET", "POST"])
+def run_close(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
+    page = pages.run_page(workspace_id=membership.workspace_id, run_id=pk)
+    if request.method == "POST":
+        try:
+            plan_services.run_set_state(
+                workspace_id=membership.workspace_id,
+                run_id=pk,
+                state=PlanState.CLOSED,
+                actor=actor_name(request),
+            )
+            messages.success(request, f"Run {page.run.title} is closed: it takes no more claims.")
+        except GroundControlError as error:
+            show_refusal(request, error)
+        return redirect("run", pk=pk)
+    return render_page(
+        request,
+        "fleet/confirm.html",
+        {
+            "title": f"Close run {page.run.title}?",
+            "explanation": "A closed run takes no more claims. Attempts already running go on.",
+            "action": reverse("run-close", args=[pk]),
+            "button": "Close the run",
+            "cancel": reverse("run", args=[pk]),
+            "form": None,
+        },
+    )
+
+
+@dashboard_view(Role.SUPERVISOR)
+@require_http_methods(["GET", "POST"])
+def attempt_directive(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
+    """Pause and resume act at once; stop asks first (GET shows the confirmation)."""
+    row = pages.attempt_row(workspace_id=membership.workspace_id, attempt_id=pk)
+    default = reverse("run", args=[row.attempt.run_id])
+    if request.method == "POST":
+        form = DirectiveForm(request.POST)
+        if form.is_valid():
+            directive = form.cleaned_data["directive"]
+            try:
+                attempt_services.attempt_set_directive(
+                    workspace_id=membership.workspace_id,
+                    attempt_id=pk,
+                    directive=directive,
+                    actor=actor_name(request),
+                )
+                messages.success(request, f"Attempt {pk} ({row.attempt.hand.name}): {directive}.")
+            except GroundControlError as error:
+                show_refusal(request, error)
+        return redirect_back(request, default)
+    return render_page(
+        request,
+        "fleet/confirm.html",
+        {
+            "title": f"Stop attempt {pk} of {row.attempt.hand.name}?",
+            "explanation": "The hand reads the stop directive in its next heartbeat's answer and "
+            "should release its slot. Its lease stays until it does or it is lost.",
+            "action": reverse("attempt-directive", args=[pk]),
+            "button": "Stop the attempt",
+            "hidden": {"directive": Directive.STOP, "next": request.GET.get("next", default)},
+            "cancel": request.GET.get("next", default),
+            "form": None,
+        },
+    )

@@ -1,0 +1,123 @@
+"""The bodies the fleet's endpoints accept."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from apikit.inputs import StrictCharField, StrictFloatField, StrictIntegerField
+from fleet.models import Directive, PlanState, ReportKind, RunState, SlotState
+from fleet.services import plan as plan_services
+from hands.views import MAX_INTERVAL, name_field, reason_field
+from leases import services as lease_services
+from leases.fences import FENCE_MAX
+from leases.waiting import MAX_WAIT_S
+
+SLOT_STATES = [state.value for state in SlotState]
+
+
+RUN_STATES = [state.value for state in RunState]
+
+
+def resource_field() -> serializers.CharField:
+    return StrictCharField(
+        max_length=lease_services.MAX_RESOURCE_LENGTH,
+        trim_whitespace=False,
+        help_text="Any name up to 512 characters, no control characters (a path is normal).",
+    )
+
+
+def fence_field() -> serializers.IntegerField:
+    return StrictIntegerField(min_value=0, max_value=FENCE_MAX)
+
+
+class ClaimIn(serializers.Serializer):
+    process_id = name_field(
+        help_text="The hand's process identity (host:pid, or any stable string)."
+    )
+    slot = StrictIntegerField(required=False, allow_null=True, min_value=0)
+
+
+class ReportIn(serializers.Serializer):
+    fence = fence_field()
+    process_id = name_field(required=False, allow_null=True)
+    kind = serializers.ChoiceField(choices=ReportKind.choices)
+    message = reason_field(required=False, allow_blank=True)
+    percent = StrictFloatField(required=False, allow_null=True, min_value=0, max_value=100)
+    details = serializers.DictField(required=False, allow_null=True)
+
+
+class ReleaseIn(serializers.Serializer):
+    fence = fence_field()
+    process_id = name_field()
+    reason = reason_field()
+
+
+class AcquireIn(serializers.Serializer):
+    resource = resource_field()
+    ttl_s = StrictFloatField(min_value=1, max_value=lease_services.MAX_TTL_S)
+    process_id = name_field()
+    wait_s = StrictFloatField(required=False, default=0, min_value=0, max_value=MAX_WAIT_S)
+
+
+class RenewIn(serializers.Serializer):
+    resource = resource_field()
+    fence = fence_field()
+    process_id = name_field()
+
+
+class FencedResourceIn(serializers.Serializer):
+    resource = resource_field()
+    fence = fence_field()
+
+
+class BreakIn(serializers.Serializer):
+    resource = resource_field()
+    reason = reason_field()
+
+
+class WorkPackageIn(serializers.Serializer):
+    title = name_field()
+    key = name_field(
+        help_text="Unique in the lane: creating a package whose key exists returns it."
+    )
+    external_ref = StrictCharField(
+        max_length=500, required=False, allow_blank=True, allow_null=True
+    )
+
+
+class RunIn(serializers.Serializer):
+    title = name_field()
+    brief = StrictCharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+    slots = StrictIntegerField(
+        required=False, default=1, min_value=1, max_value=plan_services.MAX_SLOTS
+    )
+    evidence_required = serializers.ListField(
+        child=StrictCharField(max_length=64), required=False, default=list
+    )
+    heartbeat_interval_s = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_INTERVAL
+    )
+    grace_s = StrictIntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_INTERVAL
+    )
+
+
+class RunPatchIn(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=PlanState.choices,
+        help_text="closed: no more claims. open: claims again (a run whose slots are all done "
+        "reopens as done: reopen a slot or add slots to work on it again).",
+    )
+
+
+class SlotsAddIn(serializers.Serializer):
+    count = StrictIntegerField(min_value=1, max_value=plan_services.MAX_SLOTS)
+    reason = reason_field()
+
+
+class SlotReopenIn(serializers.Serializer):
+    reason = reason_field()
+
+
+class DirectiveIn(serializers.Serializer):
+    directive = serializers.ChoiceField(choices=Directive.choices)

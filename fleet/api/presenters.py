@@ -1,0 +1,270 @@
+"""Presenters: the fleet's objects (leases, attempts, reports, slots, runs, refusals, events) as
+the contract's JSON. The hot views (`fleet.hot`) answer with the same ones."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fleet import selectors
+from fleet.models import Run, WorkPackage
+from fleet.selectors import AttemptView, SlotView
+from fleet.services import plan as plan_services
+from hands import selectors as hand_selectors
+from leases.audit import event_payload
+from leases.engine import LeaseSnapshot
+from leases.models import Event, LeaseState, LeaseStatus, Refusal
+from leases.state import seconds_until, thresholds
+
+
+def as_number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+def lease_json(lease: LeaseSnapshot) -> dict[str, Any]:
+    """A resource lease; a free one has no holder and no deadline."""
+    state = lease.state
+    held = state != LeaseState.FREE
+    return {
+        "resource": lease.resource,
+        "kind": lease.kind,
+        "holder": lease.holder or None if held else None,
+        "process_id": lease.process_id or None if held else None,
+        "fence": lease.fence,
+        "state": str(state),
+        "ttl_s": as_number(lease.interval_s),
+        "grace_s": as_number(lease.grace_s),
+        "acquired_at": lease.acquired_at if held else None,
+        "renewed_at": lease.renewed_at if held else None,
+        "expires_at": lease.deadline if held else None,
+        "expires_in_s": lease.expires_in_s if held else None,
+        "released_at": lease.released_at,
+        "server_time": lease.server_time,
+    }
+
+
+def attempt_json(view: AttemptView) -> dict[str, Any]:
+    """An attempt with the lease of its tenure, as of the database time of `view`.
+
+    While the slot's lease is still this tenure's (same fence, held), the lease block carries its
+    deadline and thresholds; once the tenure has ended or moved on they are null.
+    """
+    attempt, lease = view.attempt, view.lease
+    current = lease.fence == attempt.fence and lease.status == "held"
+    return attempt_answer(
+        attempt_id=attempt.pk,
+        run_id=attempt.run_id,
+        slot_index=attempt.slot.index,
+        hand=attempt.hand.name,
+        lane=attempt.lane.slug,
+        process_id=attempt.process_id,
+        fence=attempt.fence,
+        state=view.state,
+        directive=attempt.directive,
+        resource=lease.resource,
+        lease_fence=lease.fence,
+        # The tenure's own: a run's settings are copied into the lease at the claim.
+        interval_s=lease.interval_s if current else attempt.run.heartbeat_interval_s,
+        grace_s=lease.grace_s if current else attempt.run.grace_s,
+        deadline=lease.deadline if current else None,
+        now=lease.server_time,
+        claimed_at=attempt.claimed_at,
+        last_report_at=selectors.last_report_at(attempt, lease),
+        progress_percent=attempt.progress_percent,
+        ended_at=attempt.ended_at,
+        end_reason=attempt.end_reason,
+        summary=attempt.summary,
+    )
+
+
+def report_row_json(
+    row: tuple[Any, ...], *, attempt_id: int, fence: int, recorded_at: datetime | None = None
+) -> dict[str, Any]:
+    """`attempt_json(fleet.report_view(...))`, read straight off the row of a renewing report
+    that selects only what its answer shows (`fleet.services.reports.report_statement`, `answer_only`):
+    the hot view's answer to the fleet's most frequent call, without the view's objects (their
+    cost, docs/performance.md). `attempt_id` and
+    `fence`: the report's own, which the statement matched. `recorded_at`: the report record
+    written after the row was read (`fleet.services.reports.heartbeat_record`), if one was."""
+    (
+        resource,
+        holder,
+        interval_s,
+        grace_s,
+        acquired_at,
+        renewed_at,
+        deadline,
+        now,
+        run_id,
+        process_id,
+        directive,
+        claimed_at,
+        last_recorded,
+        ended_at,
+        end_reason,
+        summary,
+        progress_percent,
+        lane_id,
+    ) = row
+    # The statement renewed this tenure: its lease is held at the attempt's fence, and the
+    # attempt is open.
+    return attempt_answer(
+        attempt_id=attempt_id,
+        run_id=run_id,
+        slot_index=plan_services.slot_index(resource),
+        hand=holder,
+        lane=hand_selectors.lane_slug(lane_id),
+        process_id=process_id,
+        fence=fence,
+        state=selectors.tenure_state(
+            None, fence, fence, status=LeaseStatus.HELD, deadline=deadline, grace_s=grace_s, now=now
+        ),
+        directive=directive,
+        resource=resource,
+        lease_fence=fence,
+        interval_s=interval_s,
+        grace_s=grace_s,
+        deadline=deadline,
+        now=now,
+        claimed_at=claimed_at,
+        last_report_at=selectors.latest_report_at(
+            recorded_at or last_recorded, fence, fence, renewed_at, acquired_at
+        ),
+        progress_percent=progress_percent,
+        ended_at=ended_at,
+        end_reason=end_reason,
+        summary=summary,
+    )
+
+
+def attempt_answer(
+    *,
+    attempt_id: int,
+    run_id: int,
+    slot_index: int,
+    hand: str,
+    lane: str,
+    process_id: str,
+    fence: int,
+    state: str,
+    directive: str,
+    resource: str,
+    lease_fence: int,
+    interval_s: float,
+    grace_s: float,
+    deadline: datetime | None,
+    now: datetime,
+    claimed_at: datetime,
+    last_report_at: datetime | None,
+    progress_percent: float | None,
+    ended_at: datetime | None,
+    end_reason: str,
+    summary: str,
+) -> dict[str, Any]:
+    """The contract's attempt; `deadline` is None unless the lease is still this tenure's."""
+    limits = thresholds(deadline, grace_s) if deadline is not None else None
+    return {
+        "id": attempt_id,
+        "run": run_id,
+        "slot": slot_index,
+        "hand": hand,
+        "lane": lane,
+        "process_id": process_id,
+        "fence": fence,
+        "state": state,
+        "directive": directive,
+        "lease": {
+            "resource": resource,
+            "fence": fence,
+            "current_fence": lease_fence,
+            "holder": hand,
+            "heartbeat_interval_s": as_number(interval_s),
+            "grace_s": as_number(grace_s),
+            "expires_at": deadline,
+            "expires_in_s": seconds_until(deadline, now),
+            "server_time": now,
+            "late_at": limits.late_at if limits else None,
+            "stalled_at": limits.stalled_at if limits else None,
+            "lost_at": limits.lost_at if limits else None,
+        },
+        "claimed_at": claimed_at,
+        "last_report_at": last_report_at,
+        "progress_percent": progress_percent,
+        "ended_at": ended_at,
+        "end_reason": end_reason or None,
+        "summary": summary or None,
+    }
+
+
+def slot_json(view: SlotView) -> dict[str, Any]:
+    return {
+        "index": view.slot.index,
+        "state": view.state,
+        "holder": view.holder,
+        "fence": view.lease.fence,
+        "expires_in_s": view.lease.expires_in_s if view.holder else None,
+    }
+
+
+def work_package_json(package: WorkPackage) -> dict[str, Any]:
+    return {
+        "id": package.pk,
+        "lane": package.lane.slug,
+        "key": package.key,
+        "title": package.title,
+        "external_ref": package.external_ref or None,
+        "state": package.state,
+        "created_at": package.created_at,
+    }
+
+
+def run_json(run: Run, counts: selectors.SlotCounts | None = None) -> dict[str, Any]:
+    """A run; with `counts`, also how its slots stand now (`slots_by_state`)."""
+    extra = (
+        {"slots_by_state": {"open": counts.open, "held": counts.held, "done": counts.done}}
+        if counts is not None
+        else {}
+    )
+    return {
+        "id": run.pk,
+        "work_package": run.work_package_id,
+        "lane": run.work_package.lane.slug,
+        "title": run.title,
+        "brief": run.brief,
+        "evidence_required": run.evidence_required,
+        "slots": run.slot_count,
+        "heartbeat_interval_s": run.heartbeat_interval_s,
+        "grace_s": run.grace_s,
+        "state": run.state,
+        "created_at": run.created_at,
+        "closed_at": run.closed_at,
+        "work_package_key": run.work_package.key,
+        "work_package_title": run.work_package.title,
+        **extra,
+    }
+
+
+def runs_json(runs: list[Run]) -> list[dict[str, Any]]:
+    """A page of runs with their slots counted (one query for the page)."""
+    counts = selectors.runs_slot_counts(runs)
+    return [run_json(run, counts[run.pk]) for run in runs]
+
+
+def refusal_json(refusal: Refusal) -> dict[str, Any]:
+    return {
+        "id": refusal.pk,
+        "at": refusal.at,
+        "code": refusal.code,
+        "message": refusal.message,
+        "hand": refusal.hand or None,
+        "key_prefix": refusal.key_prefix or None,
+        "method": refusal.method,
+        "path": refusal.path,
+        "request_id": refusal.request_id,
+        "details": refusal.details,
+    }
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    # The payload webhooks send, with the API's time format.
+    return {**event_payload(event), "at": event.at}

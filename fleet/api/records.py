@@ -1,0 +1,113 @@
+"""What happened, for supervisors: every refused call and every event, newest first."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apikit.api import error_responses, paginated
+from apikit.errors import ValidationFailed
+from apikit.inputs import PAGE_PARAMS, choice_param
+from fleet import selectors
+from fleet.api.presenters import event_json, refusal_json
+from fleet.api.schemas import EventOut, RefusalOut
+from hands.views import SUPERVISE, HandAPIView
+from leases.models import EventKind
+
+
+class RefusalsApi(HandAPIView):
+    """Every refused call, newest first: time, hand, key prefix, method, path, code, request id."""
+
+    required_scope = SUPERVISE
+
+    @extend_schema(
+        tags=["supervisor"],
+        parameters=[
+            OpenApiParameter("code", str, description="A code from the contract's table."),
+            OpenApiParameter("hand", str, description="A hand's name."),
+            *PAGE_PARAMS,
+        ],
+        responses={
+            200: RefusalOut(many=True),
+            **error_responses("scope_denied", "validation_error"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        refusals = selectors.refusals_list(
+            workspace_id=self.workspace_id,
+            code=request.query_params.get("code", ""),
+            hand_name=request.query_params.get("hand", ""),
+        )
+        return paginated(request, refusals, lambda rows: [refusal_json(x) for x in rows])
+
+
+class EventsApi(HandAPIView):
+    """The append-only record of transitions, newest first."""
+
+    required_scope = SUPERVISE
+
+    @extend_schema(
+        tags=["supervisor"],
+        parameters=[
+            OpenApiParameter("kind", str, enum=[kind.value for kind in EventKind]),
+            OpenApiParameter(
+                "since",
+                str,
+                description="An ISO 8601 time (events at or after it) or an event id (events "
+                "after it).",
+            ),
+            OpenApiParameter("hand", str, description="A hand's name."),
+            OpenApiParameter("attempt", int, description="An attempt's id."),
+            *PAGE_PARAMS,
+        ],
+        responses={
+            200: EventOut(many=True),
+            **error_responses("scope_denied", "validation_error"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        since_at, since_id = since_param(request)
+        events = selectors.events_list(
+            workspace_id=self.workspace_id,
+            kind=choice_param(request, "kind", [kind.value for kind in EventKind]),
+            since=since_at,
+            after_id=since_id,
+            hand_name=request.query_params.get("hand", ""),
+            attempt_id=int_param(request, "attempt"),
+        )
+        return paginated(request, events, lambda rows: [event_json(x) for x in rows])
+
+
+def int_param(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name, "")
+    if raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not (0 <= value < 2**63):
+        raise ValidationFailed(f"{name} must be an id", fields={name: ["A positive integer."]})
+    return value
+
+
+def since_param(request: Request) -> tuple[datetime | None, int | None]:
+    raw = request.query_params.get("since", "")
+    if raw == "":
+        return None, None
+    if raw.isdigit():
+        return None, int_param(request, "since")
+    try:
+        at = parse_datetime(raw)
+    except ValueError:
+        at = None
+    if at is None or at.tzinfo is None:
+        raise ValidationFailed(
+            "since must be an ISO 8601 time with a zone, or an event id",
+            fields={"since": ["An ISO 8601 time with a zone (2030-01-01T12:00:00Z) or an id."]},
+        )
+    return at, None

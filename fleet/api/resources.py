@@ -1,0 +1,168 @@
+"""Resource leases over REST: acquire (with `wait_s`), renew, release, check, list, break.
+
+They live here, not in `leases/`, because a lease is taken with a hand's key, which `leases/`
+knows nothing of."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apikit.api import error_responses, paginated
+from apikit.inputs import PAGE_PARAMS, choice_param, valid
+from fleet import selectors
+from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewIn
+from fleet.api.presenters import lease_json
+from fleet.api.schemas import CheckOut, LeaseOut, ReleasedOut
+from fleet.services import attempts as attempt_services
+from hands.views import LEASES, SUPERVISE, HandAPIView
+from leases import services as lease_services
+from leases.waiting import lease_acquire_waiting
+
+
+class LeaseAcquireApi(HandAPIView):
+    """Take a resource lease (see the operation's description)."""
+
+    required_scope = LEASES
+
+    @extend_schema(
+        tags=["leases"],
+        request=AcquireIn,
+        description="Take the resource if free (fence + 1), or renew it if the caller holds it. "
+        "With wait_s the request is held until the resource frees or the wait ends.",
+        responses={201: LeaseOut, **error_responses("scope_denied", "lease_held", body=True)},
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(AcquireIn, request)
+        lease = lease_acquire_waiting(
+            workspace_id=self.workspace_id,
+            resource=data["resource"],
+            holder=self.hand.name,
+            process_id=data["process_id"],
+            ttl_s=data["ttl_s"],
+            wait_s=data["wait_s"],
+        )
+        return Response(lease_json(lease), status=201)
+
+
+FENCED_LEASE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", "stale_fence")
+
+
+class LeaseRenewApi(HandAPIView):
+    """Push the lease's deadline to now + ttl_s, for the current fence and process."""
+
+    required_scope = LEASES
+
+    @extend_schema(
+        tags=["leases"],
+        request=RenewIn,
+        responses={
+            200: LeaseOut,
+            **error_responses(*FENCED_LEASE_ERRORS, "process_mismatch", body=True),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(RenewIn, request)
+        lease = lease_services.lease_renew(
+            workspace_id=self.workspace_id,
+            resource=data["resource"],
+            holder=self.hand.name,
+            fence=data["fence"],
+            process_id=data["process_id"],
+        )
+        return Response(lease_json(lease))
+
+
+class LeaseReleaseApi(HandAPIView):
+    """End the tenure now; the resource is free at once and the fence stays."""
+
+    required_scope = LEASES
+
+    @extend_schema(
+        tags=["leases"],
+        request=FencedResourceIn,
+        responses={200: ReleasedOut, **error_responses(*FENCED_LEASE_ERRORS, body=True)},
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(FencedResourceIn, request)
+        lease = lease_services.lease_release(
+            workspace_id=self.workspace_id,
+            resource=data["resource"],
+            holder=self.hand.name,
+            fence=data["fence"],
+        )
+        return Response({"released": True, "lease": lease_json(lease)})
+
+
+class LeaseCheckApi(HandAPIView):
+    """Is this fence the current, unexpired tenure of the resource?"""
+
+    required_scope = (LEASES, SUPERVISE)
+
+    @extend_schema(
+        tags=["leases"],
+        request=FencedResourceIn,
+        description="Is this fence the current, unexpired tenure? Ask before applying a write.",
+        responses={
+            200: CheckOut,
+            **error_responses("scope_denied", "not_found", "lease_lost", "stale_fence", body=True),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(FencedResourceIn, request)
+        lease = lease_services.lease_check(
+            workspace_id=self.workspace_id, resource=data["resource"], fence=data["fence"]
+        )
+        return Response({"valid": True, "lease": lease_json(lease)})
+
+
+class LeaseListApi(HandAPIView):
+    """Resource leases of the workspace, newest first, by prefix, holder and state."""
+
+    required_scope = (LEASES, SUPERVISE)
+
+    @extend_schema(
+        tags=["leases"],
+        parameters=[
+            OpenApiParameter("prefix", str, description="Resources starting with this."),
+            OpenApiParameter("holder", str, description="A hand's name."),
+            OpenApiParameter("state", str, enum=selectors.LEASE_STATES),
+            *PAGE_PARAMS,
+        ],
+        responses={200: LeaseOut(many=True), **error_responses("scope_denied", "validation_error")},
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        leases = selectors.leases_list(
+            workspace_id=self.workspace_id,
+            prefix=params.get("prefix", ""),
+            holder=params.get("holder", ""),
+            state=choice_param(request, "state", selectors.LEASE_STATES),
+        )
+        return paginated(
+            request, leases, lambda rows: [lease_json(s) for s in selectors.lease_snapshots(rows)]
+        )
+
+
+class LeaseBreakApi(HandAPIView):
+    """Break a lease (see the operation's description)."""
+
+    required_scope = SUPERVISE
+
+    @extend_schema(
+        tags=["supervisor"],
+        request=BreakIn,
+        description="Free the resource now; its fence moves on (+1), so the old holder's every "
+        "later write is stale. Breaking a slot's lease ends its attempt as lost.",
+        responses={200: LeaseOut, **error_responses("scope_denied", "not_found", body=True)},
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(BreakIn, request)
+        lease = attempt_services.lease_break(
+            workspace_id=self.workspace_id,
+            resource=data["resource"],
+            actor=self.hand.name,
+            reason=data["reason"],
+        )
+        return Response(lease_json(lease))

@@ -1,0 +1,269 @@
+"""The plan over REST: work packages, runs and their slots (list, add, reopen), and the runs a
+`work` key can find work in."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apikit.api import error_responses, paginated
+from apikit.inputs import PAGE_PARAMS, choice_param, created_or_found, text_param, valid
+from fleet import selectors
+from fleet.api.inputs import (
+    RUN_STATES,
+    SLOT_STATES,
+    RunIn,
+    RunPatchIn,
+    SlotReopenIn,
+    SlotsAddIn,
+    WorkPackageIn,
+)
+from fleet.api.presenters import run_json, runs_json, slot_json, work_package_json
+from fleet.api.schemas import RunOut, SlotOut, WorkPackageOut
+from fleet.models import WorkPackage
+from fleet.services import plan as plan_services
+from hands import selectors as hand_selectors
+from hands.idempotency import idempotent
+from hands.models import Lane
+from hands.views import (
+    CREATED_OR_FOUND,
+    IDEMPOTENCY_PARAMS,
+    MAX_NAME,
+    PLAN,
+    PLAN_READ,
+    READ_ATTEMPT,
+    SUPERVISE,
+    WORK,
+    HandAPIView,
+)
+
+
+class SlotsApi(HandAPIView):
+    """A run's slots: open (free, or its holder lost), held, or done (finished: never handed
+    out again unless a supervisor reopens it), with holder and fence; POST adds slots."""
+
+    required_scope = {"GET": READ_ATTEMPT, "POST": PLAN}
+
+    @extend_schema(
+        tags=["hand"],
+        parameters=[OpenApiParameter("state", str, enum=SLOT_STATES)],
+        responses={
+            200: SlotOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        state = choice_param(request, "state", SLOT_STATES)
+        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
+        return Response([slot_json(view) for view in selectors.run_slots(run=run, state=state)])
+
+    @extend_schema(
+        tags=["plan"],
+        request=SlotsAddIn,
+        description="Add open slots to a run that is open or done (a done run is open again); "
+        "recorded as the event slots_added with the reason.",
+        responses={
+            201: RunOut,
+            **error_responses("scope_denied", "not_found", "run_closed", body=True),
+        },
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        data = valid(SlotsAddIn, request)
+        run = plan_services.run_add_slots(
+            workspace_id=self.workspace_id,
+            run_id=run_id,
+            count=data["count"],
+            reason=data["reason"],
+            actor=self.hand.name,
+            lane_id=self.lane_id,
+        )
+        return Response(runs_json([run])[0], status=201)
+
+
+class SlotReopenApi(HandAPIView):
+    """Reopen a done slot: claimable again at the next fence; a done run is open again."""
+
+    required_scope = PLAN
+
+    @extend_schema(
+        tags=["plan"],
+        request=SlotReopenIn,
+        description="Recorded as the event slot_reopened with the reason. The finished "
+        "attempt and its evidence stay on record.",
+        responses={
+            200: SlotOut,
+            **error_responses("scope_denied", "not_found", "slot_not_done", body=True),
+        },
+    )
+    def post(self, request: Request, run_id: int, index: int) -> Response:
+        data = valid(SlotReopenIn, request)
+        view = plan_services.slot_reopen(
+            workspace_id=self.workspace_id,
+            run_id=run_id,
+            index=index,
+            reason=data["reason"],
+            actor=self.hand.name,
+            lane_id=self.lane_id,
+        )
+        return Response(slot_json(view))
+
+
+class RunsIndexApi(HandAPIView):
+    """The workspace's runs (a lane-limited key: its lane's), newest first, with how their
+    slots stand: how a hand finds work to claim."""
+
+    required_scope = (WORK, PLAN, SUPERVISE)
+
+    @extend_schema(
+        tags=["hand"],
+        parameters=[
+            OpenApiParameter(
+                "state", str, enum=RUN_STATES, description="open: runs that take claims."
+            ),
+            OpenApiParameter("lane", str, description="A lane's slug."),
+            *PAGE_PARAMS,
+        ],
+        responses={
+            200: RunOut(many=True),
+            **error_responses("scope_denied", "validation_error"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        return paginated(
+            request,
+            selectors.runs_of_workspace(
+                workspace_id=self.workspace_id,
+                state=choice_param(request, "state", RUN_STATES),
+                lane_slug=text_param(request, "lane", max_length=MAX_NAME),
+                lane_id=self.lane_id,
+            ),
+            runs_json,
+        )
+
+
+class WorkPackagesApi(HandAPIView):
+    """A lane's work packages (idempotent on their key)."""
+
+    required_scope = {"GET": PLAN_READ, "POST": PLAN}
+
+    def _lane(self, slug: str) -> Lane:
+        return hand_selectors.lane_get(
+            workspace_id=self.workspace_id, slug=slug, lane_id=self.lane_id
+        )
+
+    @extend_schema(
+        tags=["plan"],
+        parameters=PAGE_PARAMS,
+        responses={
+            200: WorkPackageOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        return paginated(
+            request,
+            selectors.work_packages_list(lane=self._lane(slug)),
+            lambda rows: [work_package_json(x) for x in rows],
+        )
+
+    @extend_schema(
+        tags=["plan"],
+        request=WorkPackageIn,
+        parameters=IDEMPOTENCY_PARAMS,
+        description="Idempotent on the package's key in the lane: " + CREATED_OR_FOUND,
+        responses={
+            201: WorkPackageOut,
+            200: WorkPackageOut,
+            **error_responses("scope_denied", "not_found", "idempotency_conflict", body=True),
+        },
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        data = valid(WorkPackageIn, request)
+        lane = self._lane(slug)
+
+        def create() -> Response:
+            package, created = plan_services.work_package_create(
+                lane=lane,
+                key=data["key"],
+                title=data["title"],
+                external_ref=data.get("external_ref") or "",
+            )
+            return Response(work_package_json(package), status=created_or_found(created))
+
+        return idempotent(request, create)
+
+
+class RunsApi(HandAPIView):
+    """A work package's runs, each with its brief, required evidence and slots."""
+
+    required_scope = {"GET": PLAN_READ, "POST": PLAN}
+
+    def _package(self, work_package_id: int) -> WorkPackage:
+        return selectors.work_package_get(
+            workspace_id=self.workspace_id, work_package_id=work_package_id, lane_id=self.lane_id
+        )
+
+    @extend_schema(
+        tags=["plan"],
+        parameters=PAGE_PARAMS,
+        responses={
+            200: RunOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, work_package_id: int) -> Response:
+        return paginated(
+            request,
+            selectors.runs_list(work_package=self._package(work_package_id)),
+            lambda rows: [run_json(x) for x in rows],
+        )
+
+    @extend_schema(
+        tags=["plan"],
+        request=RunIn,
+        parameters=IDEMPOTENCY_PARAMS,
+        responses={
+            201: RunOut,
+            **error_responses(
+                "scope_denied", "not_found", "run_closed", "idempotency_conflict", body=True
+            ),
+        },
+    )
+    def post(self, request: Request, work_package_id: int) -> Response:
+        data = valid(RunIn, request)
+        package = self._package(work_package_id)
+
+        def create() -> Response:
+            run = plan_services.run_create(work_package=package, **data)
+            return Response(run_json(run), status=201)
+
+        return idempotent(request, create)
+
+
+class RunApi(HandAPIView):
+    """One run; PATCH its state to close or reopen it."""
+
+    required_scope = {"GET": (PLAN, SUPERVISE, WORK), "PATCH": PLAN}
+
+    @extend_schema(
+        tags=["plan"], responses={200: RunOut, **error_responses("scope_denied", "not_found")}
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
+        return Response(run_json(run))
+
+    @extend_schema(
+        tags=["plan"],
+        request=RunPatchIn,
+        description="Close a run (it takes no more claims; its attempts go on) or reopen it.",
+        responses={200: RunOut, **error_responses("scope_denied", "not_found", body=True)},
+    )
+    def patch(self, request: Request, run_id: int) -> Response:
+        data = valid(RunPatchIn, request)
+        # Looked up first so a lane-limited key cannot touch another lane's run.
+        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
+        run = plan_services.run_set_state(
+            workspace_id=self.workspace_id, run_id=run.pk, state=data["state"], actor=self.hand.name
+        )
+        return Response(run_json(selectors.run_get(workspace_id=self.workspace_id, run_id=run.pk)))

@@ -1,0 +1,178 @@
+"""The OpenAPI schema of the presenters' JSON (`fleet.api.presenters`): documentation only, never
+used to render an answer."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from fleet import selectors
+from fleet.api.inputs import SLOT_STATES
+from fleet.models import Directive, PlanState, RunState
+from leases.models import EventKind
+
+
+class AttemptLeaseOut(serializers.Serializer):
+    resource = serializers.CharField()
+    fence = serializers.IntegerField(help_text="This attempt's fence: carry it on every write.")
+    current_fence = serializers.IntegerField(help_text="The slot lease's fence now.")
+    holder = serializers.CharField()
+    heartbeat_interval_s = serializers.FloatField()
+    grace_s = serializers.FloatField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    expires_in_s = serializers.FloatField(allow_null=True)
+    server_time = serializers.DateTimeField()
+    late_at = serializers.DateTimeField(allow_null=True)
+    stalled_at = serializers.DateTimeField(allow_null=True)
+    lost_at = serializers.DateTimeField(allow_null=True)
+
+
+class AttemptOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    run = serializers.IntegerField()
+    slot = serializers.IntegerField()
+    hand = serializers.CharField()
+    lane = serializers.CharField()
+    process_id = serializers.CharField()
+    fence = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=selectors.ATTEMPT_STATES)
+    directive = serializers.ChoiceField(choices=Directive.choices)
+    lease = AttemptLeaseOut()
+    claimed_at = serializers.DateTimeField()
+    last_report_at = serializers.DateTimeField(allow_null=True)
+    progress_percent = serializers.FloatField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    end_reason = serializers.CharField(allow_null=True)
+    summary = serializers.CharField(allow_null=True)
+
+
+class LeaseOut(serializers.Serializer):
+    resource = serializers.CharField()
+    kind = serializers.CharField()
+    holder = serializers.CharField(allow_null=True)
+    process_id = serializers.CharField(allow_null=True)
+    fence = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=selectors.LEASE_STATES)
+    ttl_s = serializers.FloatField()
+    grace_s = serializers.FloatField()
+    acquired_at = serializers.DateTimeField(allow_null=True)
+    renewed_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    expires_in_s = serializers.FloatField(allow_null=True)
+    released_at = serializers.DateTimeField(allow_null=True)
+    server_time = serializers.DateTimeField()
+
+
+class SlotOut(serializers.Serializer):
+    index = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=SLOT_STATES)
+    holder = serializers.CharField(allow_null=True)
+    fence = serializers.IntegerField()
+    expires_in_s = serializers.FloatField(allow_null=True)
+
+
+class BriefRunOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    brief = serializers.CharField(help_text="Markdown.")
+    evidence_required = serializers.ListField(child=serializers.CharField())
+
+
+class BriefPackageOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    key = serializers.CharField()
+    external_ref = serializers.CharField(allow_null=True)
+
+
+class BriefLaneOut(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+
+
+class BriefOut(serializers.Serializer):
+    attempt = AttemptOut()
+    run = BriefRunOut()
+    work_package = BriefPackageOut()
+    lane = BriefLaneOut()
+
+
+class ReportOut(serializers.Serializer):
+    renewed = serializers.BooleanField()
+    attempt = AttemptOut()
+
+
+class ReleasedOut(serializers.Serializer):
+    released = serializers.BooleanField()
+    lease = LeaseOut()
+
+
+class CheckOut(serializers.Serializer):
+    valid = serializers.BooleanField()
+    lease = LeaseOut()
+
+
+class WorkPackageOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    lane = serializers.CharField()
+    key = serializers.CharField()
+    title = serializers.CharField()
+    external_ref = serializers.CharField(allow_null=True)
+    state = serializers.ChoiceField(choices=PlanState.choices)
+    created_at = serializers.DateTimeField()
+
+
+class SlotsByStateOut(serializers.Serializer):
+    open = serializers.IntegerField()
+    held = serializers.IntegerField()
+    done = serializers.IntegerField()
+
+
+class RunOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    work_package = serializers.IntegerField()
+    lane = serializers.CharField()
+    title = serializers.CharField()
+    brief = serializers.CharField()
+    evidence_required = serializers.ListField(child=serializers.CharField())
+    slots = serializers.IntegerField()
+    heartbeat_interval_s = serializers.IntegerField()
+    grace_s = serializers.IntegerField()
+    state = serializers.ChoiceField(
+        choices=RunState.choices,
+        help_text="open; closed by a supervisor; done once every slot was finished.",
+    )
+    created_at = serializers.DateTimeField()
+    closed_at = serializers.DateTimeField(
+        allow_null=True, help_text="When it was closed, or became done."
+    )
+    work_package_key = serializers.CharField()
+    work_package_title = serializers.CharField()
+    slots_by_state = SlotsByStateOut(
+        required=False, help_text="How many slots are open, held and done now (lists of runs)."
+    )
+
+
+class RefusalOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    code = serializers.CharField()
+    message = serializers.CharField()
+    hand = serializers.CharField(allow_null=True)
+    key_prefix = serializers.CharField(allow_null=True)
+    method = serializers.CharField()
+    path = serializers.CharField()
+    request_id = serializers.CharField()
+    details = serializers.DictField()
+
+
+class EventOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    workspace = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=EventKind.choices)
+    at = serializers.DateTimeField()
+    actor = serializers.CharField(allow_null=True)
+    hand = serializers.CharField(allow_null=True)
+    attempt = serializers.IntegerField(allow_null=True)
+    resource = serializers.CharField(allow_null=True)
+    fence = serializers.IntegerField(allow_null=True)
+    data = serializers.DictField()

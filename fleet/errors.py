@@ -1,0 +1,27 @@
+"""The refusals of claims and tenures, with the contract's codes."""
+
+from __future__ import annotations
+
+from apikit.errors import GroundControlError
+
+
+class NoOpenSlot(GroundControlError):
+    code = "no_open_slot"
+    http_status = 409
+
+
+class SlotTaken(GroundControlError):
+    code = "slot_taken"
+    http_status = 409
+
+
+class RunClosed(GroundControlError):
+    code = "run_closed"
+    http_status = 409
+
+
+class SlotNotDone(GroundControlError):
+    """Reopening a slot that is open or held: only a finished (done) slot can be reopened."""
+
+    code = "slot_not_done"
+    http_status = 409

@@ -1,0 +1,371 @@
+"""Attempts: a hand's tenure on a slot, from its claim to its end (finished, released, lost),
+the supervisor's directive, and breaking a lease.
+
+Every transition is one conditional statement (the lease engine's, or an `UPDATE ... WHERE` on
+the attempt) plus its event, in one transaction. Every refusal is recorded by
+`refusals_recorded`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+
+from apikit.errors import ValidationFailed
+from fleet.errors import NoOpenSlot, RunClosed, SlotTaken
+from fleet.models import Attempt, AttemptEnd, Directive, PlanState, Run, RunState, Slot, SlotState
+from fleet.selectors import (
+    AttemptView,
+    SlotCounts,
+    attempt_get,
+    attempt_view,
+    run_get,
+    run_slot_counts,
+)
+from fleet.services.plan import lock_run, mark_run_done_if_finished, slot_resource
+from hands.models import Hand
+from leases import engine
+from leases import services as lease_services
+from leases.audit import record_event, refusals_recorded
+from leases.clock import db_now
+from leases.engine import LeaseSnapshot
+from leases.errors import LeaseLost, NotHolder, ProcessMismatch
+from leases.fences import stale_fence, validate_fence
+from leases.models import EventKind, LeaseKind, LeaseState, LeaseStatus
+from leases.services import held_error, validate_choice, validate_name, validate_reason
+
+
+@refusals_recorded
+def attempt_claim(
+    *,
+    hand: Hand,
+    run_id: int,
+    process_id: str,
+    slot: int | None = None,
+    lane_id: int | None = None,
+) -> AttemptView:
+    """Take an open slot (the lowest, or `slot`) of the run: a new tenure of its lease.
+
+    A slot whose holder is lost is open at once; no background job has to notice first.
+    """
+    validate_name(process_id, field="process_id")
+    run = run_get(workspace_id=hand.workspace_id, run_id=run_id, lane_id=lane_id)
+    _refuse_closed_run(run)
+    slots = list(Slot.objects.filter(run=run).order_by("index").values_list("index", "lease_id"))
+    if slot is not None:
+        if isinstance(slot, bool) or not isinstance(slot, int) or not (0 <= slot < len(slots)):
+            raise ValidationFailed(
+                f"slot must be an index from 0 to {len(slots) - 1}",
+                fields={"slot": [f"An index from 0 to {len(slots) - 1}."]},
+            )
+        candidates = [slots[slot][1]]
+    else:
+        candidates = [lease_id for _, lease_id in slots]
+    with transaction.atomic():
+        lease = engine.take_first_free(
+            workspace_id=hand.workspace_id,
+            lease_ids=candidates,
+            holder=hand.name,
+            process_id=process_id,
+            interval_s=run.heartbeat_interval_s,
+            grace_s=run.grace_s,
+        )
+        if lease is not None:
+            taken = Slot.objects.get(lease_id=lease.id)
+            # The tenure this claim replaced (if its holder was lost) ends now, recorded once.
+            for previous in Attempt.objects.filter(slot=taken, end=None).values_list(
+                "pk", flat=True
+            ):
+                attempt_mark_lost(
+                    attempt_id=previous, at=lease.server_time, reason="slot reclaimed"
+                )
+            attempt = Attempt.objects.create(
+                workspace_id=hand.workspace_id,
+                run=run,
+                slot=taken,
+                hand=hand,
+                lane_id=run.work_package.lane_id,
+                lease_id=lease.id,
+                fence=lease.fence,
+                process_id=process_id,
+                claimed_at=lease.server_time,
+            )
+            record_event(
+                workspace_id=hand.workspace_id,
+                kind=EventKind.CLAIMED,
+                at=lease.server_time,
+                actor=hand.name,
+                hand=hand.name,
+                attempt_id=attempt.pk,
+                resource=lease.resource,
+                fence=lease.fence,
+                data={"run": run.pk, "slot": taken.index, "process_id": process_id},
+            )
+            return AttemptView(
+                attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt.pk), lease
+            )
+    if slot is not None:
+        current = engine.read(workspace_id=hand.workspace_id, resource=slot_resource(run.pk, slot))
+        assert current is not None
+        if current.status == LeaseStatus.RETIRED:
+            raise SlotTaken(
+                f"slot {slot} of run {run.pk} is done: its work was finished; "
+                "claim another slot, or ask a supervisor to reopen it",
+                state=SlotState.DONE,
+                resource=current.resource,
+                fence=current.fence,
+            )
+        raise held_error(current, SlotTaken)
+    counts = run_slot_counts(run_id=run.pk)
+    if counts.all_done:  # the last slot was finished while this claim looked
+        run.state = RunState.DONE
+        _refuse_closed_run(run)
+    raise NoOpenSlot(
+        _no_open_slot_message(run.pk, counts),
+        slots=counts.total,
+        held=counts.held,
+        done=counts.done,
+        next_expires_in_s=counts.next_expires_in_s,
+    )
+
+
+def _refuse_closed_run(run: Run) -> None:
+    """run_closed, saying why, for a run that takes no claims."""
+    if run.state == RunState.DONE:
+        raise RunClosed(
+            f"run {run.pk} is done: every slot was finished; there is nothing left to claim",
+            run_state=RunState.DONE,
+        )
+    if run.state != RunState.OPEN:
+        raise RunClosed(f"run {run.pk} is closed: it takes no claims", run_state=run.state)
+    if run.work_package.state != PlanState.OPEN:
+        raise RunClosed(
+            f"run {run.pk} takes no claims: its work package {run.work_package.key!r} is closed",
+            run_state=run.state,
+        )
+
+
+def _no_open_slot_message(run_id: int, counts: SlotCounts) -> str:
+    held = f"{counts.held} held"
+    if counts.next_expires_in_s is not None:
+        held += (
+            f" (the soonest holder's current renewal window ends in "
+            f"{counts.next_expires_in_s:.0f} s; a slot opens only if its holder releases it or "
+            "stops renewing past its grace)"
+        )
+    done = f", {counts.done} done" if counts.done else ""
+    return f"run {run_id} has no open slot: {held}{done}; wait, or pick other work"
+
+
+def attempt_mark_lost(*, attempt_id: int, at: datetime, reason: str) -> bool:
+    """End a tenure as lost and record it, once: only the caller whose update matched writes
+    the event, however many sweeps and claims race here."""
+    attempt = Attempt.objects.select_related("hand", "lease").get(pk=attempt_id)
+    if not Attempt.objects.filter(pk=attempt_id, end=None).update(
+        end=AttemptEnd.LOST, ended_at=at, end_reason=reason
+    ):
+        return False
+    record_event(
+        workspace_id=attempt.workspace_id,
+        kind=EventKind.LOST,
+        at=at,
+        actor="system",
+        hand=attempt.hand.name,
+        attempt_id=attempt.pk,
+        resource=attempt.lease.resource,
+        fence=attempt.fence,
+        data={"reason": reason},
+    )
+    return True
+
+
+def attempt_for_hand(*, hand: Hand, attempt_id: int, fence: object, lane_id: int | None) -> Attempt:
+    """The caller's own attempt, at the fence it carries (checks shared by every hand call)."""
+    attempt = attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt_id, lane_id=lane_id)
+    if attempt.hand_id != hand.pk:
+        raise NotHolder(f"attempt {attempt.pk} belongs to another hand")
+    stale = stale_fence(validate_fence(fence), attempt.fence, f"attempt {attempt.pk}")
+    if stale is not None:
+        # The lease's fence now, which a caller needs to see how far it fell behind.
+        stale.fields["current_fence"] = attempt.lease.fence
+        raise stale
+    return attempt
+
+
+def tenure_error(
+    attempt: Attempt, lease: LeaseSnapshot | None, process_id: str | None
+) -> Exception:
+    """Why a fenced statement on the attempt's slot lease matched no row."""
+    if (
+        lease is None
+        or lease.fence != attempt.fence
+        or lease.state in (LeaseState.FREE, LeaseState.LOST)
+    ):
+        return LeaseLost(
+            f"attempt {attempt.pk} has lost its slot lease",
+            current_fence=lease.fence if lease else None,
+        )
+    if process_id is not None and process_id != lease.process_id:
+        return ProcessMismatch(
+            f"attempt {attempt.pk} is held by process {lease.process_id!r}, not {process_id!r}",
+            process_id=lease.process_id,
+        )
+    return LeaseLost(f"attempt {attempt.pk} is no longer valid")
+
+
+def refuse_ended(attempt: Attempt) -> None:
+    if attempt.end:
+        raise LeaseLost(f"attempt {attempt.pk} has ended ({attempt.end})", end=attempt.end)
+
+
+@refusals_recorded
+def attempt_set_directive(
+    *, workspace_id: int, attempt_id: int, directive: str, actor: str
+) -> AttemptView:
+    """Continue, pause or stop: it reaches the hand in its next heartbeat's answer (rule 7)."""
+    validate_choice(directive, field="directive", choices=[d.value for d in Directive])
+    attempt = attempt_get(workspace_id=workspace_id, attempt_id=attempt_id)
+    refuse_ended(attempt)
+    with transaction.atomic():
+        now = db_now()
+        if (
+            Attempt.objects.filter(pk=attempt.pk, end=None)
+            .exclude(directive=directive)
+            .update(directive=directive)
+        ):
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.DIRECTIVE_SET,
+                at=now,
+                actor=actor,
+                hand=attempt.hand.name,
+                attempt_id=attempt.pk,
+                resource=attempt.lease.resource,
+                fence=attempt.fence,
+                data={"directive": directive},
+            )
+    return attempt_view(attempt_get(workspace_id=workspace_id, attempt_id=attempt_id))
+
+
+def attempt_end(
+    *,
+    hand: Hand,
+    attempt: Attempt,
+    process_id: str,
+    end: str,
+    reason: str = "",
+    summary: str = "",
+) -> AttemptView:
+    """Release the slot lease and end the attempt as finished or released, with its event.
+
+    Runs inside the caller's transaction (finish adds its evidence in the same one). A finish
+    retires the slot (done, never handed out again) and, if it was the run's last open slot,
+    makes the run done in the same transaction.
+    """
+    finished = end == AttemptEnd.FINISHED
+    if finished:
+        # Finishes of one run take turns from here to the commit, so the last of two
+        # concurrent ones sees the other's slot done and marks the run (no write skew).
+        lock_run(attempt.run_id)
+    lease = engine.release(
+        workspace_id=hand.workspace_id,
+        resource=attempt.lease.resource,
+        holder=hand.name,
+        fence=attempt.fence,
+        process_id=process_id,
+        retire=finished,
+    )
+    if lease is None:
+        raise tenure_error(
+            attempt,
+            engine.read(workspace_id=hand.workspace_id, resource=attempt.lease.resource),
+            process_id,
+        )
+    updated = Attempt.objects.filter(pk=attempt.pk, end=None).update(
+        end=end, ended_at=lease.server_time, end_reason=reason, summary=summary
+    )
+    if not updated:  # pragma: no cover - the lease statement above already decided the race
+        raise LeaseLost(f"attempt {attempt.pk} has ended")
+    record_event(
+        workspace_id=hand.workspace_id,
+        kind=end,
+        at=lease.server_time,
+        actor=hand.name,
+        hand=hand.name,
+        attempt_id=attempt.pk,
+        resource=lease.resource,
+        fence=attempt.fence,
+        data={"reason": reason} if reason else {},
+    )
+    if finished:
+        mark_run_done_if_finished(
+            workspace_id=hand.workspace_id,
+            run_id=attempt.run_id,
+            at=lease.server_time,
+            actor=hand.name,
+        )
+    attempt.refresh_from_db()
+    return AttemptView(attempt, lease)
+
+
+def attempt_for_ending(
+    *, hand: Hand, attempt_id: int, fence: int, process_id: str, end: str, lane_id: int | None
+) -> tuple[Attempt, bool]:
+    """The attempt a finish or release acts on; (attempt, True) when this exact end was already
+    recorded for it, so a retried call answers as the first did instead of acting twice."""
+    validate_name(process_id, field="process_id")
+    attempt = attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
+    if attempt.end == end and attempt.process_id == process_id:
+        return attempt, True
+    refuse_ended(attempt)
+    return attempt, False
+
+
+@refusals_recorded
+def attempt_release(
+    *,
+    hand: Hand,
+    attempt_id: int,
+    fence: int,
+    process_id: str,
+    reason: str,
+    lane_id: int | None = None,
+) -> AttemptView:
+    """Give the slot back with a reason; it is open again at once."""
+    reason = validate_reason(reason, required=True)
+    attempt, done = attempt_for_ending(
+        hand=hand,
+        attempt_id=attempt_id,
+        fence=fence,
+        process_id=process_id,
+        end=AttemptEnd.RELEASED,
+        lane_id=lane_id,
+    )
+    if done:
+        return attempt_view(attempt)
+    with transaction.atomic():
+        return attempt_end(
+            hand=hand,
+            attempt=attempt,
+            process_id=process_id,
+            end=AttemptEnd.RELEASED,
+            reason=reason,
+        )
+
+
+@refusals_recorded
+def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) -> LeaseSnapshot:
+    """Break any lease; a broken slot lease ends its attempt as lost in the same transaction."""
+    reason = validate_reason(reason, required=True)
+    with transaction.atomic():
+        lease = lease_services.lease_break(
+            workspace_id=workspace_id, resource=resource, actor=actor, reason=reason
+        )
+        if lease.kind == LeaseKind.SLOT:
+            for attempt_id in Attempt.objects.filter(
+                lease_id=lease.id, fence=lease.fence - 1, end=None
+            ).values_list("pk", flat=True):
+                attempt_mark_lost(
+                    attempt_id=attempt_id, at=lease.server_time, reason=f"broken: {reason}"
+                )
+    return lease

@@ -1,0 +1,319 @@
+"""The plan's writes: work packages, runs and their slots (adding, reopening), and a run's
+state (open, closed by a supervisor, done when its last slot is finished).
+
+Every change that moves which slots are done takes the run's row lock first (`lock_run`), so two
+last finishes cannot both miss that the run is done."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from apikit.errors import NotFound, ValidationFailed
+from fleet.errors import RunClosed, SlotNotDone
+from fleet.models import (
+    DEFAULT_GRACE_S,
+    DEFAULT_HEARTBEAT_INTERVAL_S,
+    PlanState,
+    Run,
+    RunState,
+    Slot,
+    WorkPackage,
+)
+from fleet.selectors import (
+    SlotView,
+    run_get,
+    run_slot_counts,
+    slot_state,
+)
+from hands.models import Lane
+from leases import engine
+from leases.audit import record_event, refusals_recorded
+from leases.clock import db_now
+from leases.models import EventKind, LeaseKind, LeaseStatus
+from leases.services import validate_choice, validate_interval, validate_name, validate_reason
+
+MAX_SLOTS = 1000
+
+
+def slot_resource(run_id: int, index: int) -> str:
+    return f"run/{run_id}/slot/{index}"
+
+
+def slot_index(resource: str) -> int:
+    """The index of the slot whose lease is `resource` (what `slot_resource` wrote)."""
+    return int(resource.rsplit("/", 1)[1])
+
+
+def work_package_create(
+    *, lane: Lane, key: str, title: str, external_ref: str = ""
+) -> tuple[WorkPackage, bool]:
+    """Idempotent on (lane, key): a retried request returns the first package (created=False)."""
+    validate_name(key, field="key")
+    validate_name(title, field="title")
+    if external_ref and (not isinstance(external_ref, str) or len(external_ref) > 500):
+        raise ValidationFailed(
+            "external_ref must be at most 500 characters", fields={"external_ref": ["Too long."]}
+        )
+    try:
+        with transaction.atomic():
+            return WorkPackage.objects.get_or_create(
+                lane=lane,
+                key=key,
+                defaults={
+                    "workspace_id": lane.workspace_id,
+                    "title": title,
+                    "external_ref": external_ref or "",
+                },
+            )
+    except IntegrityError:
+        # A concurrent request created it between our read and insert.
+        return WorkPackage.objects.get(lane=lane, key=key), False
+
+
+def _validate_evidence_kinds(value: object) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(kind, str) and 0 < len(kind) <= 64 for kind in value
+    ):
+        raise ValidationFailed(
+            "evidence_required must be a list of kinds (short strings)",
+            fields={"evidence_required": ["A list of strings of at most 64 characters."]},
+        )
+    return list(dict.fromkeys(value))
+
+
+@refusals_recorded
+def run_create(
+    *,
+    work_package: WorkPackage,
+    title: str,
+    brief: str = "",
+    slots: int = 1,
+    evidence_required: list[str] | None = None,
+    heartbeat_interval_s: int | None = None,
+    grace_s: int | None = None,
+) -> Run:
+    """A run with its slots, each a free lease row `run/<id>/slot/<n>` at fence 0."""
+    validate_name(title, field="title")
+    if not isinstance(brief, str):
+        raise ValidationFailed("brief must be Markdown text", fields={"brief": ["A string."]})
+    if isinstance(slots, bool) or not isinstance(slots, int) or not (1 <= slots <= MAX_SLOTS):
+        raise ValidationFailed(
+            f"slots must be an integer from 1 to {MAX_SLOTS}",
+            fields={"slots": [f"An integer from 1 to {MAX_SLOTS}."]},
+        )
+    lane = work_package.lane
+    interval = validate_interval(
+        heartbeat_interval_s,
+        field="heartbeat_interval_s",
+        default=lane.heartbeat_interval_s or DEFAULT_HEARTBEAT_INTERVAL_S,
+        minimum=1,
+    )
+    grace = validate_interval(
+        grace_s,
+        field="grace_s",
+        default=lane.grace_s if lane.grace_s is not None else DEFAULT_GRACE_S,
+        minimum=0,
+    )
+    if work_package.state != PlanState.OPEN:
+        raise RunClosed(f"work package {work_package.key!r} is closed")
+    with transaction.atomic():
+        run = Run.objects.create(
+            workspace_id=work_package.workspace_id,
+            work_package=work_package,
+            title=title,
+            brief=brief,
+            evidence_required=_validate_evidence_kinds(evidence_required),
+            heartbeat_interval_s=interval,
+            grace_s=grace,
+            slot_count=slots,
+        )
+        _create_slots(run, range(slots))
+    return run
+
+
+@refusals_recorded
+def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> Run:
+    """Close (or reopen) a run. A closed run takes no claims; its attempts go on. `done` is the
+    run's own doing (its last slot finished): a closed run whose slots are all done reopens as
+    done, and a done run can be closed."""
+    validate_choice(state, field="state", choices=[RunState.OPEN.value, RunState.CLOSED.value])
+    run = run_get(workspace_id=workspace_id, run_id=run_id)
+    with transaction.atomic():
+        lock_run(run.pk)
+        now = db_now()
+        if state == RunState.CLOSED:
+            changed = (
+                Run.objects.filter(pk=run.pk)
+                .exclude(state=RunState.CLOSED)
+                .update(state=RunState.CLOSED, closed_at=now)
+            )
+            if changed:
+                record_event(
+                    workspace_id=workspace_id,
+                    kind=EventKind.RUN_CLOSED,
+                    at=now,
+                    actor=actor,
+                    data={"run": run.pk},
+                )
+        elif run_slot_counts(run_id=run.pk).all_done:
+            # Its last slot finished while it was closed: reopened, it is done, and says so.
+            if Run.objects.filter(pk=run.pk, state=RunState.CLOSED).update(
+                state=RunState.DONE, closed_at=now
+            ):
+                _record_run_done(workspace_id=workspace_id, run_id=run.pk, at=now, actor=actor)
+        else:
+            Run.objects.filter(pk=run.pk, state=RunState.CLOSED).update(
+                state=RunState.OPEN, closed_at=None
+            )
+    run.refresh_from_db()
+    return run
+
+
+def lock_run(run_id: int) -> None:
+    """Take the run's row lock for the rest of the transaction (no-op on SQLite, which has
+    one writer at a time). Every path that changes which of a run's slots are done takes it
+    before it touches a slot's lease, so they never deadlock."""
+    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+
+
+def mark_run_done_if_finished(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> bool:
+    """An open run whose every slot is done becomes done, with its event, once."""
+    unfinished = Slot.objects.filter(run_id=run_id).exclude(lease__status=LeaseStatus.RETIRED)
+    if unfinished.exists():
+        return False
+    if not Run.objects.filter(pk=run_id, state=RunState.OPEN).update(
+        state=RunState.DONE, closed_at=at
+    ):
+        return False
+    _record_run_done(workspace_id=workspace_id, run_id=run_id, at=at, actor=actor)
+    return True
+
+
+def _record_run_done(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> None:
+    record_event(
+        workspace_id=workspace_id,
+        kind=EventKind.RUN_DONE,
+        at=at,
+        actor=actor,
+        data={"run": run_id},
+    )
+
+
+def _reopen_done_run(run_id: int) -> bool:
+    """A done run with a slot to claim again is open (a supervisor reopened or added slots)."""
+    return bool(
+        Run.objects.filter(pk=run_id, state=RunState.DONE).update(
+            state=RunState.OPEN, closed_at=None
+        )
+    )
+
+
+@refusals_recorded
+def slot_reopen(
+    *,
+    workspace_id: int,
+    run_id: int,
+    index: int,
+    actor: str,
+    reason: str,
+    lane_id: int | None = None,
+) -> SlotView:
+    """A supervisor reopens a done slot: claimable again, at the fence after its finished
+    tenure; a done run is open again. Its finished attempt and evidence stay on record."""
+    reason = validate_reason(reason, required=True)
+    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
+    try:
+        slot = Slot.objects.select_related("lease").get(run=run, index=index)
+    except (Slot.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise NotFound(f"run {run.pk} has no slot {index!r}") from None
+    with transaction.atomic():
+        lock_run(run.pk)
+        lease = engine.reopen(lease_id=slot.lease_id)
+        if lease is None:
+            current = engine.read(workspace_id=workspace_id, resource=slot.lease.resource)
+            assert current is not None
+            raise SlotNotDone(
+                f"slot {index} of run {run.pk} is {slot_state(current)}, not done: "
+                "only a finished slot can be reopened",
+                state=slot_state(current),
+            )
+        run_reopened = _reopen_done_run(run.pk)
+        record_event(
+            workspace_id=workspace_id,
+            kind=EventKind.SLOT_REOPENED,
+            at=lease.server_time,
+            actor=actor,
+            resource=lease.resource,
+            fence=lease.fence,
+            data={"run": run.pk, "slot": index, "reason": reason, "run_reopened": run_reopened},
+        )
+    return SlotView(slot, lease)
+
+
+@refusals_recorded
+def run_add_slots(
+    *,
+    workspace_id: int,
+    run_id: int,
+    count: int,
+    actor: str,
+    reason: str,
+    lane_id: int | None = None,
+) -> Run:
+    """A supervisor adds `count` open slots to a run that is open or done (a done run is open
+    again); a closed run takes none."""
+    reason = validate_reason(reason, required=True)
+    if isinstance(count, bool) or not isinstance(count, int) or not (1 <= count <= MAX_SLOTS):
+        raise ValidationFailed(
+            f"count must be an integer from 1 to {MAX_SLOTS}",
+            fields={"count": [f"An integer from 1 to {MAX_SLOTS}."]},
+        )
+    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
+    with transaction.atomic():
+        lock_run(run.pk)
+        run.refresh_from_db(fields=["state", "slot_count"])
+        if run.state == RunState.CLOSED:
+            raise RunClosed(
+                f"run {run.pk} is closed: reopen it before adding slots", run_state=run.state
+            )
+        first = Slot.objects.filter(run=run).count()
+        if first + count > MAX_SLOTS:
+            raise ValidationFailed(
+                f"a run has at most {MAX_SLOTS} slots ({first} now)",
+                fields={"count": [f"At most {MAX_SLOTS - first} more."]},
+            )
+        _create_slots(run, range(first, first + count))
+        Run.objects.filter(pk=run.pk).update(slot_count=first + count)
+        now = db_now()
+        run_reopened = _reopen_done_run(run.pk)
+        record_event(
+            workspace_id=workspace_id,
+            kind=EventKind.SLOTS_ADDED,
+            at=now,
+            actor=actor,
+            data={
+                "run": run.pk,
+                "slots": list(range(first, first + count)),
+                "reason": reason,
+                "run_reopened": run_reopened,
+            },
+        )
+    run.refresh_from_db()
+    return run
+
+
+def _create_slots(run: Run, indexes: range) -> None:
+    """Slots `indexes` of `run`, each with a free lease row `run/<id>/slot/<n>` at fence 0."""
+    leases = [
+        engine.create_free(
+            workspace_id=run.workspace_id, resource=slot_resource(run.pk, i), kind=LeaseKind.SLOT
+        )
+        for i in indexes
+    ]
+    Slot.objects.bulk_create(
+        Slot(run=run, index=i, lease=lease) for i, lease in zip(indexes, leases, strict=True)
+    )

@@ -1,0 +1,422 @@
+"""Reports and heartbeats: the fleet's most frequent call. A report renews the slot lease at the
+attempt's fence and records what the hand said, in one statement (`report_statement`, also run
+prepared by the hot view); a bare heartbeat is recorded at most once a minute."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+
+from apikit.errors import ValidationFailed
+from fleet.models import Attempt, Report, ReportKind
+from fleet.selectors import AttemptView, Named, ReportedAttempt
+from fleet.services.attempts import attempt_for_hand, refuse_ended, tenure_error
+from fleet.services.plan import slot_index
+from hands.models import Hand
+from hands.selectors import lane_slug
+from leases import engine
+from leases.audit import refusals_recorded
+from leases.fences import as_fence
+from leases.models import Lease
+from leases.services import validate_choice, validate_name, validate_reason
+
+# A bare heartbeat (kind heartbeat, no message, percent or details) is a renewal of the slot lease.
+# It is kept on record, as a report row and the attempt's last_report_at, at most once a minute
+# per attempt, like a key's last_used_at: the timeline still shows that the hand was alive
+# without a row per beat, and a heartbeat writes what a resource renewal writes (one row) almost
+# always. The lease's renewed_at is the exact time of the latest one
+# (`fleet.selectors.last_report_at`).
+HEARTBEAT_RECORD_S = 60
+
+
+def is_bare_heartbeat(
+    kind: str, message: str, percent: float | None, details: dict[str, Any] | None
+) -> bool:
+    return kind == ReportKind.HEARTBEAT and not message and percent is None and not details
+
+
+@dataclass(frozen=True)
+class ReportCaller:
+    """Who sends a renewing report, as SQL: `hand`, the caller's hand id; `joined`, tables to
+    join before the attempt `mine` (each followed by ", "); `where`, conditions on them and on
+    `mine` (each starting with AND); `columns`, (expression, name) pairs added to the row."""
+
+    hand: str
+    joined: str = ""
+    where: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
+
+
+@functools.cache
+def _report_template(
+    with_percent: bool, bare: bool, answer_only: bool, caller: ReportCaller
+) -> str:
+    """PostgreSQL: a renewing report as one statement. One UPDATE renews the slot lease, joined
+    with the caller's open attempt at its fence, with the engine's own conditions (rendered per
+    call); it matches nothing (and writes nothing) unless every check of the step-by-step path
+    would pass.
+
+    A bare heartbeat is that UPDATE alone: it writes only the renewal, and its row's last column
+    says whether the once-a-minute record is due, which `heartbeat_record` then writes
+    (data-modifying CTEs that write nothing still cost a third of the statement: every index of
+    their tables is opened and locked). Any other report also inserts the report and stamps the
+    attempt, in CTEs after the renewal.
+
+    The caller (`ReportCaller`) is a set of slots: parameters here, or the hot view's key check
+    (fleet/hot.py), joined in the same UPDATE.
+
+    Its row is the lease's columns and the statement's time (`engine.COLUMNS`, server_time), the
+    attempt's, the attempt's lane (its id: `hands.selectors.lane_slug` names it), whether the
+    record is due and the caller's columns; or, `answer_only`, just what the answer shows
+    (`REPORT_ANSWER_LEASE`, `REPORT_ANSWER_ATTEMPT`), then the lane, the flag and the caller's."""
+    quote = connection.ops.quote_name
+    lease_table, attempt_table = Lease._meta.db_table, Attempt._meta.db_table
+    columns = {f.attname: quote(f.column) for f in Attempt._meta.concrete_fields}
+    # The answer needs nothing of the run, the slot or the lane beyond the renewed lease and
+    # the attempt: the tenure's interval and grace are the lease's, the slot's index is in its
+    # resource name, the lane's slug is the lane id's for good. Nothing is read in a CTE of its
+    # own: PostgreSQL does not fold a CTE that calls clock_timestamp() into the statement, and
+    # each such read cost a tenth of the heartbeat (docs/performance.md).
+    renew = (
+        # next_check_at stays behind, as in engine.renew (RENEWAL_NOTE there).
+        "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
+        "noticed_state = 'live' "
+        f"FROM {caller.joined}{attempt_table} mine "
+        # The caller's hand decides whose the attempt is: a hand belongs to one workspace, so
+        # its id names the workspace too, and the hot path's key check reads no hand row for it.
+        f"WHERE mine.id = %(attempt_id)s AND mine.hand_id = {caller.hand} "
+        f"AND mine.fence = %(fence)s AND mine.{quote('end')} IS NULL {caller.where}"
+        # The caller's own attempt names the lease and the fence of its tenure, which imply the
+        # holder (a fence is granted once), so the lease is found by primary key alone. Naming
+        # the holder too let the planner, its statistics behind a hand that had just taken
+        # thousands of leases, read every lease of the hand through lease_holder_idx instead.
+        # The key is a value, not the join's: joined, a plan made on small tables read every
+        # lease and kept doing so as the table grew. It is `lease_id` when the caller knows
+        # the attempt's lease (which never changes; the hot path remembers it), else a
+        # sub-select, which reads the attempt a second time; the join checks it either way.
+        f"AND {lease_table}.id = COALESCE(%(lease_id)s, (SELECT lease_id FROM {attempt_table} "
+        "WHERE id = %(attempt_id)s)) "
+        f"AND mine.lease_id = {lease_table}.id AND {lease_table}.fence = mine.fence "
+        f"AND {lease_table}.process_id = %(process_id)s AND {{alive}} "
+    )
+    lease_columns = [f"{lease_table}.{c}" for c in engine.COLUMNS] + ["{now}"]
+    lease_names = [*engine.COLUMNS, "server_time"]
+    if bare:
+        # The attempt as read: nothing in this statement writes it.
+        due = (
+            "(mine.last_report_at IS NULL OR mine.last_report_at <= "
+            f"{{now}} - interval '{HEARTBEAT_RECORD_S} seconds')"
+        )
+        if answer_only:
+            selected = [
+                *(lease_columns[lease_names.index(name)] for name in REPORT_ANSWER_LEASE),
+                *(f"mine.{columns[name]}" for name in REPORT_ANSWER_ATTEMPT),
+            ]
+        else:
+            selected = [*lease_columns, *(f"mine.{name}" for name in columns.values())]
+        selected += ["mine.lane_id", due, *(expression for expression, _ in caller.columns)]
+        return f"{renew}RETURNING {', '.join(selected)}"
+    percent = ", progress_percent = %(percent)s" if with_percent else ""
+    returned = [
+        *(f"{column} AS {name}" for column, name in zip(lease_columns, lease_names, strict=True)),
+        "mine.id AS attempt_id",
+        *(f"{expression} AS {name}" for expression, name in caller.columns),
+    ]
+    if answer_only:
+        selected = [
+            *(f"renewed.{name}" for name in REPORT_ANSWER_LEASE),
+            *(f"stamped.{columns[name]}" for name in REPORT_ANSWER_ATTEMPT),
+        ]
+    else:
+        selected = [
+            *(f"renewed.{name}" for name in lease_names),
+            *(f"stamped.{name}" for name in columns.values()),
+        ]
+    selected += ["stamped.lane_id", "false", *(f"renewed.{name}" for _, name in caller.columns)]
+    return (
+        f"WITH renewed AS ({renew}RETURNING {', '.join(returned)}), "
+        f"report AS (INSERT INTO {Report._meta.db_table} "
+        "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
+        "SELECT attempt_id, %(kind)s, server_time, %(process_id)s, true, %(message)s, "
+        "%(percent)s, CAST(%(details)s AS jsonb) FROM renewed), "
+        # The attempt as the statement leaves it.
+        f"stamped AS (UPDATE {attempt_table} SET last_report_at = renewed.server_time{percent} "
+        f"FROM renewed WHERE {attempt_table}.id = renewed.attempt_id "
+        f"RETURNING {attempt_table}.*) "
+        f"SELECT {', '.join(selected)} FROM renewed, stamped"
+    )
+
+
+def report_statement(
+    *, with_percent: bool, bare: bool, caller: ReportCaller, answer_only: bool = False
+) -> str:
+    """The renewing report for `caller`'s slots (`_report_template` says what its row holds),
+    with the engine's clock and conditions rendered into it."""
+    return engine.render(_report_template(with_percent, bare, answer_only, caller))
+
+
+# The caller as parameters: the hand (`hand_id`), and the lane of a lane-limited key (`lane_id`).
+_PARAMETER_REPORTER = ReportCaller(hand="%(hand_id)s")
+
+
+_PARAMETER_REPORTER_IN_LANE = ReportCaller(
+    hand="%(hand_id)s", where="AND mine.lane_id = %(lane_id)s "
+)
+
+
+def report_params(
+    *,
+    attempt_id: int,
+    fence: int,
+    kind: str,
+    process_id: str,
+    message: str,
+    percent: float | None,
+    details: dict[str, Any] | None,
+    lease_id: int | None = None,
+) -> dict[str, Any]:
+    """The parameters of a renewing report (`report_statement`); `lease_id`: the attempt's
+    lease, if known."""
+    return {
+        "attempt_id": attempt_id,
+        "lease_id": lease_id,
+        "fence": fence,
+        "process_id": process_id,
+        "kind": kind,
+        "message": message,
+        "percent": percent,
+        "details": json.dumps(details) if details else "{}",
+    }
+
+
+@functools.cache
+def _attempt_attnames() -> list[str]:
+    return [f.attname for f in Attempt._meta.concrete_fields]
+
+
+def _report_layout() -> tuple[int, int]:
+    """Where the attempt's columns start in a renewing report's row, and how many there are."""
+    return len(engine.COLUMNS) + 1, len(_attempt_attnames())
+
+
+def report_view(row: tuple[Any, ...], hand: Hand | None = None) -> AttemptView:
+    """The attempt and its lease from a row of the renewing report (and its hand: the lease's
+    holder, if not given). The tenure's interval and grace are the lease's, the slot's index is
+    in the lease's name (fleet.api.presenters.attempt_json)."""
+    width, count = _report_layout()
+    lease = engine.snapshot(row[:width])
+    attempt = ReportedAttempt(
+        **dict(zip(_attempt_attnames(), row[width : width + count], strict=True)),
+        hand=Named(name=hand.name if hand else lease.holder),
+        slot=Named(index=slot_index(lease.resource)),
+        lane=Named(slug=lane_slug(row[width + count])),
+    )
+    return AttemptView(attempt, lease)
+
+
+def report_record_due(row: tuple[Any, ...]) -> bool:
+    """Whether a bare heartbeat's row says its once-a-minute record is due."""
+    width, count = _report_layout()
+    return bool(row[width + count + 1])
+
+
+# What an answer shows of a renewing report (`answer_only`), in this order, followed by the
+# attempt's lane (fleet.api.presenters.report_row_json). What the statement's own conditions fix is left
+# out, as the caller knows it: the attempt's id and fence, the lease's fence (the attempt's),
+# its status (held) and the attempt's end (none).
+REPORT_ANSWER_LEASE = (
+    "resource",
+    "holder",
+    "interval_s",
+    "grace_s",
+    "acquired_at",
+    "renewed_at",
+    "deadline",
+    "server_time",
+)
+
+
+REPORT_ANSWER_ATTEMPT = (
+    "run_id",
+    "process_id",
+    "directive",
+    "claimed_at",
+    "last_report_at",
+    "ended_at",
+    "end_reason",
+    "summary",
+    "progress_percent",
+)
+
+
+def heartbeat_record(*, attempt_id: int, fence: int, at: datetime, process_id: str) -> bool:
+    """The once-a-minute record of a bare heartbeat (PostgreSQL): the attempt's stamp and the
+    report row, at the renewal's time `at`, in one statement; whether it was written. The stamp
+    is conditional, so of heartbeats that found the record due at once only one writes it."""
+    attempt_table = Attempt._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH stamped AS (UPDATE {attempt_table} SET last_report_at = %(at)s "
+            "WHERE id = %(attempt_id)s AND fence = %(fence)s "
+            f"AND {connection.ops.quote_name('end')} IS NULL "
+            "AND (last_report_at IS NULL OR last_report_at <= "
+            f"%(at)s - interval '{HEARTBEAT_RECORD_S} seconds') RETURNING id) "
+            f"INSERT INTO {Report._meta.db_table} "
+            "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
+            "SELECT id, %(kind)s, %(at)s, %(process_id)s, true, '', NULL, '{}' FROM stamped",
+            {
+                "at": at,
+                "attempt_id": attempt_id,
+                "fence": fence,
+                "kind": ReportKind.HEARTBEAT.value,
+                "process_id": process_id,
+            },
+        )
+        return bool(cursor.rowcount)
+
+
+def _report_renewing(
+    *,
+    hand: Hand,
+    attempt_id: int,
+    fence: object,
+    kind: str,
+    process_id: str,
+    message: str,
+    percent: float | None,
+    details: dict[str, Any] | None,
+    lane_id: int | None,
+) -> AttemptView | None:
+    """A renewing report in one round trip, or None: then the step-by-step path decides."""
+    if as_fence(fence) is None:
+        return None
+    params = report_params(
+        attempt_id=attempt_id,
+        fence=fence,
+        kind=kind,
+        process_id=process_id,
+        message=message,
+        percent=percent,
+        details=details,
+    )
+    params["hand_id"] = hand.pk
+    if lane_id is not None:
+        params["lane_id"] = lane_id
+    # The template is built once; the engine renders its clock into it on every call.
+    statement = report_statement(
+        with_percent=percent is not None,
+        bare=is_bare_heartbeat(kind, message, percent, details),
+        caller=_PARAMETER_REPORTER if lane_id is None else _PARAMETER_REPORTER_IN_LANE,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    view = report_view(row, hand)
+    if report_record_due(row):
+        at = view.lease.server_time
+        if heartbeat_record(
+            attempt_id=view.attempt.pk, fence=view.attempt.fence, at=at, process_id=process_id
+        ):
+            view.attempt.last_report_at = at
+    return view
+
+
+@refusals_recorded
+def attempt_report(
+    *,
+    hand: Hand,
+    attempt_id: int,
+    fence: int,
+    kind: str,
+    process_id: str | None = None,
+    message: str = "",
+    percent: float | None = None,
+    details: dict[str, Any] | None = None,
+    lane_id: int | None = None,
+) -> tuple[bool, AttemptView]:
+    """Record a report; with the claim's process identity it also renews the lease.
+
+    Without a process identity the report is recorded but renews nothing (so a helper script
+    cannot keep a stuck hand's lease alive); with another identity it is refused (rule 6).
+    """
+    validate_choice(kind, field="kind", choices=[k.value for k in ReportKind])
+    if process_id is not None:
+        validate_name(process_id, field="process_id")
+    message = validate_reason(message, field="message")
+    if percent is not None and (
+        isinstance(percent, bool)
+        or not isinstance(percent, int | float)
+        or not (0 <= percent <= 100)
+    ):
+        raise ValidationFailed(
+            "percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]}
+        )
+    if details is not None and not isinstance(details, dict):
+        raise ValidationFailed("details must be an object", fields={"details": ["An object."]})
+    if process_id is not None and connection.vendor == "postgresql":
+        done = _report_renewing(
+            hand=hand,
+            attempt_id=attempt_id,
+            fence=fence,
+            kind=kind,
+            process_id=process_id,
+            message=message,
+            percent=percent,
+            details=details,
+            lane_id=lane_id,
+        )
+        if done is not None:
+            return True, done
+    # Below, step by step, the path that explains a refusal (and SQLite's and a report that
+    # renews nothing): the checks again, each with its own error.
+    attempt = attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
+    refuse_ended(attempt)
+    resource = attempt.lease.resource
+    with transaction.atomic():
+        if process_id is not None:
+            lease = engine.renew(
+                workspace_id=hand.workspace_id,
+                resource=resource,
+                holder=hand.name,
+                fence=attempt.fence,
+                process_id=process_id,
+            )
+            renewed = lease is not None
+        else:
+            lease = engine.read(workspace_id=hand.workspace_id, resource=resource)
+            renewed = False
+            if lease is not None and (lease.fence != attempt.fence or not lease.held):
+                lease = None
+        if lease is None:
+            raise tenure_error(
+                attempt, engine.read(workspace_id=hand.workspace_id, resource=resource), process_id
+            )
+        recorded = attempt.last_report_at
+        if not (renewed and is_bare_heartbeat(kind, message, percent, details)) or (
+            recorded is None
+            or recorded <= lease.server_time - timedelta(seconds=HEARTBEAT_RECORD_S)
+        ):
+            Report.objects.create(
+                attempt=attempt,
+                kind=kind,
+                at=lease.server_time,
+                process_id=process_id or "",
+                renewed=renewed,
+                message=message,
+                percent=percent,
+                details=details or {},
+            )
+            updates: dict[str, Any] = {"last_report_at": lease.server_time}
+            if percent is not None:
+                updates["progress_percent"] = percent
+            Attempt.objects.filter(pk=attempt.pk).update(**updates)
+            for name, value in updates.items():
+                setattr(attempt, name, value)
+    return renewed, AttemptView(attempt, lease)

@@ -1,0 +1,117 @@
+"""The one way into the API: a hand's key, `Authorization: Bearer gc_<prefix>_<secret>`.
+
+`HandKeyAuthentication` returns `(hand, key)`; revocation and expiry are checked by
+`hands.services.key_authenticate` on every call (one query, nothing cached, so a revoked key is
+refused on its very next call); scopes are checked by `ScopeRequired`, and lanes by the services
+and selectors the views pass `key.lane_id` to. Each check lives in exactly one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from apikit.context import call_context
+from apikit.errors import KeyInvalid
+from hands.errors import KeyExpired, KeyRevoked
+from hands.models import Hand, HandKey
+from hands.services import key_authenticate, key_require_scope
+
+BEARER = "bearer"
+
+
+def prefix_of(raw: str) -> str:
+    parts = raw.split("_", 2)
+    return parts[1][:32] if len(parts) == 3 and parts[0] == "gc" else ""
+
+
+def describe_call(request: HttpRequest, **fields: Any) -> None:
+    """Add who is calling to the call context the request-id middleware opened."""
+    stack = getattr(request, "gc_context", None)
+    if stack is not None:
+        stack.enter_context(call_context(**fields))
+
+
+def _describe_call(request: Request, **fields: Any) -> None:
+    describe_call(request._request, **fields)
+
+
+class HandKeyAuthentication(BaseAuthentication):
+    def authenticate(self, request: Request) -> tuple[Hand, HandKey]:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        scheme, _, raw = header.partition(" ")
+        if not header:
+            raise KeyInvalid("send a key: Authorization: Bearer gc_<prefix>_<secret>")
+        if scheme.lower() != BEARER or not raw.strip():
+            raise KeyInvalid("the Authorization header must be 'Bearer gc_<prefix>_<secret>'")
+        raw = raw.strip()
+        prefix = prefix_of(raw)
+        _describe_call(request, key_prefix=prefix)
+        try:
+            key = key_authenticate(raw)
+        except (KeyRevoked, KeyExpired):
+            # The secret matched, so the refusal may name the key's hand and workspace (a
+            # supervisor then sees its revoked hand still calling). Only the refusal path pays
+            # this second query.
+            owner = (
+                HandKey.objects.filter(prefix=prefix)
+                .values_list("hand__workspace_id", "hand__name")
+                .first()
+            )
+            if owner is not None:
+                _describe_call(request, workspace_id=owner[0], hand=owner[1])
+            raise
+        _describe_call(request, workspace_id=key.hand.workspace_id, hand=key.hand.name)
+        return key.hand, key
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="groundcontrol"'
+
+
+class ScopeRequired(BasePermission):
+    """The view's `required_scope`: one scope, a tuple of which any one will do, or a dict of
+    either by method.
+
+    Scope checks live here and nowhere else; a view without `required_scope` needs only a valid
+    key (`/me`).
+    """
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        key = request.auth
+        if not isinstance(key, HandKey):
+            raise KeyInvalid("send a key: Authorization: Bearer gc_<prefix>_<secret>")
+        required = getattr(view, "required_scope", None)
+        if isinstance(required, dict):  # by method
+            required = required.get(request.method or "GET")
+        if required is None:
+            return True
+        options = (required,) if isinstance(required, str) else tuple(required)
+        if not any(scope in key.scopes for scope in options):
+            key_require_scope(key, options[0])
+        return True
+
+
+def lane_id_of(request: Request) -> int | None:
+    """The lane a lane-limited key is confined to (None: every lane of the workspace)."""
+    key = request.auth
+    return key.lane_id if isinstance(key, HandKey) else None
+
+
+class HandKeyScheme(OpenApiAuthenticationExtension):
+    """The key scheme in the OpenAPI schema (and the docs' Authorize button)."""
+
+    target_class = HandKeyAuthentication
+    name = "handKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "gc_<prefix>_<secret>",
+            "description": "A hand's key, minted by POST /api/v1/hands/{name}/keys.",
+        }

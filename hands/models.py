@@ -1,0 +1,153 @@
+"""Who works where: workspaces and their members, lanes (a workspace's partitions, which limit
+hands and keys), hands (agent identities) and their keys, and the replay record of creating
+calls. A lane is here, not with the plan, because a key's lane limit is part of who may do what."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models.functions import Now
+
+
+class Role(models.TextChoices):
+    ADMIN = "admin"
+    SUPERVISOR = "supervisor"
+    VIEWER = "viewer"
+
+
+class Workspace(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "fleet_workspace"  # made by fleet, before the apps were split
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    class Meta:
+        db_table = "fleet_membership"  # made by fleet, before the apps were split
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "user"], name="membership_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace} ({self.role})"
+
+
+class Lane(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="lanes")
+    slug = models.SlugField(max_length=100)
+    name = models.CharField(max_length=200)
+    heartbeat_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    grace_s = models.PositiveIntegerField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "fleet_lane"  # made by fleet, before the apps were split
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "slug"], name="lane_unique_slug")
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Hand(models.Model):
+    """One agent identity. Its name is its holder identity on leases."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="hands")
+    name = models.CharField(max_length=200)
+    lane = models.ForeignKey(
+        Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    is_supervisor = models.BooleanField(default=False)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "fleet_hand"  # made by fleet, before the apps were split
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="hand_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Scope(models.TextChoices):
+    WORK = "work"
+    LEASES = "leases"
+    PLAN = "plan"
+    HANDS = "hands"
+    SUPERVISE = "supervise"
+
+
+class HandKey(models.Model):
+    """A hand's key: `gc_<prefix>_<secret>`. Only the prefix and a hash of the secret are kept."""
+
+    hand = models.ForeignKey(Hand, on_delete=models.CASCADE, related_name="keys")
+    prefix = models.CharField(max_length=32, unique=True)
+    secret_hash = models.CharField(max_length=128)
+    scopes = models.JSONField(default=list)
+    lane = models.ForeignKey(
+        Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoke_when_done = models.BooleanField(default=False)
+    created_at = models.DateTimeField(db_default=Now())
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=200, blank=True, default="")
+    revoke_reason = models.CharField(max_length=2000, blank=True, default="")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "fleet_handkey"  # made by fleet, before the apps were split
+        indexes = [
+            # The revoking job's WHERE: live keys past their expiry. The predicate names
+            # expires_at too, so that the key check's `revoked_at IS NULL` alone does not imply
+            # it: a plan cached while the table was small read every live key per call through
+            # this index instead of finding the one by its prefix (docs/performance.md).
+            models.Index(
+                fields=["expires_at"],
+                name="key_expiry_idx",
+                condition=models.Q(revoked_at=None, expires_at__isnull=False),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"gc_{self.prefix}_…"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to a creating POST, replayed for a retry with the same key and body."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    key_prefix = models.CharField(max_length=32)
+    idempotency_key = models.CharField(max_length=200)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=1024)
+    body_hash = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    response = models.JSONField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "fleet_idempotencyrecord"  # made by fleet, before the apps were split
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "key_prefix", "idempotency_key"], name="idempotency_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.idempotency_key} ({self.method} {self.path})"

@@ -1,0 +1,111 @@
+"""The base of every endpoint a hand's key calls: the key's authentication, its scope, the body
+limit and the key's rate limit; the scopes by name; the input fields names and reasons share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from apikit.api import RATE_COUNTED, LimitedJSONParser, check_body_size
+from apikit.errors import RateLimited
+from apikit.inputs import StrictCharField
+from apikit.ratelimit import rate_caller, rate_limit
+from hands.authentication import HandKeyAuthentication, ScopeRequired, lane_id_of
+from hands.models import Hand, HandKey, Scope
+from leases import services as lease_services
+
+MAX_NAME = lease_services.MAX_NAME_LENGTH
+
+
+MAX_REASON = lease_services.MAX_REASON_LENGTH
+
+
+MAX_INTERVAL = lease_services.MAX_INTERVAL_S
+
+
+def name_field(**kwargs: Any) -> serializers.CharField:
+    return StrictCharField(max_length=MAX_NAME, **kwargs)
+
+
+def reason_field(**kwargs: Any) -> serializers.CharField:
+    return StrictCharField(max_length=MAX_REASON, **kwargs)
+
+
+class HandAPIView(APIView):
+    """Every endpoint: a hand's key, its scope, the body limit and the key's rate limit.
+
+    `required_scope` is a scope, a tuple of scopes any of which will do, or a dict by method.
+    """
+
+    authentication_classes = [HandKeyAuthentication]
+    permission_classes = [ScopeRequired]
+    parser_classes = [LimitedJSONParser]
+    renderer_classes = [JSONRenderer]
+    required_scope: str | tuple[str, ...] | dict[str, str | tuple[str, ...]] | None = None
+
+    def perform_authentication(self, request: Request) -> None:
+        super().perform_authentication(request)
+        # A hot view (fleet/hot.py) may have counted this call already before handing it over:
+        # count each call once.
+        counted = request._request.META.get(RATE_COUNTED)
+        if isinstance(counted, RateLimited):
+            raise counted
+        if counted is None:
+            rate_limit(rate_caller(request.auth.prefix, request.auth.secret_hash))
+        check_body_size(request)
+
+    @property
+    def hand(self) -> Hand:
+        return self.request.user  # type: ignore[return-value]
+
+    @property
+    def key(self) -> HandKey:
+        return self.request.auth  # type: ignore[return-value]
+
+    @property
+    def workspace_id(self) -> int:
+        return self.hand.workspace_id
+
+    @property
+    def lane_id(self) -> int | None:
+        return lane_id_of(self.request)
+
+
+WORK = Scope.WORK.value
+
+
+LEASES = Scope.LEASES.value
+
+
+PLAN = Scope.PLAN.value
+
+
+HANDS = Scope.HANDS.value
+
+
+SUPERVISE = Scope.SUPERVISE.value
+
+
+READ_ATTEMPT = (WORK, SUPERVISE)
+
+
+PLAN_READ = (PLAN, SUPERVISE)
+
+
+CREATED_OR_FOUND = "201 when created; 200 with the existing object when it already existed."
+
+
+IDEMPOTENCY_PARAMS = [
+    OpenApiParameter(
+        "Idempotency-Key",
+        str,
+        OpenApiParameter.HEADER,
+        description="A repeat with the same key and body returns the first answer and creates "
+        "nothing; the same key with another body answers idempotency_conflict.",
+    )
+]
