@@ -216,23 +216,18 @@ class Planner:
         self._lock = threading.Lock()
 
     def run_like(self, run_id: int) -> int:
-        # The client has no call to read one run or to plan a run, so these two go through its
-        # own transport (`Client.request`): the same auth, errors and retries as its typed calls.
         with _client(self.url, self.key, self.stopping) as client, self._lock:
-            answer = client.request("GET", f"runs/{int(run_id)}")
-            done = gc.Run.from_wire(answer)
-            again = {
-                "title": done.title,
-                "brief": str(answer.get("brief") or ""),
-                "evidence_required": done.evidence_required,
-                "heartbeat_interval_s": int(done.heartbeat_interval_s),
-                "grace_s": int(done.grace_s),
-                "slots": done.slots.total,
-            }
-            planned = client.request(
-                "POST", f"work-packages/{self.work_package_id}/runs", json=again, idempotent=False
+            done = client.run(run_id)
+            planned = client.run_create(
+                self.work_package_id,
+                title=done.title,
+                brief=done.brief,
+                evidence_required=done.evidence_required,
+                heartbeat_interval_s=int(done.heartbeat_interval_s),
+                grace_s=int(done.grace_s),
+                slots=done.slots.total,
             )
-            return gc.Run.from_wire(planned).id
+            return planned.id
 
 
 class DemoHand(threading.Thread, metaclass=abc.ABCMeta):

@@ -32,6 +32,7 @@ from groundcontrol_client.client import (
     _retry_hint,
     denial_key,
     retryable_answer,
+    run_plan,
 )
 from groundcontrol_client.errors import (
     ConfigError,
@@ -215,6 +216,19 @@ class AsyncClient:
     async def runs(self, *, state: str | None = "open", lane: str | None = None) -> list[Run]:
         items = await self._list("runs", {"state": state, "lane": lane})
         return [Run.from_wire(r) for r in items]
+
+    async def run(self, run_id: int) -> Run:
+        return Run.from_wire(await self.request("GET", f"runs/{int(run_id)}"))
+
+    async def run_create(self, work_package_id: int, **plan: Any) -> Run:
+        """As `Client.run_create`: never resent."""
+        answer = await self.request(
+            "POST",
+            f"work-packages/{int(work_package_id)}/runs",
+            json=run_plan(**plan),
+            idempotent=False,
+        )
+        return Run.from_wire(answer)
 
     async def attempt(self, attempt_id: int) -> Attempt:
         return Attempt.from_wire(await self.request("GET", f"attempts/{int(attempt_id)}"))

@@ -134,6 +134,28 @@ def _evidence_items(evidence: Iterable[Evidence | Mapping[str, str]]) -> list[di
     return [e.to_wire() if isinstance(e, Evidence) else dict(e) for e in evidence]
 
 
+def run_plan(
+    *,
+    title: str,
+    brief: str = "",
+    slots: int = 1,
+    evidence_required: Iterable[str] = (),
+    heartbeat_interval_s: int | None = None,
+    grace_s: int | None = None,
+) -> dict[str, Any]:
+    """The body that plans a run (`run_create`); unset timings take the lane's."""
+    return _drop_none(
+        {
+            "title": title,
+            "brief": brief,
+            "slots": slots,
+            "evidence_required": list(evidence_required),
+            "heartbeat_interval_s": heartbeat_interval_s,
+            "grace_s": grace_s,
+        }
+    )
+
+
 def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
@@ -336,6 +358,23 @@ class Client:
         """The runs this key may see (a lane-limited key: its lane's), newest first; `state`
         is open, closed or done (None: every state)."""
         return [Run.from_wire(r) for r in self._list("runs", {"state": state, "lane": lane})]
+
+    def run(self, run_id: int) -> Run:
+        """One run: its brief, timings and how its slots stand (a `work` or `plan` key)."""
+        return Run.from_wire(self.request("GET", f"runs/{int(run_id)}"))
+
+    def run_create(self, work_package_id: int, **plan: Any) -> Run:
+        """Plan a run in a work package (a `plan` key); `plan` is `run_plan`'s. Never resent:
+        a create whose answer was lost may have been applied, so it raises ConnectionFailed and
+        the caller looks before planning again."""
+        return Run.from_wire(
+            self.request(
+                "POST",
+                f"work-packages/{int(work_package_id)}/runs",
+                json=run_plan(**plan),
+                idempotent=False,
+            )
+        )
 
     def attempt(self, attempt_id: int) -> Attempt:
         return Attempt.from_wire(self.request("GET", f"attempts/{int(attempt_id)}"))

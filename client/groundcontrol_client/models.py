@@ -264,6 +264,7 @@ class Run:
     slots: SlotCounts
     created_at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    brief: str = field(default="", repr=False)  # in a run's own answer; not in the runs list
 
     @classmethod
     @_parsing("run")
@@ -296,6 +297,7 @@ class Run:
             slots=SlotCounts.from_wire(slots),
             created_at=_time(data.get("created_at")),
             raw=data,
+            brief=str(data.get("brief") or ""),
         )
 
 

@@ -16,6 +16,7 @@ import pytest
 from groundcontrol_client import (
     AsyncClient,
     AsyncHand,
+    Client,
     Evidence,
     EvidenceMissing,
     LeaseHeld,
@@ -480,3 +481,35 @@ def test_it_rides_out_a_proxys_gateway_errors_like_the_sync_runtime(
     assert len(server.calls("/reports", kind="progress")) > 1
     assert len(server.calls("/finish")) > 1
     assert server.state == "finished" and server.calls("/release") == []
+
+
+def test_the_async_client_reads_a_run_and_plans_one_as_the_client_does() -> None:
+    answer = {"id": 12, "title": "Fix", "brief": "b", "slots": 1, "state": "open"}
+    seen: dict[str, list[tuple[str, str, bytes]]] = {}
+
+    def answering(kind: str) -> httpx.MockTransport:
+        seen[kind] = []
+
+        def handle(request: httpx.Request) -> httpx.Response:
+            seen[kind].append((request.method, request.url.path, request.content))
+            return httpx.Response(200 if request.method == "GET" else 201, json=answer)
+
+        return httpx.MockTransport(handle)
+
+    sync = Client(URL, KEY, transport=answering("sync"), retry=FAST)
+    plan = {"title": "Fix", "brief": "b", "grace_s": 30}
+    expected = (sync.run(12), sync.run_create(7, **plan))
+
+    async def calls() -> tuple[Any, Any]:
+        def handle(request: httpx.Request) -> httpx.Response:
+            seen.setdefault("async", []).append((request.method, request.url.path, request.content))
+            return httpx.Response(200 if request.method == "GET" else 201, json=answer)
+
+        client = AsyncClient(URL, KEY, retry=FAST, transport=httpx.MockTransport(handle))
+        try:
+            return await client.run(12), await client.run_create(7, **plan)
+        finally:
+            await client.aclose()
+
+    assert run(calls()) == expected
+    assert seen["async"] == seen["sync"]

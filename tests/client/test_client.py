@@ -540,3 +540,52 @@ def test_it_reads_a_run_in_the_flat_shape_of_the_run_answer() -> None:
     run = Run.from_wire(flat)
     assert run.work_package == {"id": 7, "key": "rewalk-1", "title": "Daily rewalk"}
     assert (run.slots.total, run.slots.open, run.slots.held, run.slots.done) == (3, 1, 1, 1)
+
+
+def test_it_reads_one_run_with_its_brief_and_plans_another_never_resent() -> None:
+    answer = {
+        "id": 12,
+        "work_package": 7,
+        "work_package_key": "rewalk-1",
+        "lane": "rewalk",
+        "title": "Fix",
+        "brief": "Find why **login** fails.",
+        "evidence_required": ["pull_request"],
+        "slots": 2,
+        "slots_by_state": {"open": 2, "held": 0, "done": 0},
+        "heartbeat_interval_s": 60,
+        "grace_s": 120,
+        "state": "open",
+    }
+    handle, seen = scripted(
+        httpx.Response(200, json=answer), httpx.Response(201, json={**answer, "id": 13})
+    )
+    client = make_client(handle, [])
+    run = client.run(12)
+    assert (run.id, run.brief, run.slots.total) == (12, "Find why **login** fails.", 2)
+    planned = client.run_create(
+        7, title=run.title, brief=run.brief, slots=2, evidence_required=run.evidence_required
+    )
+    assert planned.id == 13
+    assert [(r.method, r.url.path) for r in seen] == [
+        ("GET", "/api/v1/runs/12"),
+        ("POST", "/api/v1/work-packages/7/runs"),
+    ]
+    assert json.loads(seen[1].content) == {
+        "title": "Fix",
+        "brief": "Find why **login** fails.",
+        "slots": 2,
+        "evidence_required": ["pull_request"],
+    }
+
+
+def test_a_run_create_whose_answer_was_lost_is_not_sent_again() -> None:
+    calls = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    with pytest.raises(ConnectionFailed):
+        make_client(handle, []).run_create(7, title="again")
+    assert len(calls) == 1
