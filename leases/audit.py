@@ -33,6 +33,18 @@ R = TypeVar("R")
 # writes its own event (the hot acquire) inserts exactly these columns (`EVENT_COLUMNS`), and
 # `tests/api/test_hot_path.py` compares the two rows.
 EVENT_COLUMNS = ("workspace_id", "kind", "at", "actor", "hand", "resource", "fence", "data")
+# And the attempt an event belongs to, which a statement recording attempts' transitions (the
+# sweep's `late`, `stalled` and `lost`) writes too; `event_select_sql` fills these in this order.
+ATTEMPT_EVENT_COLUMNS = (*EVENT_COLUMNS, "attempt_id")
+# What `event` writes for a field it is not given, as SQL.
+_EVENT_DEFAULTS_SQL = {
+    "actor": "''",
+    "hand": "''",
+    "resource": "''",
+    "fence": "NULL",
+    "data": "CAST('{}' AS jsonb)",
+    "attempt_id": "NULL",
+}
 
 
 def event(
@@ -87,9 +99,25 @@ def event_payload(event: Event) -> dict[str, Any]:
     }
 
 
-def event_insert_sql(select_sql: str) -> str:
-    """`INSERT INTO event (EVENT_COLUMNS) <select_sql>`, for a statement that writes its own."""
-    return f"INSERT INTO {Event._meta.db_table} ({', '.join(EVENT_COLUMNS)}) {select_sql}"
+def event_insert_sql(select_sql: str, columns: tuple[str, ...] = EVENT_COLUMNS) -> str:
+    """`INSERT INTO event (EVENT_COLUMNS) <select_sql>`, for a statement that writes its own
+    (`ATTEMPT_EVENT_COLUMNS` for one whose rows come from `event_select_sql`)."""
+    if columns not in (EVENT_COLUMNS, ATTEMPT_EVENT_COLUMNS):
+        raise ValueError(columns)
+    return f"INSERT INTO {Event._meta.db_table} ({', '.join(columns)}) {select_sql}"
+
+
+def event_select_sql(*, workspace_id: str, kind: str, at: str, **fields: str) -> str:
+    """`event`'s fields as SQL expressions, in the order of `ATTEMPT_EVENT_COLUMNS`: a select
+    list for `event_insert_sql(..., ATTEMPT_EVENT_COLUMNS)`. A field not given is `event`'s
+    default (an empty string, NULL, an empty object)."""
+    unknown = set(fields) - set(_EVENT_DEFAULTS_SQL)
+    if unknown:
+        raise TypeError(f"not an event column: {', '.join(sorted(unknown))}")
+    given = {"workspace_id": workspace_id, "kind": kind, "at": at, **fields}
+    return ", ".join(
+        given.get(column, _EVENT_DEFAULTS_SQL.get(column, "")) for column in ATTEMPT_EVENT_COLUMNS
+    )
 
 
 def record_refusal(

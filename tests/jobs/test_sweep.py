@@ -212,6 +212,10 @@ def test_a_row_that_fails_is_pushed_back_and_the_others_are_recorded(
             raise RuntimeError("a bad row")
         return settle(rows)
 
+    def batch_fails(batch: int):  # noqa: ANN202 - PostgreSQL's one statement, failing likewise
+        raise RuntimeError("a bad row in the batch")
+
+    monkeypatch.setattr(jobs, "_sweep_batch", batch_fails)
     monkeypatch.setattr(jobs, "leases_settle", failing)
     clock.advance(101)
     result = ops_jobs.leases_sweep(retry_s=20)
