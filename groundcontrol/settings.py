@@ -213,6 +213,9 @@ GC_WEBHOOK_TIMEOUT_S = env_float("GC_WEBHOOK_TIMEOUT_S", 5.0, minimum=0.1)
 GC_WEBHOOK_MAX_ATTEMPTS = env_int("GC_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
 GC_WEBHOOK_BACKOFF_S = env_float("GC_WEBHOOK_BACKOFF_S", 10.0, minimum=0.01)
 GC_WEBHOOK_BACKOFF_MAX_S = env_float("GC_WEBHOOK_BACKOFF_MAX_S", 3600.0, minimum=0.01)
+# Webhooks go to public addresses only; these hosts (names, IP addresses or networks such as
+# 10.1.0.0/16) may receive them although loopback or private (webhooks/targets.py).
+GC_WEBHOOK_ALLOWED_HOSTS = env_list("GC_WEBHOOK_ALLOWED_HOSTS", [])
 # With Celery workers, jobs that write events enqueue webhook delivery right after commit; the
 # embedded scheduler simply runs delivery on its next tick.
 GC_NOTIFY_ON_COMMIT = env_bool("GC_NOTIFY_ON_COMMIT", not GC_EMBEDDED_SCHEDULER)

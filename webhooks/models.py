@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from hands.models import Workspace
+from webhooks.targets import redact
 
 
 class Webhook(models.Model):
@@ -29,7 +30,7 @@ class Webhook(models.Model):
         indexes = [models.Index(fields=["workspace", "active"], name="webhook_ws_idx")]
 
     def __str__(self) -> str:
-        return f"{self.url} ({', '.join(self.kinds)})"
+        return f"{redact(self.url)} ({', '.join(self.kinds)})"
 
 
 class DeliveryStatus(models.TextChoices):

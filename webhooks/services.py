@@ -11,6 +11,11 @@ the transaction that wrote it has committed, retried with exponential backoff, a
    transaction (no lock is held across HTTP) and records the attempt with a conditional update
    on the attempt number it claimed.
 
+Targets (webhooks/targets.py): a URL with credentials, or whose host is a loopback, private,
+link-local or otherwise non-public address, is refused at registration unless the host is in
+`GC_WEBHOOK_ALLOWED_HOSTS`; each delivery resolves the host again, refuses (an attempt recorded,
+nothing sent) when any address it resolves to fails the same rule, and connects to a vetted one.
+
 The signature: header `X-GroundControl-Signature: t=<unix seconds>,v1=<hex>` where `<hex>` is
 HMAC-SHA256 with the webhook's secret over `"<t>." + body`. A receiver recomputes it, compares in
 constant time, and refuses a `t` far from its own clock (`webhook_verify`).
@@ -27,7 +32,6 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from celery import current_app
@@ -41,6 +45,7 @@ from leases.clock import now_sql, parse_timestamp, plus_seconds_sql
 from leases.jobs import seconds_param, skip_locked
 from leases.models import Event, EventKind
 from webhooks.models import DeliveryStatus, Webhook, WebhookDelivery
+from webhooks.targets import TargetRefused, redact, target_check, target_resolve
 
 logger = logging.getLogger(__name__)
 
@@ -90,19 +95,21 @@ class IssuedWebhook:
 
 
 def _validate_url(url: object) -> str:
-    if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
-        raise ValidationFailed(
-            "url must be an http(s) URL", fields={"url": ["An http or https URL."]}
-        )
-    parts = urlsplit(url)
+    """An http(s) URL without credentials whose host may receive webhooks (webhooks/targets.py);
+    the refusal never repeats the URL, which may hold a password."""
     if (
-        parts.scheme not in ("http", "https")
-        or not parts.hostname
+        not isinstance(url, str)
+        or not url
+        or len(url) > MAX_URL_LENGTH
         or any(ch.isspace() for ch in url)
     ):
         raise ValidationFailed(
             "url must be an http(s) URL", fields={"url": ["An http or https URL."]}
         )
+    try:
+        target_check(url)
+    except TargetRefused as refused:
+        raise ValidationFailed(f"url refused: {refused}", fields={"url": [f"{refused}."]}) from None
     return url
 
 
@@ -247,7 +254,26 @@ def backoff_s(attempts: int) -> float:
     )
 
 
+def _outcome(started: float, error: str) -> dict[str, Any]:
+    return {
+        "status_code": None,
+        "error": redact(error)[:RESPONSE_EXCERPT],
+        "response": "",
+        "duration_ms": round((time.monotonic() - started) * 1000),
+    }
+
+
 def _post(client: httpx.Client, delivery: WebhookDelivery) -> dict[str, Any]:
+    """Resolve the webhook's host, check every address (webhooks/targets.py), then post to a
+    vetted address; nothing is sent when the check refuses."""
+    started = time.monotonic()
+    try:
+        target = target_resolve(delivery.webhook.url)
+    except TargetRefused as refused:
+        logger.warning("webhook delivery %s refused: %s", delivery.pk, refused)
+        return _outcome(started, f"refused, nothing sent: {refused}")
+    except (OSError, UnicodeError) as error:
+        return _outcome(started, f"could not resolve the host: {error}")
     body = delivery.body.encode()
     timestamp = int(time.time())
     headers = {
@@ -258,17 +284,23 @@ def _post(client: httpx.Client, delivery: WebhookDelivery) -> dict[str, Any]:
         SIGNATURE_HEADER: webhook_signature(
             secret=delivery.webhook.secret, timestamp=timestamp, body=body
         ),
+        **target.headers,
     }
-    started = time.monotonic()
-    try:
-        response = client.post(delivery.webhook.url, content=body, headers=headers)
-    except httpx.HTTPError as error:
-        return {
-            "status_code": None,
-            "error": f"{type(error).__name__}: {error}"[:RESPONSE_EXCERPT],
-            "response": "",
-            "duration_ms": round((time.monotonic() - started) * 1000),
-        }
+    for index, address in enumerate(target.addresses):
+        try:
+            response = client.post(
+                target.request_url(address),
+                content=body,
+                headers=headers,
+                extensions=target.extensions,
+            )
+        except httpx.ConnectError as error:
+            if index + 1 < len(target.addresses):
+                continue  # the name's next address
+            return _outcome(started, f"{type(error).__name__}: {error}")
+        except httpx.HTTPError as error:
+            return _outcome(started, f"{type(error).__name__}: {error}")
+        break
     ok = 200 <= response.status_code < 300
     return {
         "status_code": response.status_code,

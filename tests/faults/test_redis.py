@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import settings
+from django.test import override_settings
 
 from hands import services as hand_services
 from leases.models import Event
@@ -127,7 +128,8 @@ def test_without_redis_leases_stay_correct_and_jobs_catch_up_when_it_returns(
     workspace, owner, teammate, make_run, hooks, tmp_path: Path
 ) -> None:  # noqa: ANN001
     url = hooks.pop(0)["url"]
-    webhook_create(workspace=workspace, url=url, kinds=["lease_expired", "lost"], actor="test")
+    with override_settings(GC_WEBHOOK_ALLOWED_HOSTS=["127.0.0.1"]):  # the receiver is local
+        webhook_create(workspace=workspace, url=url, kinds=["lease_expired", "lost"], actor="test")
     key_a = hand_services.key_issue(hand=owner, scopes=["work", "leases"], actor="test").plaintext
     key_b = hand_services.key_issue(
         hand=teammate, scopes=["work", "leases"], actor="test"
@@ -143,6 +145,7 @@ def test_without_redis_leases_stay_correct_and_jobs_catch_up_when_it_returns(
         GC_RATE_LIMIT_PER_MINUTE="100000",
         GC_SWEEP_INTERVAL_S="0.5",
         GC_WEBHOOK_INTERVAL_S="0.5",
+        GC_WEBHOOK_ALLOWED_HOSTS="127.0.0.1",
     )
     celery = [sys.executable, "-m", "celery", "-A", "groundcontrol"]
     jobs = [

@@ -115,7 +115,12 @@ def _claim_script(hand: str, process: str) -> str:
 
 
 def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> None:
-    env, database = laptop_env(tmp_path, GC_SWEEP_INTERVAL_S="0.2", GC_WEBHOOK_INTERVAL_S="0.2")
+    env, database = laptop_env(
+        tmp_path,
+        GC_SWEEP_INTERVAL_S="0.2",
+        GC_WEBHOOK_INTERVAL_S="0.2",
+        GC_WEBHOOK_ALLOWED_HOSTS="127.0.0.1",  # the receiver is local; webhooks refuse it else
+    )
     manage(env, "migrate", "--noinput", "-v", "0")
     port = free_port()
     server = subprocess.Popen(
