@@ -14,7 +14,7 @@ from django.db.models import Case, CharField, F, Q, QuerySet, Value, When
 
 from apikit.errors import NotFound
 from fleet.models import Attempt, AttemptEnd, Run, RunState, Slot, SlotState, WorkPackage
-from hands.models import Lane
+from hands.models import Hand, HandKey, Lane
 from leases.clock import db_now, now_expression
 from leases.engine import LeaseSnapshot
 from leases.models import Event, Lease, LeaseKind, LeaseState, LeaseStatus, Refusal
@@ -410,8 +410,21 @@ def runs_of_workspace(
     return runs
 
 
-def refusals_list(*, workspace_id: int, code: str = "", hand_name: str = "") -> QuerySet[Refusal]:
+def _lane_hand_names(lane_id: int) -> QuerySet[Hand]:
+    return Hand.objects.filter(lane_id=lane_id).values("name")
+
+
+def refusals_list(
+    *, workspace_id: int, code: str = "", hand_name: str = "", lane_id: int | None = None
+) -> QuerySet[Refusal]:
+    """A workspace's refusals; for a lane-limited caller (`lane_id`), those of its lane's hands
+    or made with its lane's keys."""
     refusals = Refusal.objects.filter(workspace_id=workspace_id)
+    if lane_id is not None:
+        refusals = refusals.filter(
+            Q(hand__in=_lane_hand_names(lane_id))
+            | Q(key_prefix__in=HandKey.objects.filter(lane_id=lane_id).values("prefix"))
+        )
     if code:
         refusals = refusals.filter(code=code)
     if hand_name:
@@ -427,8 +440,16 @@ def events_list(
     after_id: int | None = None,
     hand_name: str = "",
     attempt_id: int | None = None,
+    lane_id: int | None = None,
 ) -> QuerySet[Event]:
+    """A workspace's events; for a lane-limited caller (`lane_id`), those of its lane's hands
+    and attempts."""
     events = Event.objects.filter(workspace_id=workspace_id)
+    if lane_id is not None:
+        events = events.filter(
+            Q(hand__in=_lane_hand_names(lane_id))
+            | Q(attempt_id__in=Attempt.objects.filter(lane_id=lane_id).values("pk"))
+        )
     if kind:
         events = events.filter(kind=kind)
     if since is not None:

@@ -73,6 +73,8 @@ def key_json(key: HandKey) -> dict[str, Any]:
         "last_used_at": key.last_used_at,
         "revoked_at": key.revoked_at,
         "revoke_reason": key.revoke_reason or None,
+        "issued_by": key.issued_by.prefix if key.issued_by_id else None,
+        "revoke_when_done": key.revoke_when_done,
     }
 
 
@@ -113,6 +115,10 @@ class KeyOut(serializers.Serializer):
     last_used_at = serializers.DateTimeField(allow_null=True)
     revoked_at = serializers.DateTimeField(allow_null=True)
     revoke_reason = serializers.CharField(allow_null=True)
+    issued_by = serializers.CharField(
+        allow_null=True, help_text="The prefix of the key that minted this one, if a key did."
+    )
+    revoke_when_done = serializers.BooleanField()
 
 
 class IssuedKeyOut(KeyOut):
@@ -212,6 +218,7 @@ class LanesApi(HandAPIView):
                 name=data.get("name") or "",
                 heartbeat_interval_s=data.get("heartbeat_interval_s"),
                 grace_s=data.get("grace_s"),
+                caller_lane_id=self.lane_id,
             )
             return Response(lane_json(lane), status=created_or_found(created))
 
@@ -231,7 +238,7 @@ class HandsApi(HandAPIView):
     def get(self, request: Request) -> Response:
         return paginated(
             request,
-            hand_selectors.hands_list(workspace_id=self.workspace_id),
+            hand_selectors.hands_list(workspace_id=self.workspace_id, lane_id=self.lane_id),
             lambda rows: [hand_json(x) for x in rows],
         )
 
@@ -256,7 +263,10 @@ class HandsApi(HandAPIView):
 
         def create() -> Response:
             hand, created = hand_services.hand_create(
-                workspace=self.hand.workspace, name=data["name"], lane=lane
+                workspace=self.hand.workspace,
+                name=data["name"],
+                lane=lane,
+                caller_lane_id=self.lane_id,
             )
             return Response(hand_json(hand), status=created_or_found(created))
 
@@ -279,7 +289,9 @@ class HandKeysApi(HandAPIView):
     def get(self, request: Request, name: str) -> Response:
         hand = hand_selectors.hand_get(workspace_id=self.workspace_id, name=name)
         return paginated(
-            request, hand_selectors.keys_list(hand=hand), lambda rows: [key_json(x) for x in rows]
+            request,
+            hand_selectors.keys_list(hand=hand, lane_id=self.lane_id),
+            lambda rows: [key_json(x) for x in rows],
         )
 
     @extend_schema(
@@ -335,5 +347,6 @@ class KeyRevokeApi(HandAPIView):
             actor=self.hand.name,
             reason=data.get("reason") or "",
             lane_id=self.lane_id,
+            by=self.key,
         )
         return Response(key_json(key))

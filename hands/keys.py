@@ -59,6 +59,31 @@ def scope_refusal(scopes: list[str], scope: str) -> ScopeDenied | None:
     return None
 
 
+def authority_refusal(
+    *,
+    issuer_scopes: list[str],
+    issuer_lane_id: int | None,
+    scopes: list[str],
+    lane_id: int | None,
+    acting: str,
+) -> ScopeDenied | None:
+    """Who may issue or revoke whom, written once: a key acts only on keys whose scopes are all
+    its own and, when it is lane-limited, that are limited to its own lane. So no key outranks
+    the key that issued it, and no limit can be minted or revoked one's way out of."""
+    missing = [scope for scope in scopes if scope not in issuer_scopes]
+    if missing:
+        return ScopeDenied(
+            f"this key cannot {acting} a key with the '{missing[0]}' scope, which it lacks",
+            required_scope=missing[0],
+        )
+    if issuer_lane_id is not None and lane_id != issuer_lane_id:
+        return ScopeDenied(
+            f"a lane-limited key can {acting} only keys limited to its own lane",
+            required_scope="hands",
+        )
+    return None
+
+
 def expired_sql(alias: str, now: str) -> str:
     return f"{alias}.expires_at IS NOT NULL AND {alias}.expires_at <= {now}"
 

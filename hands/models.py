@@ -109,6 +109,11 @@ class HandKey(models.Model):
     revoked_by = models.CharField(max_length=200, blank=True, default="")
     revoke_reason = models.CharField(max_length=2000, blank=True, default="")
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # The key that minted this one (None: bootstrap, the dashboard, the admin). A key never
+    # outranks or outlives its issuer, and revoking a key revokes the keys it issued.
+    issued_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="issued"
+    )
 
     class Meta:
         db_table = "fleet_handkey"  # made by fleet, before the apps were split

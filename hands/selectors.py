@@ -56,9 +56,13 @@ def lane_get(*, workspace_id: int, slug: str, lane_id: int | None = None) -> Lan
         raise NotFound(f"no lane {slug!r}") from None
 
 
-def hands_list(*, workspace_id: int) -> QuerySet[Hand]:
-    return Hand.objects.filter(workspace_id=workspace_id).select_related("lane")
+def hands_list(*, workspace_id: int, lane_id: int | None = None) -> QuerySet[Hand]:
+    """A workspace's hands; for a lane-limited caller (`lane_id`), only its lane's."""
+    hands = Hand.objects.filter(workspace_id=workspace_id).select_related("lane")
+    return hands.filter(lane_id=lane_id) if lane_id is not None else hands
 
 
-def keys_list(*, hand: Hand) -> QuerySet[HandKey]:
-    return HandKey.objects.filter(hand=hand).select_related("hand", "lane")
+def keys_list(*, hand: Hand, lane_id: int | None = None) -> QuerySet[HandKey]:
+    """A hand's keys; for a lane-limited caller (`lane_id`), only those limited to its lane."""
+    keys = HandKey.objects.filter(hand=hand).select_related("hand", "lane", "issued_by")
+    return keys.filter(lane_id=lane_id) if lane_id is not None else keys

@@ -22,7 +22,7 @@ from django.utils.text import slugify
 from apikit.errors import KeyInvalid, NotFound, ScopeDenied, ValidationFailed
 from hands import keys
 from hands.models import Hand, HandKey, Lane, Membership, Role, Scope, Workspace
-from leases.audit import record_event, refusals_recorded
+from leases.audit import event, record_event, record_events, refusals_recorded
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp
 from leases.models import EventKind
 from leases.services import (
@@ -66,8 +66,12 @@ def lane_create(
     name: str = "",
     heartbeat_interval_s: int | None = None,
     grace_s: int | None = None,
+    caller_lane_id: int | None = None,
 ) -> tuple[Lane, bool]:
-    """Create a lane, or return the existing one with that slug (created=False)."""
+    """Create a lane, or return the existing one with that slug (created=False). A lane-limited
+    caller (`caller_lane_id`) creates none: its world is its lane."""
+    if caller_lane_id is not None:
+        raise ScopeDenied("a lane-limited key cannot create lanes", required_scope="plan")
     validate_name(slug, field="slug")
     if slugify(slug) != slug:
         raise ValidationFailed(
@@ -89,9 +93,28 @@ def lane_create(
     return Lane.objects.get_or_create(workspace=workspace, slug=slug, defaults=defaults)
 
 
-def hand_create(*, workspace: Workspace, name: str, lane: Lane | None = None) -> tuple[Hand, bool]:
+def hand_create(
+    *,
+    workspace: Workspace,
+    name: str,
+    lane: Lane | None = None,
+    caller_lane_id: int | None = None,
+) -> tuple[Hand, bool]:
+    """Create a hand, or return the existing one of that name (created=False). A lane-limited
+    caller (`caller_lane_id`) creates hands only in its own lane, and finds only those."""
     validate_name(name, field="name")
-    return Hand.objects.get_or_create(workspace=workspace, name=name, defaults={"lane": lane})
+    if caller_lane_id is not None and (lane is None or lane.pk != caller_lane_id):
+        raise ScopeDenied(
+            "a lane-limited key can create hands only in its own lane", required_scope="hands"
+        )
+    hand, created = Hand.objects.get_or_create(
+        workspace=workspace, name=name, defaults={"lane": lane}
+    )
+    if caller_lane_id is not None and hand.lane_id != caller_lane_id:
+        raise ScopeDenied(
+            f"a hand named {name!r} exists outside this key's lane", required_scope="hands"
+        )
+    return hand, created
 
 
 @dataclass(frozen=True)
@@ -118,8 +141,14 @@ def key_issue(
     expires_in_s: float | None = None,
     lane: Lane | None = None,
     revoke_when_done: bool = False,
+    issuer: HandKey | None = None,
 ) -> IssuedKey:
-    """Mint a key `gc_<prefix>_<secret>` for `hand`; only the prefix and a hash are kept."""
+    """Mint a key `gc_<prefix>_<secret>` for `hand`; only the prefix and a hash are kept.
+
+    A key minted by a key (`issuer`, see `key_issue_by`) never outlives it: its expiry is at
+    most the issuer's, and it is revoke-when-done when the issuer is. The issuer's row is locked
+    and checked in the minting transaction, so a key revoked meanwhile mints nothing, and a
+    revocation that commits after this sees the new key and revokes it too."""
     scopes = _validate_scopes(scopes)
     if expires_in_s is not None:
         expires_in_s = validate_seconds(
@@ -130,15 +159,22 @@ def key_issue(
     secret = secrets.token_urlsafe(KEY_SECRET_BYTES)
     with transaction.atomic():
         now = db_now()
+        expires_at = now + timedelta(seconds=expires_in_s) if expires_in_s else None
+        if issuer is not None:
+            issuer = _usable_issuer(issuer, now)
+            if issuer.expires_at is not None:
+                expires_at = min(expires_at or issuer.expires_at, issuer.expires_at)
+            revoke_when_done = revoke_when_done or issuer.revoke_when_done
         key = HandKey.objects.create(
             hand=hand,
             prefix=secrets.token_hex(KEY_PREFIX_BYTES),
             secret_hash=keys.hash_secret(secret),
             scopes=scopes,
             lane=lane,
-            expires_at=now + timedelta(seconds=expires_in_s) if expires_in_s else None,
+            expires_at=expires_at,
             revoke_when_done=revoke_when_done,
             created_by=actor,
+            issued_by=issuer,
         )
         record_event(
             workspace_id=hand.workspace_id,
@@ -146,19 +182,47 @@ def key_issue(
             at=now,
             actor=actor,
             hand=hand.name,
-            data={"prefix": key.prefix, "scopes": scopes},
+            data={
+                "prefix": key.prefix,
+                "scopes": scopes,
+                "issued_by": issuer.prefix if issuer else None,
+            },
         )
     return IssuedKey(key=key, plaintext=f"gc_{key.prefix}_{secret}")
 
 
+def _usable_issuer(issuer: HandKey, now: datetime) -> HandKey:
+    """The issuer's row, locked for the minting transaction, if it is still usable now."""
+    locked = HandKey.objects.select_for_update().get(pk=issuer.pk)
+    refusal = keys.key_refusal(
+        prefix=locked.prefix,
+        revoked_at=locked.revoked_at,
+        expires_at=locked.expires_at,
+        scopes=locked.scopes,
+        now=now,
+    )
+    if refusal is not None:
+        raise refusal
+    locked.hand = issuer.hand
+    return locked
+
+
 @refusals_recorded
 def key_revoke(
-    *, workspace_id: int, prefix: str, actor: str, reason: str = "", lane_id: int | None = None
+    *,
+    workspace_id: int,
+    prefix: str,
+    actor: str,
+    reason: str = "",
+    lane_id: int | None = None,
+    by: HandKey | None = None,
 ) -> HandKey:
-    """Revoke now; the key's very next call is refused (nothing caches a key's validity).
+    """Revoke now, with every key it issued (and theirs); the very next call of each is refused
+    (nothing caches a key's validity).
 
-    A lane-limited caller (`lane_id`) reaches only keys limited to its own lane, the only keys it
-    may issue; any other key is not found, as objects outside its lane are everywhere."""
+    A lane-limited caller (`lane_id`) reaches only keys limited to its own lane; any other key is
+    not found, as objects outside its lane are everywhere. A key (`by`) revokes only keys it
+    outranks or equals (`keys.authority_refusal`): never one with a scope it lacks."""
     reason = validate_reason(reason)
     within_lane = {"lane_id": lane_id} if lane_id is not None else {}
     try:
@@ -167,6 +231,16 @@ def key_revoke(
         )
     except HandKey.DoesNotExist:
         raise NotFound(f"no key {prefix!r}") from None
+    if by is not None:
+        refusal = keys.authority_refusal(
+            issuer_scopes=by.scopes,
+            issuer_lane_id=by.lane_id,
+            scopes=key.scopes,
+            lane_id=key.lane_id,
+            acting="revoke",
+        )
+        if refusal is not None:
+            raise refusal
     with transaction.atomic():
         now = db_now()
         if HandKey.objects.filter(pk=key.pk, revoked_at=None).update(
@@ -180,8 +254,55 @@ def key_revoke(
                 hand=key.hand.name,
                 data={"prefix": prefix, "reason": reason},
             )
+        keys_issued_revoke(roots=[key.pk], actor=actor, at=now)
     key.refresh_from_db()
     return key
+
+
+def keys_issued_revoke(*, roots: list[int], actor: str, at: datetime) -> int:
+    """Revoke every live key issued, directly or through others, by the keys `roots`, each with
+    its event and the reason naming the revoked issuer; one statement for the whole tree.
+    Called in the transaction that revoked the roots (by a caller, or by the revoking job)."""
+    if not roots:
+        return 0
+    table = HandKey._meta.db_table
+    ids = ", ".join(str(int(pk)) for pk in roots)
+    reason = (
+        f"'its issuer ' || (SELECT p.prefix FROM {table} p WHERE p.id = {table}.issued_by_id) "
+        "|| ' was revoked'"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH RECURSIVE tree(id) AS (SELECT id FROM {table} WHERE issued_by_id IN ({ids}) "
+            f"UNION SELECT k.id FROM {table} k JOIN tree ON k.issued_by_id = tree.id) "
+            f"UPDATE {table} SET revoked_at = %s, revoked_by = %s, revoke_reason = {reason} "
+            f"WHERE id IN (SELECT id FROM tree) AND revoked_at IS NULL "
+            "RETURNING prefix, hand_id, revoke_reason",
+            [at, actor],
+        )
+        revoked = cursor.fetchall()
+    if not revoked:
+        return 0
+    hands = {
+        pk: (workspace_id, name)
+        for pk, workspace_id, name in Hand.objects.filter(
+            pk__in={hand_id for _, hand_id, _ in revoked}
+        ).values_list("pk", "workspace_id", "name")
+    }
+    record_events(
+        [
+            event(
+                workspace_id=hands[hand_id][0],
+                kind=EventKind.KEY_REVOKED,
+                at=at,
+                actor=actor,
+                hand=hands[hand_id][1],
+                data={"prefix": prefix, "reason": reason},
+            )
+            for prefix, hand_id, reason in revoked
+        ]
+    )
+    return len(revoked)
 
 
 # The key's row and what authentication loads with it, in this order (a lane is optional).
@@ -349,16 +470,23 @@ def key_issue_by(
     lane: Lane | None = None,
     revoke_when_done: bool = False,
 ) -> IssuedKey:
-    """`key_issue` on behalf of a key: it may grant only scopes it holds, and a lane-limited
-    issuer only keys limited to its own lane (no minting one's way out of a limit)."""
-    for scope in _validate_scopes(scopes):
-        key_require_scope(issuer, scope)
-    if issuer.lane_id is not None and (lane is None or lane.pk != issuer.lane_id):
-        raise ScopeDenied(
-            "a lane-limited key can issue only keys limited to its own lane",
+    """`key_issue` on behalf of a key: only keys it outranks or equals (`keys.authority_refusal`:
+    its own scopes at most, its own lane when it is lane-limited), for hands in its lane, and
+    never outliving it."""
+    refusal = keys.authority_refusal(
+        issuer_scopes=issuer.scopes,
+        issuer_lane_id=issuer.lane_id,
+        scopes=_validate_scopes(scopes),
+        lane_id=lane.pk if lane is not None else None,
+        acting="issue",
+    )
+    if refusal is None and issuer.lane_id is not None and hand.lane_id != issuer.lane_id:
+        refusal = ScopeDenied(
+            "a lane-limited key can issue keys only for hands in its own lane",
             required_scope=Scope.HANDS.value,
-            lane=issuer.lane.slug if issuer.lane else None,
         )
+    if refusal is not None:
+        raise refusal
     return key_issue.__wrapped__(  # type: ignore[attr-defined]  # recorded once, here
         hand=hand,
         scopes=scopes,
@@ -366,4 +494,5 @@ def key_issue_by(
         expires_in_s=expires_in_s,
         lane=lane,
         revoke_when_done=revoke_when_done,
+        issuer=issuer,
     )

@@ -80,12 +80,12 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
 def report_row_json(
     row: tuple[Any, ...], *, attempt_id: int, fence: int, recorded_at: datetime | None = None
 ) -> dict[str, Any]:
-    """`attempt_json(fleet.report_view(...))`, read straight off the row of a renewing report
-    that selects only what its answer shows (`fleet.services.reports.report_statement`, `answer_only`):
-    the hot view's answer to the fleet's most frequent call, without the view's objects (their
-    cost, docs/performance.md). `attempt_id` and
-    `fence`: the report's own, which the statement matched. `recorded_at`: the report record
-    written after the row was read (`fleet.services.reports.heartbeat_record`), if one was."""
+    """`attempt_json(report_view(...))`, read straight off the row of a renewing report that
+    selects only what its answer shows (`fleet.services.reports.report_statement`,
+    `answer_only`): the hot view's answer to the fleet's most frequent call, without the view's
+    objects (their cost, docs/performance.md). `attempt_id` and `fence`: the report's own, which
+    the statement matched. `recorded_at`: the report record written after the row was read
+    (`fleet.services.reports.heartbeat_record`), if one was."""
     (
         resource,
         holder,

@@ -41,6 +41,7 @@ class RefusalsApi(HandAPIView):
             workspace_id=self.workspace_id,
             code=request.query_params.get("code", ""),
             hand_name=request.query_params.get("hand", ""),
+            lane_id=self.lane_id,
         )
         return paginated(request, refusals, lambda rows: [refusal_json(x) for x in rows])
 
@@ -78,6 +79,7 @@ class EventsApi(HandAPIView):
             after_id=since_id,
             hand_name=request.query_params.get("hand", ""),
             attempt_id=int_param(request, "attempt"),
+            lane_id=self.lane_id,
         )
         return paginated(request, events, lambda rows: [event_json(x) for x in rows])
 

@@ -164,5 +164,6 @@ class LeaseBreakApi(HandAPIView):
             resource=data["resource"],
             actor=self.hand.name,
             reason=data["reason"],
+            lane_id=self.lane_id,
         )
         return Response(lease_json(lease))

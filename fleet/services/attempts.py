@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from apikit.errors import ValidationFailed
+from apikit.errors import NotFound, ValidationFailed
 from fleet.errors import NoOpenSlot, RunClosed, SlotTaken
 from fleet.models import Attempt, AttemptEnd, Directive, PlanState, Run, RunState, Slot, SlotState
 from fleet.selectors import (
@@ -31,7 +31,7 @@ from leases.clock import db_now
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseLost, NotHolder, ProcessMismatch
 from leases.fences import stale_fence, validate_fence
-from leases.models import EventKind, LeaseKind, LeaseState, LeaseStatus
+from leases.models import EventKind, Lease, LeaseKind, LeaseState, LeaseStatus
 from leases.services import held_error, validate_choice, validate_name, validate_reason
 
 
@@ -354,10 +354,18 @@ def attempt_release(
 
 
 @refusals_recorded
-def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) -> LeaseSnapshot:
-    """Break any lease; a broken slot lease ends its attempt as lost in the same transaction."""
+def lease_break(
+    *, workspace_id: int, resource: str, actor: str, reason: str, lane_id: int | None = None
+) -> LeaseSnapshot:
+    """Break any lease; a broken slot lease ends its attempt as lost in the same transaction.
+
+    A lane-limited caller (`lane_id`) breaks only its lane's leases: a slot of a run in its lane,
+    or a resource held by a hand of its lane. The lease's row is locked while that is checked,
+    so no other holder can take it between the check and the break."""
     reason = validate_reason(reason, required=True)
     with transaction.atomic():
+        if lane_id is not None and not _in_lane(workspace_id, resource, lane_id):
+            raise NotFound(f"no lease on {resource!r} in this key's lane")
         lease = lease_services.lease_break(
             workspace_id=workspace_id, resource=resource, actor=actor, reason=reason
         )
@@ -369,3 +377,20 @@ def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) ->
                     attempt_id=attempt_id, at=lease.server_time, reason=f"broken: {reason}"
                 )
     return lease
+
+
+def _in_lane(workspace_id: int, resource: str, lane_id: int) -> bool:
+    lease = (
+        Lease.objects.select_for_update()
+        .filter(workspace_id=workspace_id, resource=resource)
+        .values("pk", "kind", "holder")
+        .first()
+    )
+    if lease is None:
+        return False
+    if lease["kind"] == LeaseKind.SLOT:
+        in_lane = Slot.objects.filter(lease_id=lease["pk"], run__work_package__lane_id=lane_id)
+        return in_lane.exists()
+    return Hand.objects.filter(
+        workspace_id=workspace_id, name=lease["holder"], lane_id=lane_id
+    ).exists()

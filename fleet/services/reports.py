@@ -226,9 +226,9 @@ def report_record_due(row: tuple[Any, ...]) -> bool:
 
 
 # What an answer shows of a renewing report (`answer_only`), in this order, followed by the
-# attempt's lane (fleet.api.presenters.report_row_json). What the statement's own conditions fix is left
-# out, as the caller knows it: the attempt's id and fence, the lease's fence (the attempt's),
-# its status (held) and the attempt's end (none).
+# attempt's lane (fleet.api.presenters.report_row_json). What the statement's own conditions fix
+# is left out, as the caller knows it: the attempt's id and fence, the lease's fence (the
+# attempt's), its status (held) and the attempt's end (none).
 REPORT_ANSWER_LEASE = (
     "resource",
     "holder",

@@ -5,8 +5,8 @@ with its own PostgreSQL connection:
   many callers ask for the same resource at the same instant; exactly one is granted each time,
   with the next fence and one event; every other caller is answered by the DRF view with
   lease_held;
-- a bare heartbeat's once-a-minute record (`fleet.services.reports.heartbeat_record`): many heartbeats
-  of one attempt find it due at once; every one renews, and one report row is written."""
+- a bare heartbeat's once-a-minute record (`fleet.services.reports.heartbeat_record`): many
+  heartbeats of one attempt find it due at once; every one renews, and one report row is written."""
 
 from __future__ import annotations
 
