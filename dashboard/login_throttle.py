@@ -1,9 +1,27 @@
-"""Repeated failed logins are slowed: after a few free failures, each further failure for the
-same username, or from the same address, doubles the wait before the next try is even checked.
+"""Repeated failed logins are slowed, and guessing is capped.
 
-Counted in the cache (Redis in production, shared by every web worker; per process on the
-embedded default). The wait is measured on this worker's clock: it guards a password form, not a
-lease, and a few seconds of skew between workers only shifts a penalty.
+Two layers, both in the cache (Redis in production, shared by every web worker; per process on
+the embedded default):
+
+- **Caps, counted before the password is checked.** Every try takes a place atomically
+  (`cache.add` then `cache.incr`, atomic on Redis and on locmem) in three windows of
+  `WINDOW_S`: its (username, address) pair's (`PAIR_LIMIT`), its username's across every
+  address (`USERNAME_LIMIT`, looser, so that an attacker cannot lock a user out from everywhere
+  as quickly as from one address) and its address's across every username (`ADDRESS_LIMIT`). A
+  try that finds any window full is refused and gives its places back, so N concurrent tries
+  get at most the limit of password checks however they interleave. A window starts with its
+  first try and is not extended by later ones.
+- **A doubling wait**, per pair and per address: after `FREE_FAILURES` free failures each
+  further failure doubles the wait before the next try is even checked (up to `MAX_DELAY_S`).
+  It is read before the caps and written after the check, so concurrent tries can slip past it;
+  the caps bound how many do.
+
+A right password clears its pair (places and wait) and gives back its own place in the
+username's and the address's windows; the other failures there stand, so the real user logging
+in does not hand an attacker elsewhere a fresh allowance for the username.
+
+The wait is measured on this worker's clock: it guards a password form, not a lease, and a few
+seconds of skew between workers only shifts a penalty.
 """
 
 from __future__ import annotations
@@ -16,23 +34,89 @@ from django.core.cache import cache
 FREE_FAILURES = 5
 FIRST_DELAY_S = 2.0
 MAX_DELAY_S = 15 * 60
-# How long a quiet account keeps its count; a success forgets it at once.
+# How long a quiet pair or address keeps its wait; a success forgets the pair's at once.
 MEMORY_S = 24 * 3600
 
+# The caps: password checks per window of WINDOW_S.
+WINDOW_S = 15 * 60
+PAIR_LIMIT = 10  # one address guessing one username
+USERNAME_LIMIT = 50  # one username, from every address together
+ADDRESS_LIMIT = 50  # one address, over every username together
 
-def _keys(*, username: str, address: str) -> list[str]:
-    def key(kind: str, value: str) -> str:
-        return f"gc:login:{kind}:{hashlib.sha256(value.encode()).hexdigest()[:32]}"
 
-    return [key("user", username.strip().lower()), key("addr", address or "unknown")]
+def _key(kind: str, *values: str) -> str:
+    digest = hashlib.sha256("\0".join(values).encode()).hexdigest()[:32]
+    return f"gc:login:{kind}:{digest}"
+
+
+def _normal(username: str) -> str:
+    return username.strip().lower()
+
+
+def _pair_key(username: str, address: str) -> str:
+    return _key("pair", _normal(username), address or "unknown")
+
+
+def _address_key(address: str) -> str:
+    return _key("addr", address or "unknown")
+
+
+def _wait_keys(*, username: str, address: str) -> list[str]:
+    return [_pair_key(username, address), _address_key(address)]
+
+
+def _windows(*, username: str, address: str) -> list[tuple[str, int]]:
+    return [
+        ("n:" + _pair_key(username, address), PAIR_LIMIT),
+        ("n:" + _key("user", _normal(username)), USERNAME_LIMIT),
+        ("n:" + _address_key(address), ADDRESS_LIMIT),
+    ]
+
+
+def _take(key: str) -> int:
+    """This try's place in the window at key (1 for the first), counted atomically."""
+    for _ in range(3):
+        if cache.add(key, 0, timeout=WINDOW_S):
+            cache.add(key + ":end", time.time() + WINDOW_S, timeout=WINDOW_S)
+        try:
+            return cache.incr(key)
+        except ValueError:  # the window ended between the add and the incr: open the next
+            continue
+    raise RuntimeError(f"could not count a login try at {key}")
+
+
+def _give_back(key: str) -> None:
+    try:
+        cache.decr(key)
+    except ValueError:  # the window has ended already
+        pass
+
+
+def login_attempt(*, username: str, address: str) -> float:
+    """Take this try's places before its password is checked: 0 to check it, else the seconds
+    until one of its full windows ends (the try is refused and has given its places back)."""
+    taken: list[str] = []
+    full: list[str] = []
+    for key, limit in _windows(username=username, address=address):
+        taken.append(key)
+        if _take(key) > limit:
+            full.append(key)
+            break
+    if not full:
+        return 0.0
+    for key in taken:
+        _give_back(key)
+    end = cache.get(full[0] + ":end")
+    remaining = (end - time.time()) if isinstance(end, (int, float)) else WINDOW_S
+    return max(1.0, min(float(remaining), float(WINDOW_S)))
 
 
 def login_wait_s(*, username: str, address: str) -> float:
-    """Seconds before another try for this username or from this address is checked (0: now)."""
+    """Seconds before another try for this pair or from this address is checked (0: now)."""
     now = time.time()
     waits = [
         record["until"] - now
-        for record in cache.get_many(_keys(username=username, address=address)).values()
+        for record in cache.get_many(_wait_keys(username=username, address=address)).values()
         if isinstance(record, dict)
     ]
     return max([0.0, *waits])
@@ -41,7 +125,7 @@ def login_wait_s(*, username: str, address: str) -> float:
 def login_failed(*, username: str, address: str) -> float:
     """Count a failure; return the wait it imposes on the next try."""
     now = time.time()
-    keys = _keys(username=username, address=address)
+    keys = _wait_keys(username=username, address=address)
     records = cache.get_many(keys)
     longest = 0.0
     updated = {}
@@ -56,6 +140,10 @@ def login_failed(*, username: str, address: str) -> float:
     return longest
 
 
-def login_succeeded(*, username: str) -> None:
-    """A right password forgets the username's failures (the address keeps its count)."""
-    cache.delete(_keys(username=username, address="")[0])
+def login_succeeded(*, username: str, address: str) -> None:
+    """A right password clears its pair and gives back its own place in the username's and the
+    address's windows (their other failures, and the address's wait, stand)."""
+    pair, user, addr = (key for key, _ in _windows(username=username, address=address))
+    cache.delete_many([pair, pair + ":end", _pair_key(username, address)])
+    _give_back(user)
+    _give_back(addr)

@@ -183,18 +183,21 @@ def members(request: HttpRequest, membership: Membership) -> HttpResponse:
 
 
 class ThrottledLoginView(LoginView):
-    """Django's login, slowed after repeated failures (dashboard.login_throttle): while a wait is
-    running the form answers 429 without checking the password at all."""
+    """Django's login, slowed after repeated failures and capped (dashboard.login_throttle):
+    while a wait is running, or once a window is full, the form answers 429 without checking the
+    password at all. The try takes its places in the windows before the check, atomically."""
 
     redirect_authenticated_user = True
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        wait = login_throttle.login_wait_s(
-            username=request.POST.get("username", ""), address=_client_address(request)
-        )
+        username = request.POST.get("username", "")
+        address = _client_address(request)
+        wait = login_throttle.login_wait_s(username=username, address=address)
+        if wait <= 0:
+            wait = login_throttle.login_attempt(username=username, address=address)
         if wait > 0:
-            form = self.get_form()
-            form.errors.clear()
+            # An unbound form: a bound one's errors would run its clean, checking the password.
+            form = self.get_form_class()(request, initial={"username": username})
             context = self.get_context_data(form=form, throttled_s=int(wait) + 1)
             return self.render_to_response(context, status=429)
         return super().post(request, *args, **kwargs)
@@ -207,7 +210,11 @@ class ThrottledLoginView(LoginView):
         return super().form_invalid(form)
 
     def form_valid(self, form: Any) -> HttpResponse:
-        login_throttle.login_succeeded(username=form.get_user().get_username())
+        # The username as typed: the one the try was counted under.
+        login_throttle.login_succeeded(
+            username=self.request.POST.get("username", ""),
+            address=_client_address(self.request),
+        )
         return super().form_valid(form)
 
 
