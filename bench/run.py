@@ -16,7 +16,8 @@
    short heartbeat and renewal windows back to back, the order alternating, for the target
    "a heartbeat costs no more than a renewal": the machine's speed drifts by a fifth from one
    window to the next, and a ratio of windows measured seconds apart cancels most of it.
-3. Reports the median of the repeats (p50 and p99 from the median run), the ratios, the targets,
+3. Reports the median of the repeats (p50 and p99 from the median run), the ratios, the targets
+   (`bench.report.ratios`: at 16 clients, at 64, and the sweep's from the scale figures),
    the scale figures (`bench.scale`, on a fresh database of their own) and the web server's
    workers' memory, and writes `results.csv`, `throughput.png`, `scale.json` and `results.md`
    into `--out`.
@@ -396,7 +397,7 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - say so, do not hide the run's own error
             print(f"bench: could not drop {DATABASE}: {exc}", file=sys.stderr)
     rows = bench.rows()
-    ratio_table, targets = report.ratios(rows, bench.concurrencies, bench.cost_pairs)
+    ratio_table, targets = report.ratios(rows, bench.concurrencies, bench.cost_pairs, figures)
     mode = "check-only" if args.check_only else "quick" if args.quick else "full"
     header = (
         f"{mode} run, {args.repeats} repeat(s) of {args.seconds:g} s after {args.warmup:g} s of "
