@@ -147,6 +147,7 @@ _KEY_CALLER = {
     "caller_workspace": "(SELECT key_workspace_id FROM key)",
     "caller_holder": "(SELECT key_holder FROM key)",
     "caller_from": " FROM key",
+    "caller_guard": "",  # the key check is the statement's source: no key, no row
 }
 _KEY_COLUMNS = "key.key_id, key.key_used_at"
 

@@ -22,6 +22,7 @@ from django.utils.text import slugify
 from apikit.errors import KeyInvalid, NotFound, ScopeDenied, ValidationFailed
 from hands import keys
 from hands.models import Hand, HandKey, Lane, Membership, Role, Scope, Workspace
+from leases import engine
 from leases.audit import event, record_event, record_events, refusals_recorded
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp
 from leases.models import EventKind
@@ -414,6 +415,27 @@ def key_mark_used(key_id: int, last_used_at: datetime | None, now: datetime) -> 
         HandKey.objects.filter(pk=key_id).filter(
             Q(last_used_at=None) | Q(last_used_at__lt=stale)
         ).update(last_used_at=now)
+
+
+def key_guard(key: HandKey) -> engine.Guard:
+    """The key as a condition of the statement that grants (`leases.engine.Guard`): still usable
+    at the instant of the grant, so a key revoked or expired while its `wait_s` acquire slept is
+    granted nothing. A key's scopes never change once it is issued, so its revocation and its
+    expiry are what can have changed since it was authenticated."""
+    table = HandKey._meta.db_table
+
+    def explain() -> Exception | None:
+        row = HandKey.objects.filter(pk=key.pk).values("revoked_at", "expires_at", "scopes").first()
+        if row is None:
+            return KeyInvalid("unknown key")
+        return keys.key_refusal(prefix=key.prefix, now=db_now(), **row)
+
+    return engine.Guard(
+        sql=f"EXISTS (SELECT 1 FROM {table} k WHERE k.id = %(guard_key_id)s "
+        f"AND {keys.usable_sql('k', '{now}')})",
+        params={"guard_key_id": key.pk},
+        explain=explain,
+    )
 
 
 def key_require_scope(key: HandKey, scope: str) -> None:

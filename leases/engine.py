@@ -12,6 +12,7 @@ the conflicting row and waits for its holder's transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -62,7 +63,7 @@ TAKE = (
     "renewed_at = {now}, deadline = {deadline_from_now}, released_at = NULL, "
     "noticed_state = 'live', next_check_at = {deadline_from_now}{caller_from} "
     "WHERE workspace_id = {caller_workspace} AND resource = %(resource)s "
-    "AND status = 'free' "
+    "AND status = 'free'{caller_guard} "
     "RETURNING {columns}, {now} AS server_time"
 )
 # INSERT ... SELECT rather than VALUES, so that a caller source that matches nothing inserts
@@ -72,7 +73,7 @@ INSERT = (
     "interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, next_check_at) "
     "SELECT {caller_workspace}, %(resource)s, %(kind)s, 'held', {caller_holder}, "
     "%(process_id)s, 1, %(interval_s)s, %(grace_s)s, {now}, {now}, {deadline_from_now}, "
-    "'live', {deadline_from_now}{caller_from} WHERE true "
+    "'live', {deadline_from_now}{caller_from} WHERE true{caller_guard} "
     "ON CONFLICT (workspace_id, resource) DO NOTHING "
     "RETURNING {columns}, {now} AS server_time"
 )
@@ -140,7 +141,23 @@ PARAMETER_CALLER = {
     "caller_workspace": "%(workspace_id)s",
     "caller_holder": "%(holder)s",
     "caller_from": "",
+    "caller_guard": "",
 }
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A condition the granting statement itself checks, for a caller that must still be
+    entitled at the instant of the grant (a key revoked while its acquire waited is granted
+    nothing): SQL over `{now}` and `params`, and `explain`, which says why it failed (the
+    error to raise) or None. The engine knows nothing of what it guards."""
+
+    sql: str
+    params: dict[str, Any]
+    explain: Callable[[], Exception | None]
+
+    def slots(self) -> dict[str, str]:
+        return {**PARAMETER_CALLER, "caller_guard": f" AND {self.sql}"}
 
 
 def _sql(template: str, **caller: str) -> str:
@@ -156,7 +173,11 @@ def _sql(template: str, **caller: str) -> str:
         if connection.vendor == "sqlite"
         else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
         renew_deadline=plus_seconds_sql(now, "interval_s"),
-        **(caller or PARAMETER_CALLER),
+        # A guard's condition is SQL over {now} too (`Guard`).
+        **{
+            name: value.replace("{now}", now)
+            for name, value in (caller or PARAMETER_CALLER).items()
+        },
     )
 
 
@@ -239,6 +260,7 @@ def take(
     process_id: str,
     interval_s: float,
     grace_s: float,
+    guard: Guard | None = None,
 ) -> LeaseSnapshot | None:
     """Take an existing lease row that is free: a new tenure, fence + 1.
 
@@ -249,9 +271,10 @@ def take(
     separately, so no column of one statement that did either could tell a renewal from a new
     tenure; two statements' row counts do.
     """
-    return _one(
-        _sql(TAKE), _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s)
-    )
+    params = _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s)
+    if guard is None:
+        return _one(_sql(TAKE), params)
+    return _one(_sql(TAKE, **guard.slots()), {**params, **guard.params})
 
 
 def renew_holder(
@@ -262,6 +285,7 @@ def renew_holder(
     process_id: str,
     interval_s: float,
     grace_s: float,
+    guard: Guard | None = None,
 ) -> LeaseSnapshot | None:
     """The current holder acquiring again while its tenure is not lost: renew it, keep the fence
     (the contract: a second acquire by the holder renews)."""
@@ -271,10 +295,14 @@ def renew_holder(
             "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
             "noticed_state = 'live' "
             "WHERE workspace_id = %(workspace_id)s AND resource = %(resource)s "
-            "AND holder = %(holder)s AND {alive} "
-            "RETURNING {columns}, {now} AS server_time"
+            "AND holder = %(holder)s AND {alive}{caller_guard} "
+            "RETURNING {columns}, {now} AS server_time",
+            **(guard.slots() if guard else {}),
         ),
-        _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+        {
+            **_tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+            **(guard.params if guard else {}),
+        },
     )
 
 
@@ -303,13 +331,15 @@ def insert(
     process_id: str,
     interval_s: float,
     grace_s: float,
+    guard: Guard | None = None,
 ) -> LeaseSnapshot | None:
     """Create the lease row held by `holder` at fence 1; None if the row already exists."""
     return _one(
-        _sql(INSERT),
+        _sql(INSERT, **(guard.slots() if guard else {})),
         {
             "kind": kind,
             **_tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+            **(guard.params if guard else {}),
         },
     )
 

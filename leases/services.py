@@ -192,8 +192,11 @@ def lease_acquire(
     holder: str,
     process_id: str,
     ttl_s: float,
+    guard: engine.Guard | None = None,
 ) -> LeaseSnapshot:
-    """Take `resource` if free or lost (fence + 1), or renew it for its current holder."""
+    """Take `resource` if free or lost (fence + 1), or renew it for its current holder. With a
+    `guard` every granting statement also checks it, and a grant it prevented raises what it
+    explains (a key revoked meanwhile: `key_revoked`)."""
     validate_resource(resource)
     refuse_slot_resource(resource)
     validate_name(process_id, field="process_id")
@@ -213,17 +216,22 @@ def lease_acquire(
             # Cheapest first: a resource never leased (one INSERT that conflicts with nothing),
             # then a free one; only when both match nothing, the holder's renewal and a lost
             # tenure's expiry.
-            lease = engine.insert(kind=LeaseKind.RESOURCE, **options) or engine.take(**options)
+            lease = engine.insert(kind=LeaseKind.RESOURCE, guard=guard, **options) or engine.take(
+                guard=guard, **options
+            )
             if lease is None:
-                renewed = engine.renew_holder(**options)
+                renewed = engine.renew_holder(guard=guard, **options)
                 if renewed is not None:
                     return renewed  # the holder asked again: a renewal, not a state change
+                refusal = guard.explain() if guard is not None else None
+                if refusal is not None:
+                    raise refusal
                 expired = engine.expire(workspace_id=workspace_id, resource=resource)
                 if expired is not None:
                     # The tenure this acquire replaces ended by expiry and no sweep has recorded
                     # it yet: record it now, once, so every tenure has its end in the event log.
                     _record_expiry(expired)
-                    lease = engine.take(**options)
+                    lease = engine.take(guard=guard, **options)
             if lease is not None:
                 record_event(
                     workspace_id=workspace_id,

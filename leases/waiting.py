@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from django.db import DatabaseError, connection
 
 from leases.audit import refusals_recorded
-from leases.engine import LeaseSnapshot
+from leases.engine import Guard, LeaseSnapshot
 from leases.errors import LeaseHeld
 
 MAX_WAIT_S = 60
@@ -94,8 +94,11 @@ def lease_acquire_waiting(
     process_id: str,
     ttl_s: float,
     wait_s: float,
+    guard: Guard | None = None,
 ) -> LeaseSnapshot:
-    """`lease_acquire`, trying again until granted or `wait_s` (0 to 60) has passed."""
+    """`lease_acquire`, trying again until granted or `wait_s` (0 to 60) has passed. `guard`
+    (the caller's key, say) is checked by every try's granting statement: whatever happened to
+    the caller while it waited, the grant is judged at the instant it is made."""
     # Imported here: leases.services imports this module for notify_freed.
     from leases.services import lease_acquire, validate_seconds
 
@@ -108,6 +111,7 @@ def lease_acquire_waiting(
         "holder": holder,
         "process_id": process_id,
         "ttl_s": ttl_s,
+        "guard": guard,
     }
     if wait_s == 0:
         return acquire(**options)

@@ -16,6 +16,7 @@ from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewIn
 from fleet.api.presenters import lease_json
 from fleet.api.schemas import CheckOut, LeaseOut, ReleasedOut
 from fleet.services import attempts as attempt_services
+from hands import services as hand_services
 from hands.views import LEASES, SUPERVISE, HandAPIView
 from leases import services as lease_services
 from leases.waiting import lease_acquire_waiting
@@ -42,6 +43,7 @@ class LeaseAcquireApi(HandAPIView):
             process_id=data["process_id"],
             ttl_s=data["ttl_s"],
             wait_s=data["wait_s"],
+            guard=hand_services.key_guard(self.key),
         )
         return Response(lease_json(lease), status=201)
 
