@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from fleet.models import Attempt, AttemptEnd
 from fleet.services.attempts import attempt_mark_lost
 from hands import keys
+from hands import services as hand_services
 from hands.models import Hand, HandKey
 from leases.audit import (
     ATTEMPT_EVENT_COLUMNS,
@@ -497,7 +498,8 @@ class KeyRevokeResult(JobResult):
 
 
 def _revoke(condition: str, reason_sql: str, batch: int) -> int:
-    """Revoke up to `batch` live keys matching `condition` (SQL on alias k), with events."""
+    """Revoke up to `batch` live keys matching `condition` (SQL on alias k), with events, and
+    every key they issued (`hands.services.keys_issued_revoke`)."""
     now = now_sql()
     with transaction.atomic():
         rows = _rows(
@@ -505,7 +507,7 @@ def _revoke(condition: str, reason_sql: str, batch: int) -> int:
             f"revoke_reason = {reason_sql} "
             f"WHERE id IN (SELECT k.id FROM {KEYS} k WHERE k.revoked_at IS NULL AND {condition} "
             f"ORDER BY k.id LIMIT %(batch)s{skip_locked()}) AND revoked_at IS NULL "
-            f"RETURNING prefix, hand_id, revoke_reason, {now}",
+            f"RETURNING prefix, hand_id, revoke_reason, {now}, id",
             {"batch": batch},
         )
         if not rows:
@@ -526,8 +528,11 @@ def _revoke(condition: str, reason_sql: str, batch: int) -> int:
                     hand=hands[hand_id][1],
                     data={"prefix": prefix, "reason": reason},
                 )
-                for prefix, hand_id, reason, at in rows
+                for prefix, hand_id, reason, at, _ in rows
             ]
+        )
+        hand_services.keys_issued_revoke(
+            roots=[row[4] for row in rows], actor=SYSTEM_ACTOR, at=parse_timestamp(rows[0][3])
         )
     return len(rows)
 

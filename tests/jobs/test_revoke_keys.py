@@ -115,3 +115,28 @@ def test_an_attempt_that_ended_before_the_key_was_issued_does_not_revoke_it(
     )
     assert ops_jobs.keys_revoke_due().processed == 0
     assert HandKey.objects.get(pk=issued.key.pk).revoked_at is None
+
+
+def test_a_key_the_job_revokes_takes_every_key_it_issued_with_it(
+    owner, teammate, make_run, claim, frozen_clock: datetime
+) -> None:
+    """Revoking a key revokes the keys it issued, whoever revokes it (issue 18, item 2): here the
+    job revokes a revoke-when-done key whose hand's work ended, and the key it minted for a hand
+    that never worked goes with it."""
+    run = make_run(heartbeat_interval_s=10, grace_s=10, slots=1)
+    parent = hand_services.key_issue(
+        hand=owner, scopes=["hands", "work"], actor="boss", revoke_when_done=True
+    ).key
+    parent = HandKey.objects.select_related("hand").get(pk=parent.pk)
+    child = hand_services.key_issue_by(issuer=parent, hand=teammate, scopes=["work"]).key
+    view = claim(owner, run)
+    attempt_services.attempt_release(
+        hand=owner, attempt_id=view.attempt.pk, fence=1, process_id="host:1", reason="blocked"
+    )
+    assert ops_jobs.keys_revoke_due().done == 1
+    revoked = HandKey.objects.get(pk=child.pk)
+    assert (revoked.revoked_by, revoked.revoke_reason) == (
+        "system",
+        f"its issuer {parent.prefix} was revoked",
+    )
+    assert ("system", "hand-b", child.prefix, revoked.revoke_reason) in revoked_events()
