@@ -53,6 +53,17 @@ def key_refusal(
     return scope_refusal(scopes, scope) if scope is not None else None
 
 
+def key_refusal_of(key: Any, now: datetime) -> GroundControlError | None:
+    """`key_refusal` for a key's row (anything with its prefix, revoked_at, expires_at, scopes)."""
+    return key_refusal(
+        prefix=key.prefix,
+        revoked_at=key.revoked_at,
+        expires_at=key.expires_at,
+        scopes=key.scopes,
+        now=now,
+    )
+
+
 def scope_refusal(scopes: list[str], scope: str) -> ScopeDenied | None:
     if scope not in scopes:
         return ScopeDenied(f"this key lacks the '{scope}' scope", required_scope=scope)

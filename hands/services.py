@@ -195,13 +195,7 @@ def key_issue(
 def _usable_issuer(issuer: HandKey, now: datetime) -> HandKey:
     """The issuer's row, locked for the minting transaction, if it is still usable now."""
     locked = HandKey.objects.select_for_update().get(pk=issuer.pk)
-    refusal = keys.key_refusal(
-        prefix=locked.prefix,
-        revoked_at=locked.revoked_at,
-        expires_at=locked.expires_at,
-        scopes=locked.scopes,
-        now=now,
-    )
+    refusal = keys.key_refusal_of(locked, now)
     if refusal is not None:
         raise refusal
     locked.hand = issuer.hand
@@ -394,13 +388,7 @@ def key_authenticate(raw: str) -> HandKey:
     expected = key.secret_hash if key else keys.hash_secret("")
     if not hmac.compare_digest(expected, keys.hash_secret(secret)) or key is None or now is None:
         raise KeyInvalid("unknown key")
-    refusal = keys.key_refusal(
-        prefix=prefix,
-        revoked_at=key.revoked_at,
-        expires_at=key.expires_at,
-        scopes=key.scopes,
-        now=now,
-    )
+    refusal = keys.key_refusal_of(key, now)
     if refusal is not None:
         raise refusal
     key_mark_used(key.pk, key.last_used_at, now)
@@ -425,10 +413,10 @@ def key_guard(key: HandKey) -> engine.Guard:
     table = HandKey._meta.db_table
 
     def explain() -> Exception | None:
-        row = HandKey.objects.filter(pk=key.pk).values("revoked_at", "expires_at", "scopes").first()
-        if row is None:
-            return KeyInvalid("unknown key")
-        return keys.key_refusal(prefix=key.prefix, now=db_now(), **row)
+        current = HandKey.objects.filter(pk=key.pk).first()
+        return (
+            KeyInvalid("unknown key") if current is None else keys.key_refusal_of(current, db_now())
+        )
 
     return engine.Guard(
         sql=f"EXISTS (SELECT 1 FROM {table} k WHERE k.id = %(guard_key_id)s "
