@@ -266,12 +266,22 @@ class Renew(HotCall):
         )
         fence = as_fence(data.get("fence"))
         process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
-        if resource is None or fence is None or process_id is None:
+        if resource is None or fence is None or process_id is None or is_slot(resource):
             return None
         return Prepared("renew", {"resource": resource, "fence": fence, "process_id": process_id})
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
         return 200, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
+
+
+def is_slot(resource: str) -> bool:
+    """A slot's lease is renewed by its attempt's report, never as a resource: the DRF view
+    refuses it (`leases.services.refuse_slot_resource`)."""
+    try:
+        lease_services.refuse_slot_resource(resource)
+    except GroundControlError:
+        return True
+    return False
 
 
 class Acquire(HotCall):
@@ -284,10 +294,11 @@ class Acquire(HotCall):
         wait_s = plain_float(data.get("wait_s", 0), minimum=0, maximum=MAX_WAIT_S)
         if resource is None or ttl_s is None or process_id is None or wait_s is None:
             return None
-        try:  # the service's own checks of the name (a slot's resource is not for acquiring)
+        try:  # the service's own checks of the name
             lease_services.validate_resource(resource)
-            lease_services.refuse_slot_resource(resource)
         except GroundControlError:
+            return None
+        if is_slot(resource):
             return None
         return Prepared(
             "acquire",

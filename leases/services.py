@@ -177,7 +177,10 @@ def diagnose(
 
 
 def refuse_slot_resource(resource: str) -> None:
-    if resource.startswith(SLOT_PREFIX):
+    """A run slot's lease is the fleet's: claimed, renewed and let go through its attempt, never
+    through the resource calls (a holder releasing it so would leave the attempt lost with no
+    event). Told apart whatever the case or surrounding space, so no look-alike is accepted."""
+    if resource.strip().lower().startswith(SLOT_PREFIX):
         raise ValidationFailed(
             "resources under 'run/' are run slots: claim them through their run",
             fields={"resource": ["Names under 'run/' are reserved for run slots."]},
@@ -277,6 +280,7 @@ def lease_renew(
     *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str
 ) -> LeaseSnapshot:
     validate_resource(resource)
+    refuse_slot_resource(resource)
     validate_fence(fence)
     validate_name(process_id, field="process_id")
     lease = engine.renew(
@@ -301,6 +305,7 @@ def lease_renew(
 def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) -> LeaseSnapshot:
     """End the tenure; a retried release of the same tenure answers as the first did."""
     validate_resource(resource)
+    refuse_slot_resource(resource)
     validate_fence(fence)
     with transaction.atomic():
         lease = engine.release(
@@ -335,6 +340,7 @@ def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapsho
     """Is `fence` the current, unlost tenure of `resource`? For storage that applies a write
     only after asking (rule 5)."""
     validate_resource(resource)
+    refuse_slot_resource(resource)
     validate_fence(fence)
     lease = engine.read(workspace_id=workspace_id, resource=resource, settled=True)
     if lease is None:
