@@ -238,8 +238,71 @@ def _too_large() -> PayloadTooLarge:
     return PayloadTooLarge(f"the body is over the limit of {limit} bytes", limit_bytes=limit)
 
 
+# A body nested deeper than this is refused (400): no call of the contract needs more, and the
+# parsers' own limits are far above it (the standard one's is the interpreter's recursion).
+MAX_JSON_DEPTH = 32
+# Every object key as written in a body (`"..."` then `:`): a body with more of these than its
+# parsed objects have keys may repeat a key (or hold `":` in a string) and is read strictly.
+_KEY_TOKEN = re.compile(rb'"\s*:')
+
+
+def json_shape_refusal(data: Any) -> str | None:
+    """Why a parsed body is refused (nested deeper than MAX_JSON_DEPTH), or None."""
+    pending = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                return f"the body is nested deeper than {MAX_JSON_DEPTH} levels"
+            children = value.values() if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in children)
+    return None
+
+
+def key_count(data: Any) -> int:
+    """How many keys the parsed body's objects hold, all levels."""
+    total, pending = 0, [data]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            total += len(value)
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return total
+
+
+def may_repeat_a_key(raw: bytes, data: Any) -> bool:
+    """True when the body may hold a key twice in one object (every duplicate is caught; a `":`
+    inside a string only sends the body to the strict parser, which tells them apart)."""
+    return len(_KEY_TOKEN.findall(raw)) > key_count(data)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+def decode_json(raw: bytes) -> Any:
+    """The body as JSON, strictly: UTF-8, no repeated key, at most MAX_JSON_DEPTH deep;
+    ValueError (with the reason) otherwise."""
+    try:
+        data = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise ValueError(f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    refusal = json_shape_refusal(data)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return data
+
+
 class LimitedJSONParser(JSONParser):
-    """JSON, read at most one byte past the limit (a body without Content-Length included)."""
+    """JSON, read at most one byte past the limit (a body without Content-Length included), and
+    strictly (`decode_json`)."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         limit = max_body_bytes()
@@ -249,9 +312,33 @@ class LimitedJSONParser(JSONParser):
         if not raw:
             return {}
         try:
-            return json.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+            return decode_json(raw)
+        except ValueError as exc:  # UnicodeDecodeError too
             raise drf.ParseError(f"JSON parse error - {exc}") from None
+
+
+class RefuseNulMiddleware:
+    """A NUL in the path or a query parameter is refused before anything looks it up (PostgreSQL
+    cannot compare text holding one): 400, the uniform body under the API, a plain page
+    elsewhere."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path or any(
+            "\x00" in name or any("\x00" in value for value in values)
+            for name, values in request.GET.lists()
+        ):
+            error = ValidationFailed(
+                "the path or a query parameter holds a NUL character",
+                fields={"path": ["No NUL characters."]},
+            )
+            refused.send(sender=type(error), error=error)
+            if request.path.startswith(API_PREFIX):
+                return JsonResponse({"error": _body(error, request)}, status=400)
+            return HttpResponse(error.message, status=400, content_type="text/plain")
+        return self.get_response(request)
 
 
 # Set in request.META of a call that a hot view (fleet/hot.py) hands to its DRF view after taking

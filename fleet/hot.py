@@ -40,7 +40,7 @@ from django.db import (
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from apikit.api import RATE_COUNTED, max_body_bytes
+from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_repeat_a_key
 from apikit.errors import GroundControlError, RateLimited
 from apikit.ratelimit import rate_caller, rate_limit
 from fleet.api.presenters import lease_json, report_row_json
@@ -414,9 +414,12 @@ def _json_body(request: HttpRequest) -> dict[str, Any] | None:
         # It reads an integer beyond 64 bits as a float, though, so a body with such a long run
         # of digits (a report's details keep whatever they are given) is read by the standard one.
         data = json.loads(raw.decode()) if _LONG_DIGITS.search(raw) else orjson.loads(raw)
-    except ValueError:  # orjson.JSONDecodeError and json's own, a UnicodeDecodeError too
+    except (ValueError, RecursionError):  # orjson's, json's own, a UnicodeDecodeError too
         return None
-    return data if type(data) is dict else None
+    # What the strict parser would refuse (too deep, a key twice) is the DRF view's to refuse.
+    if type(data) is not dict or json_shape_refusal(data) or may_repeat_a_key(raw, data):
+        return None
+    return data
 
 
 def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | None:
