@@ -339,6 +339,7 @@ class Report(HotCall):
             (message is not None and plain_text(message, max_length=MAX_REASON) is None)
             or (percent is not None and plain_float(percent, minimum=0, maximum=100) is None)
             or (details is not None and type(details) is not dict)
+            or report_services.details_refusal(details) is not None
         ):
             return None
         params |= report_services.report_params(

@@ -194,6 +194,26 @@ def report_params(
     }
 
 
+# A report's details are kept with it (90 days by default): an object of at most this much JSON.
+MAX_DETAILS_BYTES = 16_384
+
+
+def details_refusal(details: object) -> ValidationFailed | None:
+    """Why a report's `details` are refused (not an object, or over MAX_DETAILS_BYTES as
+    JSON), or None."""
+    if details is None:
+        return None
+    if not isinstance(details, dict):
+        return ValidationFailed("details must be an object", fields={"details": ["An object."]})
+    if len(json.dumps(details).encode()) > MAX_DETAILS_BYTES:
+        return ValidationFailed(
+            f"details must be at most {MAX_DETAILS_BYTES} bytes of JSON",
+            fields={"details": [f"At most {MAX_DETAILS_BYTES} bytes of JSON."]},
+            limit_bytes=MAX_DETAILS_BYTES,
+        )
+    return None
+
+
 @functools.cache
 def _attempt_attnames() -> list[str]:
     return [f.attname for f in Attempt._meta.concrete_fields]
@@ -358,8 +378,9 @@ def attempt_report(
         raise ValidationFailed(
             "percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]}
         )
-    if details is not None and not isinstance(details, dict):
-        raise ValidationFailed("details must be an object", fields={"details": ["An object."]})
+    refusal = details_refusal(details)
+    if refusal is not None:
+        raise refusal
     if process_id is not None and connection.vendor == "postgresql":
         done = _report_renewing(
             hand=hand,

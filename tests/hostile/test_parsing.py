@@ -101,3 +101,19 @@ def test_the_strict_parser_reads_what_json_writes_or_refuses_with_a_value_error(
         assert may_repeat_a_key(repeated, json.loads(repeated))
         with pytest.raises(ValueError):
             decode_json(repeated)
+
+
+@pytest.mark.parametrize("hot_path", [True, False], ids=["hot view", "DRF view"])
+def test_report_details_over_their_size_are_refused(api_a: Api, run, hot_path: bool) -> None:
+    from fleet.services.reports import MAX_DETAILS_BYTES
+
+    api = Api(api_a.key, api_a.hand, hot_path=hot_path)
+    attempt = claim(api, run)
+    path = f"/attempts/{attempt['id']}/reports"
+    big = {"log": "x" * (MAX_DETAILS_BYTES + 1)}
+    body = {"fence": attempt["fence"], "kind": "note", "message": "m", "details": big}
+    error = error_of(api.post(path, body), 400, "validation_error")
+    assert error["limit_bytes"] == MAX_DETAILS_BYTES
+    assert not Report.objects.filter(kind="note").exists()
+    body["details"] = {"log": "x" * (MAX_DETAILS_BYTES // 2)}
+    assert api.post(path, body).status_code == 200
