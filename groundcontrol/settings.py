@@ -222,6 +222,8 @@ GC_WEBHOOK_ALLOWED_HOSTS = env_list("GC_WEBHOOK_ALLOWED_HOSTS", [])
 GC_NOTIFY_ON_COMMIT = env_bool("GC_NOTIFY_ON_COMMIT", not GC_EMBEDDED_SCHEDULER)
 # When set, /metrics requires `Authorization: Bearer <token>`.
 GC_METRICS_TOKEN = env_str("GC_METRICS_TOKEN", "")
+# Without a token /metrics answers only when opened on purpose (a private network's scraper).
+GC_METRICS_OPEN = env_bool("GC_METRICS_OPEN", False)
 
 CELERY_TASK_DEFAULT_QUEUE = env_str("GC_CELERY_QUEUE", "groundcontrol")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -178,9 +178,10 @@ class FleetCollector(Collector):
 
 
 def _authorized(request: HttpRequest) -> bool:
+    """The bearer token when one is set; without one, only if opened (GC_METRICS_OPEN)."""
     token = settings.GC_METRICS_TOKEN
     if not token:
-        return True
+        return bool(settings.GC_METRICS_OPEN)
     given = request.headers.get("Authorization", "")
     return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
 
@@ -190,7 +191,9 @@ def _authorized(request: HttpRequest) -> bool:
 def metrics(request: HttpRequest) -> HttpResponse:
     if not _authorized(request):
         return HttpResponse(
-            "metrics need the bearer token\n", status=401, content_type="text/plain"
+            "metrics need the bearer token (GC_METRICS_TOKEN), or GC_METRICS_OPEN=1\n",
+            status=401,
+            content_type="text/plain",
         )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector())

@@ -20,6 +20,12 @@ from ops import jobs as ops_jobs
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def metrics_open(settings) -> None:  # noqa: ANN001
+    """These tests scrape as a private network's Prometheus would (GC_METRICS_OPEN)."""
+    settings.GC_METRICS_OPEN = True
+
+
 def scrape(client, **headers) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:  # noqa: ANN001
     response = client.get("/metrics", **headers)
     assert response.status_code == 200
@@ -124,3 +130,10 @@ def test_metrics_can_require_a_bearer_token(client) -> None:
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     assert scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-token")[("gc_reports_total", ())] == 0
+
+
+@override_settings(GC_METRICS_TOKEN="", GC_METRICS_OPEN=False)
+def test_metrics_are_closed_without_a_token_unless_opened(client) -> None:
+    """Production-safe by default (issue 18, item 7): no token and not opened, no metrics."""
+    answer = client.get("/metrics")
+    assert answer.status_code == 401 and b"GC_METRICS_OPEN" in answer.content

@@ -69,6 +69,7 @@ def test_the_procfile_web_line_serves_with_the_embedded_jobs(tmp_path) -> None:
     env, database = laptop_env(tmp_path, WEB_CONCURRENCY="1", GC_WEB_THREADS="2")
     port = free_port()
     env["PORT"] = str(port)
+    env["GC_METRICS_OPEN"] = "1"  # a laptop's own scrape
     manage(env, "migrate", "--noinput", "-v", "0")
     web = subprocess.Popen(
         shlex.split(procfile()["web"]), cwd=ROOT, env=env,
