@@ -163,8 +163,9 @@ def test_a_bare_heartbeat_answers_as_django_does_with_and_between_its_records(
     api_a: Api, boss: Api, run, frozen_clock: datetime
 ) -> None:
     """The hot path reads a heartbeat's answer straight off its row
-    (`fleet.api.presenters.report_row_json`); Django builds it from the attempt's view. At each instant the fast heartbeat goes first, so
-    it is the one that finds the once-a-minute record due when it is."""
+    (`fleet.api.presenters.report_row_json`); Django builds it from the attempt's view. At each
+    instant the fast heartbeat goes first, so it is the one that finds the once-a-minute record
+    due when it is."""
     attempt = claim(api_a, run)
     full_api = django_twin(api_a)
     instants = {

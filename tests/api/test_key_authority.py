@@ -82,9 +82,7 @@ def test_revoking_a_key_revokes_every_key_it_issued_with_the_reason(
     assert revoked.revoke_reason == f"its issuer {prefix(middle)} was revoked"
     assert revoked.revoked_by == "boss"
     assert HandKey.objects.get(prefix=sibling["prefix"]).revoked_at is None
-    reasons = {
-        e.data["prefix"]: e.data["reason"] for e in Event.objects.filter(kind="key_revoked")
-    }
+    reasons = {e.data["prefix"]: e.data["reason"] for e in Event.objects.filter(kind="key_revoked")}
     assert reasons == {
         prefix(middle): "rotated",
         prefix(leaf): f"its issuer {prefix(middle)} was revoked",
@@ -142,13 +140,23 @@ def test_a_lane_key_sees_only_its_lanes_hands_keys_events_and_refusals(
 def test_a_lane_key_breaks_only_its_lanes_leases(
     lane_key: Api, boss: Api, api_a: Api, workspace: Workspace, lane: Lane
 ) -> None:
-    assert api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p"}).status_code == 201
+    assert (
+        api_a.post(
+            "/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "p"}
+        ).status_code
+        == 201
+    )
     error_of(
         lane_key.post("/leases/break", {"resource": "src/", "reason": "mine"}), 404, "not_found"
     )
     inside, _ = hand_services.hand_create(workspace=workspace, name="inside", lane=lane)
     insider = Api(mint(inside, ["leases"], lane=lane), inside)
-    assert insider.post("/leases/acquire", {"resource": "lane/", "ttl_s": 60, "process_id": "p"}).status_code == 201
+    assert (
+        insider.post(
+            "/leases/acquire", {"resource": "lane/", "ttl_s": 60, "process_id": "p"}
+        ).status_code
+        == 201
+    )
     broken = lane_key.post("/leases/break", {"resource": "lane/", "reason": "stuck"})
     assert broken.status_code == 200 and broken.json()["holder"] is None
     assert boss.post("/leases/break", {"resource": "src/", "reason": "boss"}).status_code == 200
