@@ -253,6 +253,14 @@ INSTALLED_APPS += ["drf_spectacular_sidecar"]
 # Calls per key per minute before 429 rate_limited (0 turns the limit off). Heartbeats and
 # renewals count, so leave room for a hand that renews several leases every few seconds.
 GC_RATE_LIMIT_PER_MINUTE = env_int("GC_RATE_LIMIT_PER_MINUTE", 1200, minimum=0)
+# `wait_s` acquires that may sleep at once, per key, per workspace and per web process; over a
+# cap the call is refused at once (429 rate_limited). A process's cap leaves the other half of
+# its threads to calls that do not wait (fleet/waits.py).
+GC_WAITS_PER_KEY = env_int("GC_WAITS_PER_KEY", 4, minimum=1)
+GC_WAITS_PER_WORKSPACE = env_int("GC_WAITS_PER_WORKSPACE", 16, minimum=1)
+GC_WAITS_PER_PROCESS = env_int(
+    "GC_WAITS_PER_PROCESS", max(1, env_int("GC_WEB_THREADS", 12, minimum=1) // 2), minimum=1
+)
 SPECTACULAR_SETTINGS.update(
     {
         "SCHEMA_PATH_PREFIX": "/api/v1",
@@ -281,3 +289,12 @@ SPECTACULAR_SETTINGS.update(
 # --- Dashboard ------------------------------------------------------------------------------------
 # Seconds between the fleet board's HTMX polls; a hidden tab polls at most every 30 s.
 GC_DASHBOARD_POLL_S = env_float("GC_DASHBOARD_POLL_S", 5.0, minimum=1.0)
+
+# --- Unauthenticated callers (apikit/clients.py, apikit/ratelimit.py) ---------------------------
+# Behind N trusted proxies, each appending the address it saw to X-Forwarded-For, the client's
+# address is the N-th entry from the right; 0 (the default) reads REMOTE_ADDR and ignores the
+# header, which any client can send (docs/deploy.md).
+GC_TRUSTED_PROXY_HOPS = env_int("GC_TRUSTED_PROXY_HOPS", 0, minimum=0)
+# Unauthenticated API calls (no key, a malformed, unknown or wrong one, an unknown path) per client
+# address per minute before 429 rate_limited (0 turns the limit off). Valid keys are not counted.
+GC_UNAUTHENTICATED_PER_MINUTE = env_int("GC_UNAUTHENTICATED_PER_MINUTE", 120, minimum=0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.db import DatabaseError, connection
 
@@ -95,10 +95,13 @@ def lease_acquire_waiting(
     ttl_s: float,
     wait_s: float,
     guard: Guard | None = None,
+    permit: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> LeaseSnapshot:
     """`lease_acquire`, trying again until granted or `wait_s` (0 to 60) has passed. `guard`
     (the caller's key, say) is checked by every try's granting statement: whatever happened to
-    the caller while it waited, the grant is judged at the instant it is made."""
+    the caller while it waited, the grant is judged at the instant it is made. A call that must
+    wait first enters `permit()` (which may refuse it: fleet/waits.py), and holds it until it
+    ends; one granted on its first try needs none."""
     # Imported here: leases.services imports this module for notify_freed.
     from leases.services import lease_acquire, validate_seconds
 
@@ -113,11 +116,18 @@ def lease_acquire_waiting(
         "ttl_s": ttl_s,
         "guard": guard,
     }
-    if wait_s == 0:
-        return acquire(**options)
     give_up_at = time.monotonic() + wait_s
+    try:
+        return acquire(**options)
+    except LeaseHeld:
+        if wait_s == 0:
+            raise
     backoff = _BACKOFF_START_S
-    with _listening(workspace_id=workspace_id, resource=resource) as wait:
+    with (
+        permit() if permit is not None else nullcontext(),
+        # Listening before the next try: a release committed after it wakes the wait.
+        _listening(workspace_id=workspace_id, resource=resource) as wait,
+    ):
         while True:
             try:
                 return acquire(**options)

@@ -5,6 +5,8 @@ knows nothing of."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +18,7 @@ from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewIn
 from fleet.api.presenters import lease_json
 from fleet.api.schemas import CheckOut, LeaseOut, ReleasedOut
 from fleet.services import attempts as attempt_services
+from fleet.waits import wait_permit
 from hands import services as hand_services
 from hands.views import LEASES, SUPERVISE, HandAPIView
 from leases import services as lease_services
@@ -31,8 +34,13 @@ class LeaseAcquireApi(HandAPIView):
         tags=["leases"],
         request=AcquireIn,
         description="Take the resource if free (fence + 1), or renew it if the caller holds it. "
-        "With wait_s the request is held until the resource frees or the wait ends.",
-        responses={201: LeaseOut, **error_responses("scope_denied", "lease_held", body=True)},
+        "With wait_s the request is held until the resource frees or the wait ends; a key, a "
+        "workspace and a web process may each have only so many waits at once (429 "
+        "rate_limited with retry_after_s, at once, beyond that).",
+        responses={
+            201: LeaseOut,
+            **error_responses("scope_denied", "lease_held", "rate_limited", body=True),
+        },
     )
     def post(self, request: Request) -> Response:
         data = valid(AcquireIn, request)
@@ -44,6 +52,7 @@ class LeaseAcquireApi(HandAPIView):
             ttl_s=data["ttl_s"],
             wait_s=data["wait_s"],
             guard=hand_services.key_guard(self.key),
+            permit=partial(wait_permit, key_id=self.key.pk, workspace_id=self.workspace_id),
         )
         return Response(lease_json(lease), status=201)
 

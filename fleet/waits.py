@@ -1,0 +1,166 @@
+"""How many `wait_s` acquires may sleep at once: per key, per workspace and per web process.
+
+A waiting acquire holds its web thread, and that thread's database connection, for up to 60 s
+(leases/waiting.py). Unbounded, one key inside its rate limit could put every thread of every
+web process to sleep, and nobody else would be answered. So before it sleeps a wait takes a
+permit of each kind below; a call that cannot is refused at once with 429 `rate_limited` and
+`retry_after_s` (it may try again, or acquire without `wait_s`). An acquire that is granted on
+its first try needs no permit.
+
+1. The process: at most `GC_WAITS_PER_PROCESS` of its threads (half of `GC_WEB_THREADS` unless
+   set) sleep in a wait, so the other threads are always there for calls that do not wait.
+   Counted in memory.
+2. The key and the workspace: at most `GC_WAITS_PER_KEY` and `GC_WAITS_PER_WORKSPACE` waits
+   across every web process. On PostgreSQL a permit is one of N numbered session advisory locks,
+   taken with `pg_try_advisory_lock` (which never blocks) on the waiting thread's own
+   connection: a process killed while it waits loses its connections, and their permits with
+   them, so none leaks. On SQLite (the embedded default, one web process) they are counted in
+   memory too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+
+from apikit.errors import RateLimited
+
+logger = logging.getLogger(__name__)
+
+# A refused wait may try again this much later: waits end within seconds (a release wakes them)
+# or at their `wait_s`, at most a minute.
+RETRY_AFTER_S = 1.0
+# Each key's (and workspace's) advisory locks are a block of numbers: a cap of up to 2**16.
+_BLOCK_BITS = 16
+MAX_WAITS = 2**_BLOCK_BITS
+
+_WHOSE = {
+    "process": ("GC_WAITS_PER_PROCESS", "this web process already has {n} acquires waiting"),
+    "key": ("GC_WAITS_PER_KEY", "this key already has {n} acquires waiting"),
+    "workspace": ("GC_WAITS_PER_WORKSPACE", "this workspace already has {n} acquires waiting"),
+}
+
+
+def cap(whose: str) -> int:
+    """The number of waits that may sleep at once for one `whose` (process, key, workspace)."""
+    return min(int(getattr(settings, _WHOSE[whose][0])), MAX_WAITS)
+
+
+def refusal(whose: str) -> RateLimited:
+    setting, sentence = _WHOSE[whose]
+    limit = cap(whose)
+    return RateLimited(
+        f"{sentence.format(n=limit)} ({setting}); retry in {RETRY_AFTER_S:g}s, "
+        "or acquire without wait_s",
+        retry_after_s=RETRY_AFTER_S,
+        waits_of=whose,
+        waits_limit=limit,
+    )
+
+
+class _Counts:
+    """Permits counted in this process's memory."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, int], int] = {}
+
+    def take(self, name: tuple[str, int], limit: int) -> bool:
+        with self._lock:
+            held = self._held.get(name, 0)
+            if held >= limit:
+                return False
+            self._held[name] = held + 1
+            return True
+
+    def give(self, name: tuple[str, int]) -> None:
+        with self._lock:
+            held = self._held.get(name, 0) - 1
+            if held > 0:
+                self._held[name] = held
+            else:
+                self._held.pop(name, None)
+
+    def held(self, name: tuple[str, int]) -> int:
+        with self._lock:
+            return self._held.get(name, 0)
+
+
+counts = _Counts()
+
+
+@contextmanager
+def _counted(name: tuple[str, int], whose: str) -> Iterator[None]:
+    if not counts.take(name, cap(whose)):
+        raise refusal(whose)
+    try:
+        yield
+    finally:
+        counts.give(name)
+
+
+def lock_base(whose: str, ident: int) -> int:
+    """The first of the advisory lock numbers of one key or workspace (a signed 64-bit number
+    whose low bits are clear, so that base + i for i below MAX_WAITS stays in its block)."""
+    digest = hashlib.blake2b(f"gc-wait:{whose}:{ident}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True) & ~(MAX_WAITS - 1)
+
+
+# The first free one of N numbered locks, or NULL: the scan stops at the first lock taken, so a
+# call takes at most one of each block.
+_TAKE_ONE = (
+    "(SELECT %s::bigint + i FROM generate_series(0, %s - 1) AS i "
+    "WHERE pg_try_advisory_lock(%s::bigint + i) LIMIT 1)"
+)
+
+
+@contextmanager
+def _advisory(key_id: int, workspace_id: int) -> Iterator[None]:
+    wanted = [("key", key_id), ("workspace", workspace_id)]
+    params: list[int] = []
+    for whose, ident in wanted:
+        base = lock_base(whose, ident)
+        params += [base, cap(whose), base]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_TAKE_ONE}, {_TAKE_ONE}", params)
+        taken = cursor.fetchone()
+    try:
+        for (whose, _), lock in zip(wanted, taken, strict=True):
+            if lock is None:
+                raise refusal(whose)
+        yield
+    finally:
+        _unlock([lock for lock in taken if lock is not None])
+
+
+def _unlock(locks: list[int]) -> None:
+    if not locks:
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_unlock(lock) FROM unnest(%s::bigint[]) AS lock", [locks]
+            )
+    except DatabaseError:
+        # A connection that cannot unlock must not keep its permits for its next request.
+        logger.warning("could not release wait permits; closing the connection", exc_info=True)
+        connection.close()
+
+
+@contextmanager
+def wait_permit(*, key_id: int, workspace_id: int) -> Iterator[None]:
+    """Hold a permit to wait for the call's duration; RateLimited at once when one is full."""
+    with ExitStack() as stack:
+        stack.enter_context(_counted(("process", 0), "process"))
+        if connection.vendor == "postgresql":
+            stack.enter_context(_advisory(key_id, workspace_id))
+        else:
+            stack.enter_context(_counted(("key", key_id), "key"))
+            stack.enter_context(_counted(("workspace", workspace_id), "workspace"))
+        yield
