@@ -8,8 +8,14 @@ from django import forms
 
 from dashboard.pages import STATES
 from fleet.models import Directive
+from fleet.services.plan import MAX_SLOTS
 from hands.models import Lane, Role, Scope
 from leases.models import EventKind
+from leases.services import MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_RESOURCE_LENGTH
+
+# Each text field is bounded by the limit the service it feeds enforces (docs/api.md, "Sizes");
+# a username by Django's user model.
+MAX_USERNAME_LENGTH = 150
 
 REFUSAL_CODES = [
     "validation_error",
@@ -54,7 +60,7 @@ class _PageField(forms.IntegerField):
 class BoardFilterForm(forms.Form):
     lane = forms.ChoiceField(required=False)
     state = forms.ChoiceField(required=False, choices=_any(STATES, "every state"))
-    hand = forms.CharField(required=False, max_length=200)
+    hand = forms.CharField(required=False, max_length=MAX_NAME_LENGTH)
     page = _PageField()
 
     def __init__(self, *args: Any, lanes: list[Lane], **kwargs: Any) -> None:
@@ -65,24 +71,26 @@ class BoardFilterForm(forms.Form):
 
 class RefusalFilterForm(forms.Form):
     code = forms.ChoiceField(required=False, choices=_any(REFUSAL_CODES, "every code"))
-    hand = forms.CharField(required=False, max_length=200)
+    hand = forms.CharField(required=False, max_length=MAX_NAME_LENGTH)
     page = _PageField()
 
 
 class EventFilterForm(forms.Form):
     kind = forms.ChoiceField(required=False, choices=_any(list(EventKind.values), "every kind"))
-    hand = forms.CharField(required=False, max_length=200)
+    hand = forms.CharField(required=False, max_length=MAX_NAME_LENGTH)
     page = _PageField()
 
 
 class LeaseFilterForm(forms.Form):
-    prefix = forms.CharField(required=False, max_length=512, label="Resource starts with")
-    holder = forms.CharField(required=False, max_length=200)
+    prefix = forms.CharField(
+        required=False, max_length=MAX_RESOURCE_LENGTH, label="Resource starts with"
+    )
+    holder = forms.CharField(required=False, max_length=MAX_NAME_LENGTH)
     page = _PageField()
 
 
 class HandFilterForm(forms.Form):
-    q = forms.CharField(required=False, max_length=200, label="Name contains")
+    q = forms.CharField(required=False, max_length=MAX_NAME_LENGTH, label="Name contains")
     page = _PageField()
 
 
@@ -112,31 +120,31 @@ class KeyIssueForm(forms.Form):
 
 class ReasonForm(forms.Form):
     reason = forms.CharField(
-        required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2})
+        required=False, max_length=MAX_REASON_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
     )
 
 
 class SlotReopenForm(forms.Form):
     reason = forms.CharField(
-        max_length=2000,
+        max_length=MAX_REASON_LENGTH,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Recorded in the slot_reopened event. The finished attempt stays on record.",
     )
 
 
 class SlotsAddForm(forms.Form):
-    count = forms.IntegerField(min_value=1, max_value=1000, initial=1, label="Slots to add")
+    count = forms.IntegerField(min_value=1, max_value=MAX_SLOTS, initial=1, label="Slots to add")
     reason = forms.CharField(
-        max_length=2000,
+        max_length=MAX_REASON_LENGTH,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Recorded in the slots_added event.",
     )
 
 
 class BreakLeaseForm(forms.Form):
-    resource = forms.CharField(max_length=512, widget=forms.HiddenInput)
+    resource = forms.CharField(max_length=MAX_RESOURCE_LENGTH, widget=forms.HiddenInput)
     reason = forms.CharField(
-        max_length=2000,
+        max_length=MAX_REASON_LENGTH,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Recorded in the lease_broken event.",
     )
@@ -147,7 +155,7 @@ class DirectiveForm(forms.Form):
 
 
 class HandCreateForm(forms.Form):
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(max_length=MAX_NAME_LENGTH)
     lane = forms.ModelChoiceField(
         queryset=Lane.objects.none(), required=False, empty_label="no lane"
     )
@@ -160,7 +168,7 @@ class HandCreateForm(forms.Form):
 
 
 class MembershipForm(forms.Form):
-    username = forms.CharField(max_length=150, help_text="An existing user.")
+    username = forms.CharField(max_length=MAX_USERNAME_LENGTH, help_text="An existing user.")
     role = forms.ChoiceField(choices=Role.choices)
 
 

@@ -50,7 +50,7 @@ from hands import keys
 from hands import services as hand_services
 from hands.models import Hand, HandKey, Scope
 from hands.views import MAX_NAME, MAX_REASON
-from leases import engine
+from leases import engine, names
 from leases import services as lease_services
 from leases.audit import event_insert_sql
 from leases.clock import now_sql
@@ -261,12 +261,10 @@ class HotCall:
 
 class Renew(HotCall):
     def parse(self, data: dict[str, Any], **kwargs: Any) -> Prepared | None:
-        resource = plain_text(
-            data.get("resource"), max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False
-        )
+        resource = resource_of(data.get("resource"))
         fence = as_fence(data.get("fence"))
         process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
-        if resource is None or fence is None or process_id is None or is_slot(resource):
+        if resource is None or fence is None or process_id is None:
             return None
         return Prepared("renew", {"resource": resource, "fence": fence, "process_id": process_id})
 
@@ -284,21 +282,23 @@ def is_slot(resource: str) -> bool:
     return False
 
 
+def resource_of(value: object) -> str | None:
+    """`value` if it is a resource the DRF view would take as it is: a plain string, a canonical
+    name (`leases.names`, the service's own rule) and no slot's; else None, and the DRF view
+    refuses it, with the message that says how to fix it."""
+    resource = plain_text(value, max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False)
+    if resource is None or not names.is_canonical(resource) or is_slot(resource):
+        return None
+    return resource
+
+
 class Acquire(HotCall):
     def parse(self, data: dict[str, Any], **kwargs: Any) -> Prepared | None:
-        resource = plain_text(
-            data.get("resource"), max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False
-        )
+        resource = resource_of(data.get("resource"))
         ttl_s = plain_float(data.get("ttl_s"), minimum=1, maximum=lease_services.MAX_TTL_S)
         process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
         wait_s = plain_float(data.get("wait_s", 0), minimum=0, maximum=MAX_WAIT_S)
         if resource is None or ttl_s is None or process_id is None or wait_s is None:
-            return None
-        try:  # the service's own checks of the name
-            lease_services.validate_resource(resource)
-        except GroundControlError:
-            return None
-        if is_slot(resource):
             return None
         return Prepared(
             "acquire",

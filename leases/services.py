@@ -17,21 +17,26 @@ from leases.engine import LeaseSnapshot
 from leases.errors import LeaseHeld, LeaseLost, NotHolder, ProcessMismatch, StaleFence
 from leases.fences import stale_fence, validate_fence
 from leases.models import EventKind, LeaseKind, LeaseState
+from leases.names import MAX_RESOURCE_LENGTH, validate_resource
 from leases.state import seconds_until, thresholds
 from leases.waiting import notify_freed
 
-MAX_RESOURCE_LENGTH = 512
 MAX_TTL_S = 86_400
 MAX_NAME_LENGTH = 200
 MAX_REASON_LENGTH = 2000
 MAX_INTERVAL_S = 86_400
-# Control characters (C0, DEL, C1) have no place in a resource name; NUL breaks PostgreSQL text.
+# Control characters (C0, DEL, C1) have no place in a name; NUL breaks PostgreSQL text.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# A lone surrogate cannot be encoded for the database at all (only a JSON escape can send one).
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 # Slot leases are the fleet's; a hand may not take one as a resource.
 SLOT_PREFIX = "run/"
 
 
-def validate_resource(resource: object, *, field: str = "resource") -> str:
+def validate_stored_resource(resource: object, *, field: str = "resource") -> str:
+    """A name to find a lease by, canonical or not (`leases.names` says what canonical is): the
+    rule names were taken under before they had to be canonical (non-empty, at most 512
+    characters, no control character), so that a supervisor can still break such a lease."""
     if not isinstance(resource, str) or not resource:
         raise ValidationFailed(
             f"{field} must be a non-empty string", fields={field: ["This field is required."]}
@@ -41,10 +46,10 @@ def validate_resource(resource: object, *, field: str = "resource") -> str:
             f"{field} is longer than {MAX_RESOURCE_LENGTH} characters",
             fields={field: [f"At most {MAX_RESOURCE_LENGTH} characters."]},
         )
-    if _CONTROL.search(resource):
+    if _CONTROL.search(resource) or _SURROGATE.search(resource):
         raise ValidationFailed(
-            f"{field} contains a control character",
-            fields={field: ["No NUL or other control characters."]},
+            f"{field} contains a control character or a lone surrogate",
+            fields={field: ["No NUL or other control characters, no lone surrogates."]},
         )
     return resource
 
@@ -359,8 +364,9 @@ def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapsho
 
 @refusals_recorded
 def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) -> LeaseSnapshot:
-    """A supervisor frees `resource` at once; its fence moves on so the old holder is stale."""
-    validate_resource(resource)
+    """A supervisor frees `resource` at once; its fence moves on so the old holder is stale. Any
+    name a lease may hold will do, canonical or not (one taken before names had to be)."""
+    validate_stored_resource(resource)
     with transaction.atomic():
         lease = engine.break_(workspace_id=workspace_id, resource=resource)
         if lease is None:

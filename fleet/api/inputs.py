@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from apikit.inputs import StrictCharField, StrictFloatField, StrictIntegerField
 from fleet.models import Directive, PlanState, ReportKind, RunState, SlotState
@@ -18,11 +22,25 @@ SLOT_STATES = [state.value for state in SlotState]
 RUN_STATES = [state.value for state in RunState]
 
 
+class ResourceField(StrictCharField):
+    """A resource's name exactly as sent (no trimming). Whether it is canonical (`leases.names`)
+    is the service's to say, in a message that says how to fix it: DRF's own NUL and surrogate
+    checks, which would answer only "invalid input", are left to that rule too."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        dropped = (ProhibitNullCharactersValidator, ProhibitSurrogateCharactersValidator)
+        self.validators = [v for v in self.validators if not isinstance(v, dropped)]
+
+
 def resource_field() -> serializers.CharField:
-    return StrictCharField(
+    return ResourceField(
         max_length=lease_services.MAX_RESOURCE_LENGTH,
         trim_whitespace=False,
-        help_text="Any name up to 512 characters, no control characters (a path is normal).",
+        help_text="A canonical name of 1 to 512 characters (a path like src/auth/ is normal): "
+        "no control or invisible format characters, in Unicode NFC, no leading or trailing "
+        "whitespace, no empty, '.' or '..' segments (so no leading '/'); one trailing '/' is "
+        "allowed.",
     )
 
 
@@ -81,18 +99,30 @@ class WorkPackageIn(serializers.Serializer):
         help_text="Unique in the lane: creating a package whose key exists returns it."
     )
     external_ref = StrictCharField(
-        max_length=500, required=False, allow_blank=True, allow_null=True
+        max_length=plan_services.MAX_EXTERNAL_REF_LENGTH,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
     )
 
 
 class RunIn(serializers.Serializer):
     title = name_field()
-    brief = StrictCharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+    brief = StrictCharField(
+        max_length=plan_services.MAX_BRIEF_LENGTH,
+        required=False,
+        allow_blank=True,
+        default="",
+        trim_whitespace=False,
+    )
     slots = StrictIntegerField(
         required=False, default=1, min_value=1, max_value=plan_services.MAX_SLOTS
     )
     evidence_required = serializers.ListField(
-        child=StrictCharField(max_length=64), required=False, default=list
+        child=StrictCharField(max_length=plan_services.MAX_EVIDENCE_KIND_LENGTH),
+        required=False,
+        default=list,
+        max_length=plan_services.MAX_EVIDENCE_KINDS,
     )
     heartbeat_interval_s = StrictIntegerField(
         required=False, allow_null=True, min_value=1, max_value=MAX_INTERVAL

@@ -35,6 +35,13 @@ from leases.models import EventKind, LeaseKind, LeaseStatus
 from leases.services import validate_choice, validate_interval, validate_name, validate_reason
 
 MAX_SLOTS = 1000
+# A brief is the Markdown a hand reads before it starts: about 8,000 words at most.
+MAX_BRIEF_LENGTH = 50_000
+# Kinds of evidence a run requires, each at most this long; a finish carries at most 50 items
+# (`evidence.services.MAX_EVIDENCE_ITEMS`), so a run requiring more kinds could never finish.
+MAX_EVIDENCE_KIND_LENGTH = 64
+MAX_EVIDENCE_KINDS = 50
+MAX_EXTERNAL_REF_LENGTH = 500
 
 
 def slot_resource(run_id: int, index: int) -> str:
@@ -52,9 +59,12 @@ def work_package_create(
     """Idempotent on (lane, key): a retried request returns the first package (created=False)."""
     validate_name(key, field="key")
     validate_name(title, field="title")
-    if external_ref and (not isinstance(external_ref, str) or len(external_ref) > 500):
+    if external_ref and (
+        not isinstance(external_ref, str) or len(external_ref) > MAX_EXTERNAL_REF_LENGTH
+    ):
         raise ValidationFailed(
-            "external_ref must be at most 500 characters", fields={"external_ref": ["Too long."]}
+            f"external_ref must be a string of at most {MAX_EXTERNAL_REF_LENGTH} characters",
+            fields={"external_ref": [f"At most {MAX_EXTERNAL_REF_LENGTH} characters."]},
         )
     try:
         with transaction.atomic():
@@ -75,12 +85,22 @@ def work_package_create(
 def _validate_evidence_kinds(value: object) -> list[str]:
     if value is None:
         return []
-    if not isinstance(value, list) or not all(
-        isinstance(kind, str) and 0 < len(kind) <= 64 for kind in value
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_EVIDENCE_KINDS
+        or not all(
+            isinstance(kind, str) and 0 < len(kind) <= MAX_EVIDENCE_KIND_LENGTH for kind in value
+        )
     ):
         raise ValidationFailed(
-            "evidence_required must be a list of kinds (short strings)",
-            fields={"evidence_required": ["A list of strings of at most 64 characters."]},
+            f"evidence_required must be a list of at most {MAX_EVIDENCE_KINDS} kinds, each a "
+            f"string of 1 to {MAX_EVIDENCE_KIND_LENGTH} characters",
+            fields={
+                "evidence_required": [
+                    f"At most {MAX_EVIDENCE_KINDS} strings of at most "
+                    f"{MAX_EVIDENCE_KIND_LENGTH} characters."
+                ]
+            },
         )
     return list(dict.fromkeys(value))
 
@@ -98,8 +118,11 @@ def run_create(
 ) -> Run:
     """A run with its slots, each a free lease row `run/<id>/slot/<n>` at fence 0."""
     validate_name(title, field="title")
-    if not isinstance(brief, str):
-        raise ValidationFailed("brief must be Markdown text", fields={"brief": ["A string."]})
+    if not isinstance(brief, str) or len(brief) > MAX_BRIEF_LENGTH:
+        raise ValidationFailed(
+            f"brief must be Markdown text of at most {MAX_BRIEF_LENGTH} characters",
+            fields={"brief": [f"A string of at most {MAX_BRIEF_LENGTH} characters."]},
+        )
     if isinstance(slots, bool) or not isinstance(slots, int) or not (1 <= slots <= MAX_SLOTS):
         raise ValidationFailed(
             f"slots must be an integer from 1 to {MAX_SLOTS}",

@@ -1,0 +1,189 @@
+"""A resource's name: what makes one canonical, defined once (`resource_problem`).
+
+A name is opaque, never a path on any disk, but it reads as `/`-separated segments (a later
+issue makes them a tree, where a trailing `/` names a directory), and two spellings that look
+alike must never be two resources. So a canonical name is:
+
+1. 1 to 512 characters;
+2. without control characters (Unicode category Cc: NUL, line breaks, tabs, C1), format
+   characters (Cf: bidirectional controls U+202A-U+202E and U+2066-U+2069, the marks
+   U+200E/U+200F, zero-width U+200B-U+200D, U+FEFF), lone surrogates (Cs) or line and paragraph
+   separators (Zl, Zp), anywhere;
+3. in Unicode normal form C (NFC), so `é` is spelled one way;
+4. without leading or trailing whitespace;
+5. without empty segments (`a//b`, and so no leading `/`), `.` or `..` segments; a single
+   trailing `/` is allowed (`src/auth/`).
+
+The service (`leases.services.validate_resource`), and through it the DRF views, and the hot
+path (`fleet.hot`) all ask `resource_problem`; a prefix filter asks `prefix_problem`, which
+refuses only what no canonical name can hold anywhere (rule 2, and the length).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from apikit.errors import ValidationFailed
+
+MAX_RESOURCE_LENGTH = 512
+# Categories no canonical name holds anywhere (rule 2).
+FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_KINDS = {
+    "Cc": "a control character",
+    "Cf": "an invisible format character",
+    "Cs": "a lone surrogate",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
+_SHOWN = 60  # characters of a name repeated in a message
+# Of ASCII, only the controls are forbidden (and ASCII is always NFC): most names are ASCII, and
+# the hot path asks on every acquire and renew.
+_ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _forbidden(name: str) -> str | None:
+    """The first character no canonical name may hold, or None."""
+    if name.isascii():
+        found = _ASCII_CONTROL.search(name)
+        return found.group() if found else None
+    return next((c for c in name if unicodedata.category(c) in FORBIDDEN_CATEGORIES), None)
+
+
+def _shown(name: str) -> str:
+    """The name as a message quotes it: escaped (repr shows every invisible character as an
+    escape), and cut short."""
+    return repr(name) if len(name) <= _SHOWN else repr(name[:_SHOWN]) + "..."
+
+
+def _segments(name: str) -> list[str]:
+    """The `/`-separated segments, a single trailing `/` (a directory) not counted."""
+    return (name[:-1] if name.endswith("/") else name).split("/")
+
+
+def _broken(name: str) -> str | None:
+    """The first rule `name` breaks (a short code), or None if it is canonical."""
+    if not name:
+        return "empty"
+    if len(name) > MAX_RESOURCE_LENGTH:
+        return "long"
+    if _forbidden(name) is not None:
+        return "character"
+    if not name.isascii() and not unicodedata.is_normalized("NFC", name):
+        return "nfc"
+    if name != name.strip():
+        return "whitespace"
+    segments = _segments(name)
+    if segments[0] == "":
+        return "leading /"
+    if "" in segments:
+        return "empty segment"
+    if ".." in segments:
+        return ".."
+    if "." in segments:
+        return "."
+    return None
+
+
+def _tidied(name: str) -> str | None:
+    """The canonical name a client most likely meant, or None when there is no safe guess (a
+    `..` segment: the name is not a path to resolve)."""
+    for _ in range(3):  # each round can only shorten the name; two always settle it
+        kept = "".join(c for c in name if unicodedata.category(c) not in FORBIDDEN_CATEGORIES)
+        kept = unicodedata.normalize("NFC", kept).strip()
+        segments = _segments(kept)
+        if ".." in segments:
+            return None
+        tidy = "/".join(s for s in segments if s not in ("", "."))
+        if tidy and kept.endswith("/"):
+            tidy += "/"
+        if not tidy or _broken(tidy) is None:
+            break
+        name = tidy
+    return tidy if tidy and _broken(tidy) is None else None
+
+
+def _fix(name: str, fallback: str) -> str:
+    tidy = _tidied(name)
+    return f"send {_shown(tidy)}" if tidy is not None else fallback
+
+
+def resource_problem(name: str, *, field: str = "resource") -> str | None:
+    """What is wrong with `name` as a resource name and how to fix it, or None if canonical:
+    the first of the module's rules that it breaks, said in words."""
+    broken = _broken(name)
+    if broken is None:
+        return None
+    shown = f"{field} {_shown(name)}"
+    if broken == "empty":
+        return f"{field} must be a non-empty string"
+    if broken == "long":
+        return f"{field} is longer than {MAX_RESOURCE_LENGTH} characters ({len(name)})"
+    if broken == "character":
+        bad = _forbidden(name)
+        assert bad is not None
+        named = unicodedata.name(bad, "").lower()
+        what = _KINDS[unicodedata.category(bad)]
+        what += f" ({named})" if named and named not in what else ""
+        return f"{shown} holds {what} at U+{ord(bad):04X}; " + _fix(name, "remove it")
+    if broken == "nfc":
+        normal = unicodedata.normalize("NFC", name)
+        return f"{field} {ascii(name)} is not in Unicode normal form C (NFC); " + _fix(
+            name, f"send it as {ascii(normal)}"
+        )
+    if broken == "whitespace":
+        return f"{shown} has leading or trailing whitespace; " + _fix(name, "remove it")
+    if broken == "leading /":
+        return f"{shown} starts with '/' (an empty first segment); " + _fix(
+            name, "remove the leading '/'"
+        )
+    if broken == "empty segment":
+        return f"{shown} has an empty segment ('//'); " + _fix(name, "remove the extra '/'")
+    if broken == "..":
+        return (
+            f"{shown} has a '..' segment: a resource name is not a path to resolve; "
+            "name it without '.' or '..' segments"
+        )
+    return f"{shown} has a '.' segment; " + _fix(name, "remove it")
+
+
+def is_canonical(name: str) -> bool:
+    return _broken(name) is None
+
+
+def validate_resource(name: object, *, field: str = "resource") -> str:
+    """`name` if it is a canonical resource name; else `validation_error` naming `field`, whose
+    message says what is wrong and how to fix it."""
+    if not isinstance(name, str) or not name:
+        raise ValidationFailed(
+            f"{field} must be a non-empty string", fields={field: ["This field is required."]}
+        )
+    problem = resource_problem(name, field=field)
+    if problem is not None:
+        raise ValidationFailed(problem, fields={field: [problem]})
+    return name
+
+
+def prefix_problem(prefix: str, *, field: str = "prefix") -> str | None:
+    """What makes `prefix` match no canonical name whatever follows it, of what can be told
+    from a prefix alone: too long, or a character no canonical name holds (rule 2). Anything
+    else may begin a canonical name (a prefix need not end at a segment, nor be NFC)."""
+    if len(prefix) > MAX_RESOURCE_LENGTH:
+        return f"{field} is longer than {MAX_RESOURCE_LENGTH} characters ({len(prefix)})"
+    bad = _forbidden(prefix)
+    if bad is not None:
+        return (
+            f"{field} {_shown(prefix)} holds {_KINDS[unicodedata.category(bad)]} at "
+            f"U+{ord(bad):04X}, which no resource name holds; remove it"
+        )
+    return None
+
+
+def validate_prefix(prefix: object, *, field: str = "prefix") -> str:
+    """A resource-prefix filter, or `validation_error` naming `field`."""
+    if not isinstance(prefix, str):
+        raise ValidationFailed(f"{field} must be a string", fields={field: ["A string."]})
+    problem = prefix_problem(prefix, field=field)
+    if problem is not None:
+        raise ValidationFailed(problem, fields={field: [problem]})
+    return prefix
