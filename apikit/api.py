@@ -35,6 +35,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.clients import client_address
 from apikit.context import call_context, current_call, refused
 from apikit.errors import (
     DependencyUnavailable,
@@ -46,6 +47,7 @@ from apikit.errors import (
     ScopeDenied,
     ValidationFailed,
 )
+from apikit.ratelimit import unauthenticated_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,7 @@ class RequestIdMiddleware:
                     method=request.method or "",
                     path=request.path,
                     request_id=request_id,
+                    address=client_address(request),
                     workspace_id=None,
                     hand="",
                     key_prefix="",
@@ -198,19 +201,27 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
 
 class NotFoundView(APIView):
-    """Any unknown path under /api/v1/: not_found with the uniform body (not Django's page)."""
+    """Any unknown path under /api/v1/: not_found with the uniform body (not Django's page).
+
+    No key is looked at here, so the call counts against its address's limit on unauthenticated
+    calls (`apikit.ratelimit.unauthenticated_refusal`), which answers 429 once it is spent."""
 
     authentication_classes: list[Any] = []
     permission_classes: list[Any] = []
     schema = None  # not an endpoint: left out of the OpenAPI schema
 
     def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        raise NotFound(f"no endpoint {request.path}")
+        raise _not_found(request)
 
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        raise NotFound(f"no endpoint {request.path}")
+        raise _not_found(request)
 
     post = put = patch = delete = head = options = get
+
+
+def _not_found(request: Request) -> GroundControlError:
+    over = unauthenticated_refusal(client_address(request))
+    return over if over is not None else NotFound(f"no endpoint {request.path}")
 
 
 # --- Limits -------------------------------------------------------------------------------------

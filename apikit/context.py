@@ -1,9 +1,9 @@
 """The call being served, and the signal that a call was refused.
 
-The request-id middleware sets the call context (method, path, request id) once per request and
-the authentication adds the key, hand and workspace; whoever records refusals reads it. The API's
-exception handler sends `refused` for every refusal it answers; the audit log (`leases.audit`)
-receives it, so this package imports no app.
+The request-id middleware sets the call context (method, path, request id, the client's address)
+once per request and the authentication adds the key, hand and workspace; whoever records
+refusals reads it. The API's exception handler sends `refused` for every refusal it answers; the
+audit log (`leases.audit`) receives it, so this package imports no app.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ class CallContext:
     method: str = ""
     path: str = ""
     request_id: str = ""
+    # The client's address (`apikit.clients.client_address`); empty outside an HTTP request.
+    address: str = ""
 
 
 # CallContext is frozen, so sharing one default instance is safe.

@@ -13,6 +13,11 @@ slow), so a fleet that calls every few seconds is counted one call at a time.
 
 The count is advisory: when the cache is down the call goes through. Redis never decides
 whether a lease is valid, and an outage of it must not stop the fleet.
+
+The same machinery counts unauthenticated calls per client address (`apikit.clients`) against
+`GC_UNAUTHENTICATED_PER_MINUTE`: no key, a malformed, unknown or wrong one, an unknown path
+(`unauthenticated_refusal`). Only calls that turned out unauthenticated are counted, so a valid
+key never pays this count's round trip and never shares its address's limit.
 """
 
 from __future__ import annotations
@@ -54,9 +59,20 @@ class _Block:
 
 
 class RateLimiter:
-    """The blocks this process holds, per caller, for the current window."""
+    """The blocks this process holds, per caller, for the current window, of one limit: the
+    setting that holds it, the namespace of its counters in the cache, and what it counts (for
+    the refusal's message)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        setting: str = "GC_RATE_LIMIT_PER_MINUTE",
+        namespace: str = "gc:rate",
+        counted: str = "calls a minute for this key",
+    ) -> None:
+        self.setting = setting
+        self.namespace = namespace
+        self.counted = counted
         self._lock = threading.Lock()
         self._blocks: dict[str, _Block] = {}
         self._window = 0
@@ -68,7 +84,7 @@ class RateLimiter:
 
     def admit(self, caller: str) -> None:
         """Count one call of `caller`; RateLimited if it is over the limit."""
-        limit = int(getattr(settings, "GC_RATE_LIMIT_PER_MINUTE", 0))
+        limit = int(getattr(settings, self.setting, 0))
         if limit <= 0:
             return
         now = time.time()
@@ -81,12 +97,12 @@ class RateLimiter:
             block = self._blocks.get(caller)
             if block is not None and block.limit == limit:
                 if block.spent:  # a window's count only grows: refused until it ends
-                    raise _refusal(limit, window, now)
+                    raise self._refusal(limit, window, now)
                 if block.left > 0:
                     block.left -= 1
                     return
             size = _next_size(block, limit, started)
-        count = _reserve(f"gc:rate:{caller}:{window}", size)
+        count = _reserve(f"{self.namespace}:{caller}:{window}", size)
         if count is None:
             return
         # The reservation is the counts (count - size, count]; only those up to the limit count.
@@ -95,7 +111,7 @@ class RateLimiter:
             with self._lock:
                 if window == self._window:
                     self._blocks[caller] = _Block(window, limit, 0, size, started, spent=True)
-            raise _refusal(limit, window, now)
+            raise self._refusal(limit, window, now)
         with self._lock:
             if window == self._window:
                 held = self._blocks.get(caller)
@@ -104,14 +120,13 @@ class RateLimiter:
                 left = max(left, 0)
                 self._blocks[caller] = _Block(window, limit, left + admitted - 1, size, started)
 
-
-def _refusal(limit: int, window: int, now: float) -> RateLimited:
-    retry_after = round((window + 1) * WINDOW_S - now, 3)
-    return RateLimited(
-        f"more than {limit} calls a minute for this key; retry in {retry_after:.0f}s",
-        retry_after_s=retry_after,
-        limit_per_minute=limit,
-    )
+    def _refusal(self, limit: int, window: int, now: float) -> RateLimited:
+        retry_after = round((window + 1) * WINDOW_S - now, 3)
+        return RateLimited(
+            f"more than {limit} {self.counted}; retry in {retry_after:.0f}s",
+            retry_after_s=retry_after,
+            limit_per_minute=limit,
+        )
 
 
 def _next_size(used: _Block | None, limit: int, now: float) -> int:
@@ -139,7 +154,24 @@ def _reserve(name: str, size: int) -> int | None:
 
 
 limiter = RateLimiter()
+unauthenticated_limiter = RateLimiter(
+    setting="GC_UNAUTHENTICATED_PER_MINUTE",
+    namespace="gc:unauth",
+    counted="unauthenticated calls a minute from this address",
+)
 
 
 def rate_limit(caller: str) -> None:
     limiter.admit(caller)
+
+
+def unauthenticated_refusal(address: str) -> RateLimited | None:
+    """Count one call from `address` (`apikit.clients.client_address`) that turned out
+    unauthenticated: None while the address is within its limit, else the refusal to answer
+    instead (429 rate_limited with retry_after_s). Called only once the call is known to be
+    unauthenticated, and before anything else is looked up for it."""
+    try:
+        unauthenticated_limiter.admit(address)
+    except RateLimited as refusal:
+        return refusal
+    return None

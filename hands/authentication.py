@@ -4,6 +4,13 @@
 `hands.services.key_authenticate` on every call (one query, nothing cached, so a revoked key is
 refused on its very next call); scopes are checked by `ScopeRequired`, and lanes by the services
 and selectors the views pass `key.lane_id` to. Each check lives in exactly one place.
+
+A call that turns out unauthenticated (no key, a malformed one, an unknown prefix, a wrong
+secret) is counted against its address's limit (`apikit.ratelimit.unauthenticated_refusal`) and
+answered 429 rate_limited instead of 401 once the address is over it. Only such calls are
+counted: a valid key pays no count here, and is never refused for its address's sake. The count
+of a call without a usable header is taken before any query; a well-formed key is unauthenticated
+only once its lookup has found it so, the one indexed read a valid key pays too.
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from apikit.clients import client_address
 from apikit.context import call_context
 from apikit.errors import KeyInvalid
+from apikit.ratelimit import unauthenticated_refusal
 from hands.errors import KeyExpired, KeyRevoked
 from hands.models import Hand, HandKey
 from hands.services import key_authenticate, key_require_scope
@@ -43,6 +52,15 @@ def _describe_call(request: Request, **fields: Any) -> None:
 
 class HandKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[Hand, HandKey]:
+        try:
+            return self._authenticate(request)
+        except KeyInvalid:
+            over = unauthenticated_refusal(client_address(request))
+            if over is not None:
+                raise over from None
+            raise
+
+    def _authenticate(self, request: Request) -> tuple[Hand, HandKey]:
         header = request.META.get("HTTP_AUTHORIZATION", "")
         scheme, _, raw = header.partition(" ")
         if not header:

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from leases.models import Event, Lease, Refusal
+from leases.models import AddressRefusal, Event, Lease, Refusal
 
 
 class StampedAdmin(admin.ModelAdmin):
@@ -42,6 +42,22 @@ class RefusalAdmin(admin.ModelAdmin):
     list_filter = ("code",)
     search_fields = ("hand", "key_prefix", "request_id")
     readonly_fields = [f.name for f in Refusal._meta.fields]
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False
+
+
+@admin.register(AddressRefusal)
+class AddressRefusalAdmin(admin.ModelAdmin):
+    """Refused calls that reached no workspace (no valid key, an unknown path), counted per client
+    address, code and minute: where a flood shows, as one line per address and minute."""
+
+    list_display = ("minute", "address", "code", "count", "method", "path", "key_prefix", "last_at")
+    list_filter = ("code",)
+    search_fields = ("address", "key_prefix", "path")
+    date_hierarchy = "minute"
+    ordering = ("-minute", "-count")
+    readonly_fields = [f.name for f in AddressRefusal._meta.fields]
 
     def has_add_permission(self, request):  # noqa: ANN001, ANN201
         return False

@@ -4,8 +4,15 @@ Events are written by the service that made the transition, inside its transacti
 written by `refusals_recorded` around each service, after the service's own transaction has rolled
 back, so a refused call leaves exactly one row behind and nothing else; the API's refusals (keys,
 scopes, limits, input) arrive by `apikit.context.refused`. The API sets the call context (key
-prefix, method, path, request id) once per request; services outside HTTP (the dashboard,
-commands) leave it empty.
+prefix, method, path, request id, client address) once per request; services outside HTTP (the
+dashboard, commands) leave it empty.
+
+A refusal answered for a call that reached no workspace (no key, a malformed, unknown or wrong
+one, an unknown path, a NUL in the path, and the 429s of the limit on such calls) names nobody a
+supervisor could be shown, and anyone can send such calls as fast as they like: it is counted
+instead (`record_address_refusal`, one `AddressRefusal` row per client address, code and minute),
+so a flood grows a number, not the table. Every refusal of a call with a workspace keeps its own
+row.
 """
 
 from __future__ import annotations
@@ -16,11 +23,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 
-from apikit.context import current_call, refused
+from apikit.context import CallContext, current_call, refused
 from apikit.errors import DependencyUnavailable, GroundControlError
-from leases.models import Event, Refusal
+from leases.clock import now_sql
+from leases.models import AddressRefusal, Event, Refusal
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +141,8 @@ def record_refusal(
                 workspace_id=workspace_id if workspace_id is not None else call.workspace_id,
                 hand=(hand or call.hand)[:200],
                 key_prefix=call.key_prefix,
-                method=call.method,
-                path=call.path[:1024],
+                method=call.method[:10],
+                path=_printable(call.path)[:1024],
                 code=error.code,
                 message=error.message[:2000],
                 request_id=call.request_id,
@@ -145,8 +153,83 @@ def record_refusal(
     error.recorded = True
 
 
+# The count's one statement: insert the (address, code, minute) row or add one to its count, on
+# the database's clock, read once (`stamp`). PostgreSQL's and SQLite's ON CONFLICT take the row
+# lock for the update, so concurrent calls never lose one another's count. `WHERE TRUE`: SQLite
+# reads `SELECT ... ON CONFLICT` as a join's ON without a WHERE.
+_ADDRESS_UPSERT = """
+INSERT INTO {table} ({columns})
+SELECT %(address)s, %(code)s, {minute}, 1, stamp.at, stamp.at, %(method)s, %(path)s,
+       %(key_prefix)s
+FROM (SELECT {now} AS at) stamp WHERE TRUE
+ON CONFLICT (address, code, minute) DO UPDATE SET
+    {count} = {table}.{count} + 1,
+    last_at = {latest}({table}.last_at, EXCLUDED.last_at)
+"""
+_ADDRESS_COLUMNS = (
+    "address",
+    "code",
+    "minute",
+    "count",
+    "first_at",
+    "last_at",
+    "method",
+    "path",
+    "key_prefix",
+)
+
+
+def address_refusal_sql() -> str:
+    """The upsert for this database (and the engine's clock: a frozen test clock is in it)."""
+    quote = connection.ops.quote_name
+    if connection.vendor == "postgresql":
+        # In UTC whatever the session's time zone: the minute is the same row everywhere.
+        minute, latest = "date_trunc('minute', stamp.at, 'UTC')", "GREATEST"
+    else:
+        # The engine's one text format (`leases.clock`), at the start of the minute.
+        minute, latest = "strftime('%%Y-%%m-%%d %%H:%%M:00.000', stamp.at)", "MAX"
+    return _ADDRESS_UPSERT.format(
+        table=quote(AddressRefusal._meta.db_table),
+        columns=", ".join(quote(column) for column in _ADDRESS_COLUMNS),
+        count=quote("count"),
+        minute=minute,
+        latest=latest,
+        now=now_sql(),
+    )
+
+
+def record_address_refusal(error: GroundControlError, call: CallContext | None = None) -> None:
+    """Count `error` for the call's client address (one statement), once; never let the record
+    itself fail the call."""
+    if error.recorded or isinstance(error, DependencyUnavailable):
+        return
+    call = call or current_call()
+    params = {
+        "address": call.address[:64],
+        "code": error.code[:64],
+        "method": call.method[:10],
+        "path": _printable(call.path)[:200],
+        "key_prefix": call.key_prefix[:32],
+    }
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(address_refusal_sql(), params)
+    except DatabaseError:
+        logger.exception("could not count refusal %s", error.code)
+    error.recorded = True
+
+
+def _printable(path: str) -> str:
+    # PostgreSQL's text holds no NUL, and a path that carries one is refused for it: keep a mark.
+    return path.replace("\x00", "\ufffd")
+
+
 def _record_answered_refusal(sender: Any, *, error: GroundControlError, **_: Any) -> None:
-    record_refusal(error)
+    call = current_call()
+    if call.workspace_id is None and call.address:
+        record_address_refusal(error, call)
+    else:
+        record_refusal(error)
 
 
 refused.connect(_record_answered_refusal, dispatch_uid="leases.audit.record_refusal")

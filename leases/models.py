@@ -163,3 +163,40 @@ class Refusal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.code} {self.method} {self.path}"
+
+
+class AddressRefusal(models.Model):
+    """Refused calls that reached no workspace (no key, a malformed, unknown or wrong one, an
+    unknown path, and their 429s), counted: one row per client address, code and minute.
+
+    A flood of such calls from one address grows a count, not the table. `minute` is the
+    database's clock truncated to the minute, so every web process agrees which row a call joins;
+    the one statement that writes a row (`leases.audit.record_address_refusal`) inserts it or adds
+    one to its count. The method, path and key prefix are the first call's, as a sample.
+    """
+
+    address = models.CharField(max_length=64)
+    code = models.CharField(max_length=64)
+    minute = models.DateTimeField()
+    count = models.BigIntegerField(default=1)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    method = models.CharField(max_length=10, blank=True, default="")
+    path = models.CharField(max_length=200, blank=True, default="")
+    key_prefix = models.CharField(max_length=32, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            # The upsert's conflict target: it is what makes concurrent calls add to one row.
+            models.UniqueConstraint(
+                fields=["address", "code", "minute"], name="address_refusal_unique_minute"
+            ),
+        ]
+        indexes = [
+            # Retention's WHERE and ORDER BY (`ops.jobs.records_prune`); `minute` never changes
+            # once written, so the upsert's updates leave this index alone.
+            models.Index(fields=["minute"], name="address_refusal_minute_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} x{self.count} from {self.address} at {self.minute:%Y-%m-%d %H:%M}"

@@ -23,7 +23,7 @@ from fleet.models import Attempt, Report
 from fleet.selectors import tenure_state_sql
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.jobs import MAX_BATCHES, JobResult, rows, seconds_param
-from leases.models import Event, Lease, Refusal
+from leases.models import AddressRefusal, Event, Lease, Refusal
 from leases.state import state_sql
 from ops.models import JobRun
 from webhooks.models import WebhookDelivery
@@ -149,7 +149,8 @@ def _prune(table: str, column: str, age_s: float, batch: int, extra: str = "") -
 
 @recorded("prune_records")
 def records_prune(*, batch: int | None = None) -> PruneResult:
-    """Prune reports, events, refusals and finished webhook deliveries past their retention."""
+    """Prune reports, events, refusals (rows and counts) and finished webhook deliveries past
+    their retention."""
     batch = batch or settings.GC_RETENTION_BATCH
     day = 86_400.0
     result = PruneResult()
@@ -162,6 +163,14 @@ def records_prune(*, batch: int | None = None) -> PruneResult:
         ),
         "refusals": _prune(
             Refusal._meta.db_table, "at", settings.GC_RETENTION_REFUSALS_DAYS * day, batch
+        ),
+        # The counted refusals of calls without a workspace, by the minute they count: a row's
+        # last call is within a minute of it, and `minute` (never updated) has the index.
+        "address_refusals": _prune(
+            AddressRefusal._meta.db_table,
+            "minute",
+            settings.GC_RETENTION_REFUSALS_DAYS * day,
+            batch,
         ),
         # A pending delivery is still being retried; only finished ones go.
         "webhook_deliveries": _prune(
@@ -184,7 +193,8 @@ class MetricsSnapshot:
     attempts: dict[str, int]  # by state: live, late, stalled, lost, finished, released
     leases: dict[tuple[str, str], int]  # by (kind, state)
     reports_total: int  # reports ever received (the highest id: monotonic, cheap)
-    refusals: dict[str, int]  # refusals on record, by code
+    refusals: dict[str, int]  # refused calls on record, by code (rows and counted ones)
+    address_refusals: dict[str, int]  # of which counted per address (no workspace), by code
     undispatched_events: int
     deliveries: dict[str, int]  # webhook deliveries on record, by status
     sweep_lag_s: float  # how long the oldest unrecorded threshold has been waiting
@@ -225,6 +235,14 @@ def metrics_snapshot() -> MetricsSnapshot:
             f"SELECT code, COUNT(*) FROM {Refusal._meta.db_table} GROUP BY 1", params
         )
     }
+    address_refusals = {
+        str(code): int(count)
+        for code, count in rows(
+            f'SELECT code, SUM("count") FROM {AddressRefusal._meta.db_table} GROUP BY 1', params
+        )
+    }
+    for code, count in address_refusals.items():
+        refusals[code] = refusals.get(code, 0) + count
     [(undispatched,)] = rows(
         f"SELECT COUNT(*) FROM {Event._meta.db_table} WHERE dispatched_at IS NULL", params
     )
@@ -247,6 +265,7 @@ def metrics_snapshot() -> MetricsSnapshot:
         leases=leases,
         reports_total=int(reports_total),
         refusals=refusals,
+        address_refusals=address_refusals,
         undispatched_events=int(undispatched),
         deliveries=deliveries,
         sweep_lag_s=max(lag, 0.0),

@@ -2,7 +2,8 @@
 
     /healthz   the process is up (no dependency is touched: a load balancer restarts on this)
     /readyz    the database and Redis answer; 503 otherwise (take the node out of rotation)
-    /metrics   attempts and leases by state, reports, refusals by code, jobs, sweep lag
+    /metrics   attempts and leases by state, reports, refusals by code (and of them the
+               unauthenticated ones), jobs, sweep lag
 
 Redis being down makes a node unready but never wrong: leases live in PostgreSQL, so the API
 stays correct and only notifications wait (docs/deploy.md).
@@ -142,6 +143,14 @@ class FleetCollector(Collector):
             "code",
             snap.refusals,
             sorted(snap.refusals),
+        )
+        yield _by(
+            "gc_refusals_unauthenticated",
+            "Of gc_refusals, the calls that reached no workspace (no valid key, an unknown path), "
+            "counted per client address",
+            "code",
+            snap.address_refusals,
+            sorted(snap.address_refusals),
         )
         yield GaugeMetricFamily(
             "gc_events_undispatched",

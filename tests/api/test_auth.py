@@ -11,8 +11,8 @@ from fleet.services import plan as plan_services
 from hands import services as hand_services
 from hands.models import HandKey
 from leases import clock
-from leases.models import Refusal
-from tests.api.conftest import Api, error_of, mint, refusals
+from leases.models import AddressRefusal, Refusal
+from tests.api.conftest import API, Api, error_of, mint, refusals
 
 pytestmark = pytest.mark.django_db
 
@@ -22,15 +22,16 @@ def test_a_call_without_a_key_answers_key_invalid_with_no_workspace(anonymous: A
     error = error_of(response, 401, "key_invalid")
     assert "Bearer" in error["message"]
     assert response["WWW-Authenticate"].startswith("Bearer")
-    refusal = Refusal.objects.get()
-    assert (refusal.code, refusal.workspace_id, refusal.hand, refusal.key_prefix) == (
+    # No workspace: counted per client address and minute, not a row per call (issue 18, item 5).
+    assert not Refusal.objects.exists()
+    counted = AddressRefusal.objects.get()
+    assert (counted.code, counted.address, counted.count, counted.key_prefix) == (
         "key_invalid",
-        None,
-        "",
+        "127.0.0.1",
+        1,
         "",
     )
-    assert (refusal.method, refusal.path) == ("GET", "/api/v1/me")
-    assert refusal.request_id == response["X-Request-ID"]
+    assert (counted.method, counted.path) == ("GET", "/api/v1/me")
 
 
 @pytest.mark.parametrize(
@@ -40,17 +41,31 @@ def test_a_call_without_a_key_answers_key_invalid_with_no_workspace(anonymous: A
 def test_a_malformed_authorization_header_answers_key_invalid(header: str) -> None:
     response = Api(None).client.get("/api/v1/me", headers={"Authorization": header})
     error_of(response, 401, "key_invalid")
-    assert Refusal.objects.get().code == "key_invalid"
+    assert not Refusal.objects.exists()
+    assert (AddressRefusal.objects.get().code, AddressRefusal.objects.get().count) == (
+        "key_invalid",
+        1,
+    )
 
 
 def test_an_unknown_key_or_a_wrong_secret_answers_key_invalid(api_a: Api) -> None:
     prefix = api_a.key.split("_")[1]
-    error_of(Api("gc_000000000000_secret").get("/me"), 401, "key_invalid")
-    response = Api(f"gc_{prefix}_wrong-secret").get("/me")
-    error_of(response, 401, "key_invalid")
+
+    def call(key: str, address: str):  # noqa: ANN202
+        headers = {"Authorization": f"Bearer {key}"}
+        return Api(None).client.get(f"{API}/me", headers=headers, REMOTE_ADDR=address)
+
+    # From two addresses: each is counted in a row of its own, with its call's key prefix.
+    error_of(call("gc_000000000000_secret", "10.0.0.1"), 401, "key_invalid")
+    error_of(call(f"gc_{prefix}_wrong-secret", "10.0.0.2"), 401, "key_invalid")
     # The prefix is recorded, the secret never is.
-    assert [r.key_prefix for r in refusals("key_invalid")] == ["000000000000", prefix]
-    assert all("wrong-secret" not in (r.message + str(r.details)) for r in refusals("key_invalid"))
+    counted = AddressRefusal.objects.filter(code="key_invalid").order_by("address")
+    assert [(r.address, r.key_prefix, r.count) for r in counted] == [
+        ("10.0.0.1", "000000000000", 1),
+        ("10.0.0.2", prefix, 1),
+    ]
+    assert all("wrong-secret" not in (r.path + r.key_prefix) for r in counted)
+    assert not Refusal.objects.exists()
 
 
 def test_a_revoked_key_is_refused_on_its_very_next_call(api_a: Api, boss: Api) -> None:

@@ -53,6 +53,7 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         "reports": 9,
         "events": 6,
         "refusals": 3,
+        "address_refusals": 0,
         "webhook_deliveries": 0,
     }
     assert result.processed == 18

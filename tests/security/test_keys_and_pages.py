@@ -22,7 +22,7 @@ from fleet.services import attempts as attempt_services
 from fleet.services import reports as report_services
 from hands import services as hand_services
 from hands.models import HandKey, Role
-from leases.models import Event, Refusal
+from leases.models import AddressRefusal, Event, Refusal
 from tests.api.conftest import Api
 
 
@@ -69,7 +69,13 @@ def test_no_key_secret_is_stored_or_logged(workspace, owner, caplog) -> None:  #
     Api(issued.plaintext + "x").get("/me")  # a wrong secret: a refusal with the prefix
     Api(f"gc_{issued.key.prefix}_{secret}").post("/leases/break", {"resource": "r"})
     stored = serializers.serialize(
-        "json", [*HandKey.objects.all(), *Event.objects.all(), *Refusal.objects.all()]
+        "json",
+        [
+            *HandKey.objects.all(),
+            *Event.objects.all(),
+            *Refusal.objects.all(),
+            *AddressRefusal.objects.all(),
+        ],
     )
     assert issued.key.prefix in stored
     assert secret not in stored and issued.plaintext not in stored
