@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_http_methods
 
+from apikit.clients import client_address
 from apikit.errors import GroundControlError
 from dashboard import login_throttle, pages
 from dashboard.forms import (
@@ -191,7 +192,7 @@ class ThrottledLoginView(LoginView):
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         username = request.POST.get("username", "")
-        address = _client_address(request)
+        address = client_address(request)
         wait = login_throttle.login_wait_s(username=username, address=address)
         if wait <= 0:
             wait = login_throttle.login_attempt(username=username, address=address)
@@ -205,7 +206,7 @@ class ThrottledLoginView(LoginView):
     def form_invalid(self, form: Any) -> HttpResponse:
         login_throttle.login_failed(
             username=self.request.POST.get("username", ""),
-            address=_client_address(self.request),
+            address=client_address(self.request),
         )
         return super().form_invalid(form)
 
@@ -213,12 +214,6 @@ class ThrottledLoginView(LoginView):
         # The username as typed: the one the try was counted under.
         login_throttle.login_succeeded(
             username=self.request.POST.get("username", ""),
-            address=_client_address(self.request),
+            address=client_address(self.request),
         )
         return super().form_valid(form)
-
-
-def _client_address(request: HttpRequest) -> str:
-    # REMOTE_ADDR only: a client-supplied X-Forwarded-For would let anyone pick a fresh address
-    # per try. Behind a proxy REMOTE_ADDR is the proxy's (docs/deploy.md).
-    return request.META.get("REMOTE_ADDR", "")

@@ -192,3 +192,32 @@ def test_the_username_limit_holds_across_many_addresses(fast_hasher, user) -> No
         "/login/", {"username": "bob", "password": "bob's password"}, REMOTE_ADDR="10.3.0.1"
     )
     assert other.status_code == 302
+
+
+def _locked_out(client: Client, **meta: str) -> bool:
+    for _ in range(6):
+        client.post("/login/", {"username": "ada", "password": "wrong"}, **meta)
+    answer = client.post("/login/", {"username": "ada", "password": "the right password"}, **meta)
+    return answer.status_code == 429
+
+
+def test_it_counts_the_address_the_trusted_proxy_saw(user, settings) -> None:  # noqa: ANN001
+    # The one definition of a caller's address (apikit.clients), as the API's limits use it.
+    settings.GC_TRUSTED_PROXY_HOPS = 1
+    proxy = {"REMOTE_ADDR": "10.0.0.254"}
+    assert _locked_out(Client(), HTTP_X_FORWARDED_FOR="203.0.113.7", **proxy)
+    # Another client behind the same proxy is a pair of its own, so it logs in.
+    fresh = Client().post(
+        "/login/", {"username": "ada", "password": "the right password"},
+        HTTP_X_FORWARDED_FOR="203.0.113.8", **proxy,
+    )
+    assert fresh.status_code == 302
+
+
+def test_a_forwarded_for_is_ignored_without_a_trusted_proxy(user, settings) -> None:  # noqa: ANN001
+    settings.GC_TRUSTED_PROXY_HOPS = 0
+    client = Client()
+    for n in range(6):  # a fresh made-up address per try buys nothing
+        client.post("/login/", {"username": "ada", "password": "wrong"},
+                    HTTP_X_FORWARDED_FOR=f"198.51.100.{n}", REMOTE_ADDR="10.0.0.1")
+    assert attempt(client, "the right password", address="10.0.0.1").status_code == 429
