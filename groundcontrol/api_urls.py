@@ -74,5 +74,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     # The schema and its interactive docs
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    re_path(r"^.*$", NotFoundView.as_view(), name="api-not-found"),
+    # Any path at all, a newline in it too (`.` alone would not match one, and Django's HTML 404
+    # page would answer under the API).
+    re_path(r"^[\s\S]*$", NotFoundView.as_view(), name="api-not-found"),
 ]

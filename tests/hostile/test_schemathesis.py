@@ -86,3 +86,24 @@ def test_it_never_answers_5xx_and_every_answer_matches_the_schema(case, world) -
     response = case.call(headers=world)
     TRIED[f"{response.status_code // 100}xx"] += 1
     case.validate_response(response, checks=CHECKS)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/lanes/a%0Ab/work-packages",
+        "/runs/1%0A/slots",
+        "/hands/a%0Ab/keys",
+        "/attempts/%0A",
+        "/no/such%0Athing",
+    ],
+)
+def test_a_path_with_a_newline_answers_the_uniform_404(boss, path: str) -> None:  # noqa: ANN001
+    """Found by the long run: a newline in a path parameter matched no API route, not even the
+    catch-all (`.` does not match a newline), so Django's HTML 404 page answered under the API."""
+    from tests.api.conftest import error_of
+
+    for response in (boss.get(path), boss.post(path, {})):
+        assert response["Content-Type"] == "application/json", response.content[:200]
+        error_of(response, 404, "not_found")
