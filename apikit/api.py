@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.handlers.wsgi import LimitedStream
 from django.db import InterfaceError, OperationalError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -326,6 +327,50 @@ class LimitedJSONParser(JSONParser):
             return decode_json(raw)
         except ValueError as exc:  # UnicodeDecodeError too
             raise drf.ParseError(f"JSON parse error - {exc}") from None
+
+
+def body_left_unread(request: HttpRequest) -> bool:
+    """True when the request came with a body that was not read to its end: a refusal made
+    before reading it (a declared length over the limit, a key refused before the body was
+    parsed, a NUL in the path), or a body the parser stopped reading one byte past the limit."""
+    meta = request.META
+    if "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower():
+        # Django reads a body only up to its declared length: a chunked one is never read.
+        return True
+    declared = meta.get("CONTENT_LENGTH") or ""
+    if not declared.isdigit() or int(declared) == 0:
+        return False
+    # Django reads the body through a LimitedStream over wsgi.input, which counts what was
+    # read; once `request.body` has read it whole the stream is a BytesIO.
+    stream = getattr(request, "_stream", None)
+    return isinstance(stream, LimitedStream) and stream._pos < stream.limit
+
+
+class CloseUnreadBodyMiddleware:
+    """`Connection: close` on every answer that leaves part of its request's body unread.
+
+    The next request on a connection starts where this one's body ends, so a server that did
+    not read the body must either read the rest and throw it away or close the connection after
+    the answer. granian throws away what it already holds and closes when more is to come (a
+    few tens of KiB), saying so only sometimes: a client that then sent its next call on that
+    connection found it closed. Said on every such answer, the server closes the connection
+    every time and the client knows to open a new one; an answer whose body was read stays
+    keep-alive.
+
+    Under wsgiref (`runserver`, the tests' live server) nothing is added: it reads the rest of
+    the body itself, and refuses hop-by-hop headers from the application (PEP 3333).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if body_left_unread(request) and not request.META.get("SERVER_SOFTWARE", "").startswith(
+            "WSGIServer/"
+        ):
+            response["Connection"] = "close"
+        return response
 
 
 class RefuseNulMiddleware:

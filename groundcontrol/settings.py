@@ -1,8 +1,10 @@
 """Ground Control settings.
 
 Everything comes from the environment (see groundcontrol/env.py). With nothing set this is the
-embedded default: a SQLite file under var/, no Redis, the periodic jobs run in-process.
-Production sets DATABASE_URL (PostgreSQL), REDIS_URL, SECRET_KEY, DEBUG=0 and ALLOWED_HOSTS.
+embedded default: a SQLite file under var/, no Redis, the periodic jobs run in-process, and a
+secret key minted once and kept in var/secret_key. Production sets DATABASE_URL (PostgreSQL),
+REDIS_URL, SECRET_KEY (required there), DEBUG=0, ALLOWED_HOSTS and, behind a proxy that
+terminates TLS, GC_TLS=1 (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -10,18 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
+from csp.constants import NONCE, NONE, SELF
 
 from groundcontrol.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from groundcontrol.secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GC_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
-_INSECURE_KEY = "embedded-default-insecure-key-change-me-in-production-000000000"
-SECRET_KEY = env_str("SECRET_KEY", _INSECURE_KEY)
-if not DEBUG and SECRET_KEY == _INSECURE_KEY and env_bool("GC_REQUIRE_SECRET_KEY", False):
-    raise ImproperlyConfigured("SECRET_KEY must be set in production")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -36,6 +35,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_htmx",
     "template_partials",
+    "csp",
     "leases",
     "hands",
     "fleet",
@@ -47,9 +47,16 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost, so that it sees every answer: `Connection: close` on one that leaves its
+    # request's body unread (apikit/api.py).
+    "apikit.api.CloseUnreadBodyMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # The Content-Security-Policy header on every answer (CONTENT_SECURITY_POLICY, below).
+    "csp.middleware.CSPMiddleware",
     # Request ids and the call context for refusals (apikit/api.py).
     "apikit.api.RequestIdMiddleware",
+    # A database outage answers the pages 503, also when a middleware below fails on it.
+    "dashboard.outage.DatabaseOutageMiddleware",
     "apikit.api.RefuseNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -102,6 +109,17 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Secret key (groundcontrol/secret_key.py) -----------------------------------------------------
+# The environment's; on SQLite without one, a key minted once and kept in VAR_DIR/secret_key;
+# on PostgreSQL without one (or with GC_REQUIRE_SECRET_KEY=1 anywhere), the process refuses to
+# start. The development key earlier versions shipped is refused wherever it is given.
+SECRET_KEY = secret_key(
+    given=env_str("SECRET_KEY", ""),
+    embedded=DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3",
+    require=env_bool("GC_REQUIRE_SECRET_KEY", False),
+    var_dir=VAR_DIR,
+)
 
 # --- Redis and Celery ---------------------------------------------------------------------------
 REDIS_URL = env_url("REDIS_URL", "", schemes=("redis", "rediss", "unix"))
@@ -158,18 +176,52 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 
 # --- Security -----------------------------------------------------------------------------------
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# GC_TLS=1: the site is served over HTTPS by a proxy that terminates TLS and forwards plain HTTP
+# with `X-Forwarded-Proto` (docs/deploy.md). Then Django takes that header for the scheme, sends
+# its cookies secure only, redirects plain HTTP to HTTPS and sends HSTS. Each setting below can
+# still be set on its own. GC_BEHIND_TLS_PROXY=1 is the older name for trusting the header.
+GC_TLS = env_bool("GC_TLS", False)
 SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("GC_BEHIND_TLS_PROXY", False) else None
+    ("HTTP_X_FORWARDED_PROTO", "https")
+    if GC_TLS or env_bool("GC_BEHIND_TLS_PROXY", False)
+    else None
 )
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", GC_TLS)
+# The load balancer's health checks and the scraper may call a web process directly over plain
+# HTTP: a redirect would fail them.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", GC_TLS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", GC_TLS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if GC_TLS else 0, minimum=0)
+# HSTS sent by the host Ground Control is served at covers that host and its own subdomains,
+# never its parent domain's other hosts.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", GC_TLS)
+# Preloading commits a whole registered domain, and anyone may submit a domain that sends the
+# flag: that is for the domain's owner to decide (SECURE_HSTS_PRELOAD=1), so the deploy check's
+# reminder of it is silenced until then.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# django-csp: scripts and styles from this origin, or inline with the request's nonce (the
+# API docs' page: templates/drf_spectacular/); no plugins, no framing, forms post here only.
+# The dashboard has no inline script or style (static/js/dashboard.js; htmx is told not to
+# insert its own style and not to evaluate attributes: templates/base.html).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        # Swagger UI's stylesheet draws its icons as data: URLs.
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}
 
 # --- API ----------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -53,8 +53,21 @@ def test_it_reads_well_formed_values(monkeypatch) -> None:  # noqa: ANN001
     assert env.env_int("GC_T", 0, minimum=1) == 42
 
 
+# Production behind a proxy that terminates TLS: GC_TLS=1 stands for the five settings above
+# (HSTS preloading stays the domain owner's decision: docs/deploy.md).
+PRODUCTION_TLS = {
+    "SECRET_KEY": secrets.token_urlsafe(50),
+    "DEBUG": "0",
+    "ALLOWED_HOSTS": "gc.example.com",
+    "GC_TLS": "1",
+}
+_TLS_SETTINGS = ("GC_TLS", "GC_BEHIND_TLS_PROXY", "SECURE_HSTS_SECONDS")
+
+
 def _manage(*args: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in PRODUCTION}
+    environ = {
+        k: v for k, v in os.environ.items() if k not in PRODUCTION and k not in _TLS_SETTINGS
+    }
     environ.update(extra_env)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -76,3 +89,54 @@ def test_a_malformed_setting_stops_the_process_with_its_name() -> None:
     result = _manage("check", extra_env={"DEBUG": "perhaps"})
     assert result.returncode != 0
     assert "DEBUG='perhaps' is not a boolean" in result.stderr
+
+
+def test_it_passes_the_deploy_check_with_GC_TLS_alone() -> None:
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", extra_env=PRODUCTION_TLS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_without_GC_TLS_the_deploy_check_names_what_is_missing() -> None:
+    plain = {k: v for k, v in PRODUCTION_TLS.items() if k != "GC_TLS"}
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", extra_env=plain)
+    assert result.returncode != 0
+    for check in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert check in result.stderr, result.stderr
+
+
+def test_GC_TLS_turns_on_secure_cookies_hsts_the_redirect_and_the_proxy_header() -> None:
+    names = (
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "SECURE_SSL_REDIRECT",
+        "SECURE_HSTS_SECONDS",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+        "SECURE_HSTS_PRELOAD",
+        "SECURE_PROXY_SSL_HEADER",
+        "SECURE_REDIRECT_EXEMPT",
+    )
+    code = "from django.conf import settings; " + "; ".join(
+        f"print(repr(settings.{name}))" for name in names
+    )
+
+    def values(extra_env: dict[str, str]) -> list[str]:
+        result = _manage("shell", "-v", "0", "-c", code, extra_env=extra_env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()
+
+    exempt = repr(["^healthz$", "^readyz$", "^metrics$"])
+    assert values(PRODUCTION_TLS) == [
+        *["True"] * 3,
+        "31536000",
+        "True",
+        "False",
+        "('HTTP_X_FORWARDED_PROTO', 'https')",
+        exempt,
+    ]
+    plain = {k: v for k, v in PRODUCTION_TLS.items() if k != "GC_TLS"}
+    assert values(plain) == [*["False"] * 3, "0", "False", "False", "None", exempt]
+    # Each one can still be set on its own, over GC_TLS.
+    assert values({**PRODUCTION_TLS, "SECURE_HSTS_SECONDS": "300", "SECURE_SSL_REDIRECT": "0"})[
+        2:4
+    ] == ["False", "300"]
