@@ -376,12 +376,21 @@ class CloseUnreadBodyMiddleware:
 class RefuseNulMiddleware:
     """A NUL in the path or a query parameter is refused before anything looks it up (PostgreSQL
     cannot compare text holding one): 400, the uniform body under the API, a plain page
-    elsewhere."""
+    elsewhere.
+
+    A cookie holding one is dropped instead, as if never sent: a quoted cookie value may spell a
+    NUL as `\\000`, which Django's cookie parser unquotes, and the session middleware would look
+    that session id up (a 500 on every page). No cookie this server sets holds one, and a browser
+    that keeps sending it must still reach the login page to be given a new one."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "HTTP_COOKIE" in request.META:
+            cookies = request.COOKIES
+            for name in [n for n, v in cookies.items() if "\x00" in n or "\x00" in v]:
+                del cookies[name]
         if "\x00" in request.path or any(
             "\x00" in name or any("\x00" in value for value in values)
             for name, values in request.GET.lists()

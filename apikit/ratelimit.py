@@ -15,9 +15,9 @@ The count is advisory: when the cache is down the call goes through. Redis never
 whether a lease is valid, and an outage of it must not stop the fleet.
 
 The same machinery counts unauthenticated calls per client address (`apikit.clients`) against
-`GC_UNAUTHENTICATED_PER_MINUTE`: no key, a malformed, unknown or wrong one, an unknown path
-(`unauthenticated_refusal`). Only calls that turned out unauthenticated are counted, so a valid
-key never pays this count's round trip and never shares its address's limit.
+`GC_UNAUTHENTICATED_PER_MINUTE`: no key, a malformed, unknown, wrong, revoked or expired one, an
+unknown path (`unauthenticated_refusal`). Only calls that turned out unauthenticated are counted,
+so a valid key never pays this count's round trip and never shares its address's limit.
 """
 
 from __future__ import annotations

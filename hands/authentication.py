@@ -6,8 +6,9 @@ refused on its very next call); scopes are checked by `ScopeRequired`, and lanes
 and selectors the views pass `key.lane_id` to. Each check lives in exactly one place.
 
 A call that turns out unauthenticated (no key, a malformed one, an unknown prefix, a wrong
-secret) is counted against its address's limit (`apikit.ratelimit.unauthenticated_refusal`) and
-answered 429 rate_limited instead of 401 once the address is over it. Only such calls are
+secret, a revoked or expired key) is counted against its address's limit
+(`apikit.ratelimit.unauthenticated_refusal`) and answered 429 rate_limited instead of 401 once
+the address is over it. Only such calls are
 counted: a valid key pays no count here, and is never refused for its address's sake. The count
 of a call without a usable header is taken before any query; a well-formed key is unauthenticated
 only once its lookup has found it so, the one indexed read a valid key pays too.
@@ -73,6 +74,12 @@ class HandKeyAuthentication(BaseAuthentication):
         try:
             key = key_authenticate(raw)
         except (KeyRevoked, KeyExpired):
+            # A key that no longer authenticates counts against its address's limit like an
+            # unknown one: else a leaked, revoked key could be sent without end, each call
+            # writing a refusal row. Past the limit the 429 names no workspace, so it is counted.
+            over = unauthenticated_refusal(client_address(request))
+            if over is not None:
+                raise over from None
             # The secret matched, so the refusal may name the key's hand and workspace (a
             # supervisor then sees its revoked hand still calling). Only the refusal path pays
             # this second query.

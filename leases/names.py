@@ -7,8 +7,10 @@ alike must never be two resources. So a canonical name is:
 1. 1 to 512 characters;
 2. without control characters (Unicode category Cc: NUL, line breaks, tabs, C1), format
    characters (Cf: bidirectional controls U+202A-U+202E and U+2066-U+2069, the marks
-   U+200E/U+200F, zero-width U+200B-U+200D, U+FEFF), lone surrogates (Cs) or line and paragraph
-   separators (Zl, Zp), anywhere;
+   U+200E/U+200F, zero-width U+200B-U+200D, U+FEFF), lone surrogates (Cs), line and paragraph
+   separators (Zl, Zp), or any other invisible character (Unicode's default-ignorable code
+   points outside those categories: the combining grapheme joiner, variation selectors, the
+   Hangul fillers), anywhere;
 3. in Unicode normal form C (NFC), so `é` is spelled one way;
 4. without leading or trailing whitespace;
 5. without empty segments (`a//b`, and so no leading `/`), `.` or `..` segments; a single
@@ -36,10 +38,37 @@ _KINDS = {
     "Zl": "a line separator",
     "Zp": "a paragraph separator",
 }
+# The default-ignorable code points (DerivedCoreProperties.txt) of no category above: drawn as
+# nothing, like a format character, but marks, letters or unassigned, so rule 2 names them.
+_INVISIBLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180D),
+    (0x180F, 0x180F),
+    (0x2065, 0x2065),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0FFF),
+)
+_INVISIBLE_KIND = "an invisible character"
 _SHOWN = 60  # characters of a name repeated in a message
 # Of ASCII, only the controls are forbidden (and ASCII is always NFC): most names are ASCII, and
 # the hot path asks on every acquire and renew.
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _is_forbidden(c: str) -> bool:
+    if unicodedata.category(c) in FORBIDDEN_CATEGORIES:
+        return True
+    code = ord(c)
+    return any(low <= code <= high for low, high in _INVISIBLE)
+
+
+def _kind(c: str) -> str:
+    return _KINDS.get(unicodedata.category(c), _INVISIBLE_KIND)
 
 
 def _forbidden(name: str) -> str | None:
@@ -47,7 +76,7 @@ def _forbidden(name: str) -> str | None:
     if name.isascii():
         found = _ASCII_CONTROL.search(name)
         return found.group() if found else None
-    return next((c for c in name if unicodedata.category(c) in FORBIDDEN_CATEGORIES), None)
+    return next((c for c in name if _is_forbidden(c)), None)
 
 
 def _shown(name: str) -> str:
@@ -89,7 +118,7 @@ def _tidied(name: str) -> str | None:
     """The canonical name a client most likely meant, or None when there is no safe guess (a
     `..` segment: the name is not a path to resolve)."""
     for _ in range(3):  # each round can only shorten the name; two always settle it
-        kept = "".join(c for c in name if unicodedata.category(c) not in FORBIDDEN_CATEGORIES)
+        kept = "".join(c for c in name if not _is_forbidden(c))
         kept = unicodedata.normalize("NFC", kept).strip()
         segments = _segments(kept)
         if ".." in segments:
@@ -123,7 +152,7 @@ def resource_problem(name: str, *, field: str = "resource") -> str | None:
         bad = _forbidden(name)
         assert bad is not None
         named = unicodedata.name(bad, "").lower()
-        what = _KINDS[unicodedata.category(bad)]
+        what = _kind(bad)
         what += f" ({named})" if named and named not in what else ""
         return f"{shown} holds {what} at U+{ord(bad):04X}; " + _fix(name, "remove it")
     if broken == "nfc":
@@ -173,7 +202,7 @@ def prefix_problem(prefix: str, *, field: str = "prefix") -> str | None:
     bad = _forbidden(prefix)
     if bad is not None:
         return (
-            f"{field} {_shown(prefix)} holds {_KINDS[unicodedata.category(bad)]} at "
+            f"{field} {_shown(prefix)} holds {_kind(bad)} at "
             f"U+{ord(bad):04X}, which no resource name holds; remove it"
         )
     return None

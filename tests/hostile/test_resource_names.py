@@ -27,11 +27,39 @@ pytestmark = pytest.mark.django_db
 PATHS = ["hot view", "DRF view"]
 
 
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as written there.
+DEFAULT_IGNORABLE = frozenset(
+    chr(c)
+    for low, high in [
+        (0x00AD, 0x00AD),
+        (0x034F, 0x034F),
+        (0x061C, 0x061C),
+        (0x115F, 0x1160),
+        (0x17B4, 0x17B5),
+        (0x180B, 0x180F),
+        (0x200B, 0x200F),
+        (0x202A, 0x202E),
+        (0x2060, 0x206F),
+        (0x3164, 0x3164),
+        (0xFE00, 0xFE0F),
+        (0xFEFF, 0xFEFF),
+        (0xFFA0, 0xFFA0),
+        (0xFFF0, 0xFFF8),
+        (0x1BCA0, 0x1BCA3),
+        (0x1D173, 0x1D17A),
+        (0xE0000, 0xE0FFF),
+    ]
+    for c in range(low, high + 1)
+)
+
+
 def reference(name: str) -> bool:
     """Canonical, as issue 18 words it, written apart from `leases.names`."""
     if not 1 <= len(name) <= MAX_RESOURCE_LENGTH:
         return False
     if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in name):
+        return False
+    if any(c in DEFAULT_IGNORABLE for c in name):  # invisible, whatever its category
         return False
     if unicodedata.normalize("NFC", name) != name or name.strip() != name:
         return False
@@ -225,6 +253,9 @@ PIECES = st.sampled_from(
         "\u200b",
         "\u200e",
         "\ufeff",
+        "\u034f",
+        "\u3164",
+        "\ufe0f",
         "\u212b",
         "run/",
         "RUN/",
