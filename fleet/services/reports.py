@@ -198,13 +198,41 @@ def report_params(
 MAX_DETAILS_BYTES = 16_384
 
 
+def _unstorable_text(details: dict[str, Any]) -> str | None:
+    """A NUL or a lone surrogate in any key or string of `details`, said in words, or None."""
+    pending: list[object] = [details]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value)  # the keys
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            if "\x00" in value:
+                return "a NUL character"
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                return "a lone surrogate"
+    return None
+
+
 def details_refusal(details: object) -> ValidationFailed | None:
-    """Why a report's `details` are refused (not an object, or over MAX_DETAILS_BYTES as
-    JSON), or None."""
+    """Why a report's `details` are refused (not an object, a NUL or a lone surrogate in a key
+    or a string, or over MAX_DETAILS_BYTES as JSON), or None."""
     if details is None:
         return None
     if not isinstance(details, dict):
         return ValidationFailed("details must be an object", fields={"details": ["An object."]})
+    unstorable = _unstorable_text(details)
+    if unstorable is not None:
+        # PostgreSQL's jsonb refuses both anywhere in a document (a 500 otherwise); SQLite would
+        # keep them, but the contract is one.
+        return ValidationFailed(
+            f"details hold {unstorable}, which no report may hold",
+            fields={"details": [f"No {unstorable.removeprefix('a ')}s."]},
+        )
     if len(json.dumps(details).encode()) > MAX_DETAILS_BYTES:
         return ValidationFailed(
             f"details must be at most {MAX_DETAILS_BYTES} bytes of JSON",

@@ -9,6 +9,8 @@
 3. A revoked or expired key is not authenticated either, but its calls were never counted
    against the address's limit: a flood of them was answered 401 without end, each call writing
    a Refusal row. Now they count, and past the limit are answered 429 and counted as aggregates.
+4. A report's `details` holding a NUL or a lone surrogate (`\\u0000`, `\\ud800`, in a key or a
+   string) reached PostgreSQL's jsonb, which refuses both: a 500. Now a 400 naming `details`.
 """
 
 from __future__ import annotations
@@ -170,3 +172,38 @@ def test_a_valid_key_from_that_address_is_still_unaffected(
         Client().get(API + "/me", HTTP_AUTHORIZATION=f"Bearer {dead}", REMOTE_ADDR=address)
     me = Client().get(API + "/me", HTTP_AUTHORIZATION=f"Bearer {live}", REMOTE_ADDR=address)
     assert me.status_code == 200, me.content
+
+
+# --- 4. What jsonb cannot hold, in a report's details -------------------------------------------
+# PostgreSQL's jsonb refuses a NUL (`\u0000`) and a lone surrogate (`\ud800`) anywhere in a
+# document, key or value: a report carrying one in its details answered 500.
+
+UNSTORABLE = [
+    '{"a": "\\ud800"}',
+    '{"\\udc00": 1}',
+    '{"a": ["x", {"b": "\\u0000"}]}',
+    '{"a\\u0000": 1}',
+]
+
+
+@pytest.mark.parametrize("path", ["hot view", "DRF view"])
+@pytest.mark.parametrize("details", UNSTORABLE)
+def test_it_refuses_details_that_jsonb_cannot_hold(
+    api_a: Api, run: Any, path: str, details: str
+) -> None:
+    claimed = api_a.post(f"/runs/{run.pk}/claim", {"process_id": "p"}).json()
+    api = Api(api_a.key, api_a.hand, hot_path=path == "hot view")
+    before = Event.objects.count()
+    body = (
+        f'{{"fence": {claimed["fence"]}, "kind": "progress", "process_id": "p", '
+        f'"message": "m", "details": {details}}}'
+    )
+    response = api.client.post(
+        f"{API}/attempts/{claimed['id']}/reports",
+        data=body,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api.key}"},
+    )
+    error = error_of(response, 400, "validation_error")
+    assert list(error["fields"]) == ["details"], error
+    assert Event.objects.count() == before
