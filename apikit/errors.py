@@ -7,7 +7,23 @@ them and never build HTTP responses.
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# What neither a UTF-8 answer nor a PostgreSQL text or jsonb column can hold: a lone surrogate
+# (a JSON body can send one as an escape) and NUL. An error may quote what the caller sent.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """`value` with every unstorable character in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(item) for item in value]
+    return value
 
 
 class GroundControlError(Exception):
@@ -16,8 +32,9 @@ class GroundControlError(Exception):
 
     def __init__(self, message: str, **fields: Any) -> None:
         super().__init__(message)
-        self.message = message
-        self.fields = fields
+        # Quoting the caller's input must never make the answer or its record fail.
+        self.message = storable(message)
+        self.fields = storable(fields)
         # Set once the refusal has been written, so no outer layer records it twice.
         self.recorded = False
 

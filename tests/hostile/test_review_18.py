@@ -11,10 +11,14 @@
    a Refusal row. Now they count, and past the limit are answered 429 and counted as aggregates.
 4. A report's `details` holding a NUL or a lone surrogate (`\\u0000`, `\\ud800`, in a key or a
    string) reached PostgreSQL's jsonb, which refuses both: a 500. Now a 400 naming `details`.
+5. An error that quotes what the caller sent (DRF's `"x" is not a valid choice.`) with a lone
+   surrogate in it could be neither encoded as UTF-8 nor stored: the answer was a 500. An
+   error's message and fields now carry U+FFFD in place of a lone surrogate or a NUL.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -207,3 +211,29 @@ def test_it_refuses_details_that_jsonb_cannot_hold(
     error = error_of(response, 400, "validation_error")
     assert list(error["fields"]) == ["details"], error
     assert Event.objects.count() == before
+
+
+# --- 5. An error quoting a lone surrogate -------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["x\ud800y", "x\u0000y", "\udfff"])
+def test_an_error_quoting_what_cannot_be_encoded_answers_400_and_is_recorded(
+    boss: Api,
+    api_a: Api,
+    run,
+    bad: str,  # noqa: ANN001
+) -> None:
+    claim = api_a.post(f"/runs/{run.id}/claim", {"process_id": "p:1"})
+    assert claim.status_code == 201, claim.content
+    attempt = claim.json()["id"]
+    # json.dumps keeps the lone surrogate as the escape a hostile client sends.
+    answer = boss.client.post(
+        f"{API}/attempts/{attempt}/directive",
+        data=json.dumps({"directive": bad}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {boss.key}"},
+    )
+    error = error_of(answer, 400, "validation_error")
+    assert "\ufffd" in error["fields"]["directive"][0]
+    recorded = Refusal.objects.get(code="validation_error")
+    assert "\ufffd" in recorded.details["fields"]["directive"][0]
