@@ -72,12 +72,13 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
 
 
 def test_the_wiring_only_wires() -> None:
-    """`groundcontrol/` holds settings, URLs, Celery, the WSGI app and the web server: no app
-    imports it, and it defines no model, service or view of its own."""
+    """`groundcontrol/` holds settings (and the embedded default's own secret key), URLs,
+    Celery, the WSGI app and the web server: no app imports it, and it defines no model,
+    service or view of its own."""
     wiring = {p.name for p in (ROOT / "groundcontrol").glob("*.py")}
     assert wiring <= {
         "__init__.py", "settings.py", "env.py", "urls.py", "api_urls.py", "celery.py", "wsgi.py",
-        "server.py", "scheduler.py",
+        "server.py", "scheduler.py", "secret_key.py",
     }
     for package in APPS:
         for module in modules_of(package):
