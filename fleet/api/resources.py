@@ -21,6 +21,7 @@ from fleet.services import attempts as attempt_services
 from fleet.waits import wait_permit
 from hands import services as hand_services
 from hands.views import LEASES, SUPERVISE, HandAPIView
+from leases import names
 from leases import services as lease_services
 from leases.waiting import lease_acquire_waiting
 
@@ -147,7 +148,7 @@ class LeaseListApi(HandAPIView):
         params = request.query_params
         leases = selectors.leases_list(
             workspace_id=self.workspace_id,
-            prefix=params.get("prefix", ""),
+            prefix=names.validate_prefix(params.get("prefix", "")),
             holder=params.get("holder", ""),
             state=choice_param(request, "state", selectors.LEASE_STATES),
         )

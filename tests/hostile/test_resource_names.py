@@ -347,3 +347,21 @@ def test_break_still_refuses_what_no_lease_can_hold(boss: Api, name: str) -> Non
         boss.post("/leases/break", {"resource": name, "reason": "r"}), 400, "validation_error"
     )
     assert "resource" in error["fields"]
+
+
+@pytest.mark.parametrize("prefix", ["src/\u202e", "a\u200bb", "x" * 513])
+def test_a_lease_list_refuses_a_prefix_no_name_can_start_with(api_a: Api, prefix: str) -> None:
+    error = error_of(api_a.get("/leases", {"prefix": prefix}), 400, "validation_error")
+    assert "prefix" in error["fields"]
+
+
+def test_a_lease_list_takes_any_prefix_a_name_may_start_with(api_a: Api) -> None:
+    assert (
+        api_a.post(
+            "/leases/acquire", {"resource": "src/app.py", "ttl_s": 30, "process_id": "a:1"}
+        ).status_code
+        == 201
+    )
+    for prefix in ("", "s", "src/", "src/app", "src/app.py"):
+        listed = api_a.get("/leases", {"prefix": prefix})
+        assert [lease["resource"] for lease in listed.json()] == ["src/app.py"], prefix
