@@ -52,6 +52,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(
         "leases/renew", hot.serving(resources_api.LeaseRenewApi, hot.renew), name="api-lease-renew"
     ),
+    path("leases/renew-all", resources_api.LeaseRenewAllApi.as_view(), name="api-lease-renew-all"),
     path("leases/release", resources_api.LeaseReleaseApi.as_view(), name="api-lease-release"),
     path("leases/check", resources_api.LeaseCheckApi.as_view(), name="api-lease-check"),
     path("leases/break", resources_api.LeaseBreakApi.as_view(), name="api-lease-break"),

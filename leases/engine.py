@@ -418,6 +418,54 @@ def renew(
     )
 
 
+# Every live resource lease of one holder's process, renewed together (a session that holds a
+# lease per file it edits renews them all in one call). A lost tenure stays lost: `{alive}`.
+RENEW_ALL = (
+    "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
+    "noticed_state = 'live' "
+    "WHERE workspace_id = %(workspace_id)s AND holder = %(holder)s "
+    "AND process_id = %(process_id)s AND kind = %(kind)s AND {alive} "
+    "RETURNING {columns}, {now} AS server_time"
+)
+
+
+def renew_all(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
+    """Push the deadline of every live resource lease `holder` holds with `process_id` to now +
+    its interval, in one statement; the leases renewed, in no particular order."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _sql(RENEW_ALL),
+            {
+                "workspace_id": workspace_id,
+                "holder": holder,
+                "process_id": process_id,
+                "kind": LeaseKind.RESOURCE.value,
+            },
+        )
+        return [_snapshot(row) for row in cursor.fetchall()]
+
+
+def held_lost(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
+    """The resource leases `holder`'s process still holds on paper but has lost (past the
+    deadline, not yet recorded by the sweep or a takeover)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _sql(
+                "SELECT {columns}, {now} FROM {table} "
+                "WHERE workspace_id = %(workspace_id)s AND holder = %(holder)s "
+                "AND process_id = %(process_id)s AND kind = %(kind)s AND status = 'held' "
+                "AND NOT {alive}"
+            ),
+            {
+                "workspace_id": workspace_id,
+                "holder": holder,
+                "process_id": process_id,
+                "kind": LeaseKind.RESOURCE.value,
+            },
+        )
+        return [_snapshot(row) for row in cursor.fetchall()]
+
+
 def release(
     *,
     workspace_id: int,

@@ -7,6 +7,7 @@ in the same transaction, and the precise refusal when the statement matched no r
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from django.db import transaction
 
@@ -304,6 +305,34 @@ def lease_renew(
             process_id=process_id,
         )
     return lease
+
+
+@dataclass(frozen=True)
+class RenewedAll:
+    """What one renew-all did: the leases it renewed, and those the process had lost."""
+
+    renewed: list[LeaseSnapshot]
+    lost: list[tuple[LeaseSnapshot, GroundControlError]]
+
+
+@refusals_recorded
+def lease_renew_all(*, workspace_id: int, holder: str, process_id: str) -> RenewedAll:
+    """Renew every live resource lease `holder` holds with `process_id`, in one statement (a
+    renewal is no event); say which ones it still holds on paper but has lost. A lease broken,
+    released or taken over is the process's no longer, so it is in neither list: the caller
+    compares the answer with the leases it believes it holds."""
+    validate_name(process_id, field="process_id")
+    scope = {"workspace_id": workspace_id, "holder": holder, "process_id": process_id}
+    renewed = engine.renew_all(**scope)
+    # Each explained as a renewal of it would be (the same words as `lease_renew`'s refusal).
+    lost = [
+        (lease, diagnose(lease, resource=lease.resource, holder=holder, fence=lease.fence))
+        for lease in engine.held_lost(**scope)
+    ]
+    return RenewedAll(
+        renewed=sorted(renewed, key=lambda lease: lease.resource),
+        lost=sorted(lost, key=lambda pair: pair[0].resource),
+    )
 
 
 @refusals_recorded

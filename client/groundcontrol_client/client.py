@@ -38,6 +38,7 @@ from groundcontrol_client.models import (
     Evidence,
     Lease,
     Me,
+    RenewedAll,
     ReportResult,
     Run,
     Slot,
@@ -471,6 +472,19 @@ class Client:
             "POST", "leases/renew", json=body, give_up_at=give_up_at, timeout=timeout
         )
         return Lease.from_wire(data)
+
+    def lease_renew_all(
+        self, *, process_id: str, give_up_at: float | None = None, timeout: float | None = None
+    ) -> RenewedAll:
+        """Renew, in one call, every live resource lease this hand holds as `process_id`."""
+        data = self.request(
+            "POST",
+            "leases/renew-all",
+            json={"process_id": process_id},
+            give_up_at=give_up_at,
+            timeout=timeout,
+        )
+        return RenewedAll.from_wire(data)
 
     def lease_release(self, resource: str, *, fence: int) -> bool:
         data = self.request("POST", "leases/release", json={"resource": resource, "fence": fence})

@@ -205,6 +205,45 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class NotRenewed:
+    """A lease a renew-all could not renew, and why (its `code`: `lease_lost`)."""
+
+    lease: Lease
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RenewedAll:
+    """One renew-all: the leases it renewed, and those the process had lost. A lease released,
+    broken or taken over is in neither: compare with the leases you believe you hold."""
+
+    renewed: list[Lease]
+    not_renewed: list[NotRenewed]
+
+    @classmethod
+    @_parsing("renew-all answer")
+    def from_wire(cls, data: dict[str, Any]) -> RenewedAll:
+        renewed, not_renewed = data["renewed"], data["not_renewed"]
+        if not isinstance(renewed, list) or not isinstance(not_renewed, list):
+            raise MalformedAnswer("renewed and not_renewed must be lists")
+        return cls(
+            renewed=[Lease.from_wire(item) for item in renewed],
+            not_renewed=[
+                NotRenewed(
+                    lease=Lease.from_wire(item.get("lease") if isinstance(item, dict) else item),
+                    code=str(item.get("code", "")),
+                    message=str(item.get("message", "")),
+                )
+                for item in not_renewed
+            ],
+        )
+
+    def resources(self) -> list[str]:
+        return [lease.resource for lease in self.renewed]
+
+
+@dataclass(frozen=True)
 class Slot:
     index: int
     state: str  # open | held | done

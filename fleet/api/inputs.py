@@ -83,6 +83,10 @@ class RenewIn(serializers.Serializer):
     process_id = name_field()
 
 
+class RenewAllIn(serializers.Serializer):
+    process_id = name_field()
+
+
 class FencedResourceIn(serializers.Serializer):
     resource = resource_field()
     fence = fence_field()

@@ -14,9 +14,9 @@ from rest_framework.response import Response
 from apikit.api import error_responses, paginated
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from fleet import selectors
-from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewIn
+from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewAllIn, RenewIn
 from fleet.api.presenters import lease_json
-from fleet.api.schemas import CheckOut, LeaseOut, ReleasedOut
+from fleet.api.schemas import CheckOut, LeaseOut, ReleasedOut, RenewedAllOut
 from fleet.services import attempts as attempt_services
 from fleet.waits import wait_permit
 from hands import services as hand_services
@@ -84,6 +84,36 @@ class LeaseRenewApi(HandAPIView):
             process_id=data["process_id"],
         )
         return Response(lease_json(lease))
+
+
+class LeaseRenewAllApi(HandAPIView):
+    """Renew every live resource lease this hand holds with one process identity, at once."""
+
+    required_scope = LEASES
+
+    @extend_schema(
+        tags=["leases"],
+        request=RenewAllIn,
+        description="One statement renews every live resource lease the key's hand holds with "
+        "process_id (each to now + its ttl_s). not_renewed lists those the process holds on "
+        "paper but has lost (code lease_lost); a lease released, broken or taken over is in "
+        "neither list, so compare the answer with the leases you believe you hold.",
+        responses={200: RenewedAllOut, **error_responses("scope_denied", body=True)},
+    )
+    def post(self, request: Request) -> Response:
+        data = valid(RenewAllIn, request)
+        done = lease_services.lease_renew_all(
+            workspace_id=self.workspace_id, holder=self.hand.name, process_id=data["process_id"]
+        )
+        return Response(
+            {
+                "renewed": [lease_json(lease) for lease in done.renewed],
+                "not_renewed": [
+                    {"lease": lease_json(lease), "code": error.code, "message": error.message}
+                    for lease, error in done.lost
+                ],
+            }
+        )
 
 
 class LeaseReleaseApi(HandAPIView):

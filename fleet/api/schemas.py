@@ -106,6 +106,17 @@ class ReleasedOut(serializers.Serializer):
     lease = LeaseOut()
 
 
+class NotRenewedOut(serializers.Serializer):
+    lease = LeaseOut()
+    code = serializers.CharField(help_text="Why it was not renewed: lease_lost.")
+    message = serializers.CharField()
+
+
+class RenewedAllOut(serializers.Serializer):
+    renewed = LeaseOut(many=True)
+    not_renewed = NotRenewedOut(many=True)
+
+
 class CheckOut(serializers.Serializer):
     valid = serializers.BooleanField()
     lease = LeaseOut()

@@ -156,3 +156,25 @@ def test_it_holds_a_resource_lease_and_another_hand_hears_who_holds_it(gc: Fleet
         assert taken.fence == lease.fence + 1
         with pytest.raises(StaleFence):
             hand.client.lease_check("src/auth/", fence=lease.fence)
+
+
+def test_one_call_renews_every_lease_of_a_process_sync_and_async(gc: Fleet) -> None:
+    import asyncio
+
+    from groundcontrol_client import AsyncClient, RenewedAll
+
+    client = Client(gc.url, gc.key_a)
+    for n in range(5):
+        client.lease_acquire(f"src/f{n}.py", ttl_s=30, process_id="p:1")
+    client.lease_acquire("elsewhere", ttl_s=30, process_id="p:2")
+    done = client.lease_renew_all(process_id="p:1")
+    assert isinstance(done, RenewedAll)
+    assert done.resources() == [f"src/f{n}.py" for n in range(5)]
+    assert done.not_renewed == []
+    assert all(lease.expires_in_s and lease.expires_in_s > 29 for lease in done.renewed)
+
+    async def renew_async() -> RenewedAll:
+        async with AsyncClient(gc.url, gc.key_a) as aclient:
+            return await aclient.lease_renew_all(process_id="p:2")
+
+    assert asyncio.run(renew_async()).resources() == ["elsewhere"]

@@ -162,6 +162,13 @@ LIMITS = [
         ),
     ),
     Limit(
+        "POST /leases/renew-all",
+        "process_id",
+        NAME,
+        prepare=lambda w: acquire(w, "a", text(NAME)),  # at the limit it renews this one
+        send=lambda w, _, v: w.api.post("/leases/renew-all", {"process_id": v}),
+    ),
+    Limit(
         "POST /attempts/{id}/reports",
         "message",
         REASON,
