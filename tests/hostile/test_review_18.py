@@ -163,8 +163,11 @@ def test_a_flood_with_a_dead_key_is_limited_and_counted(
     # still calling); the flood past it is one counted row.
     assert Refusal.objects.filter(code=code, hand=owner.name).count() == LIMIT
     assert Refusal.objects.count() == LIMIT
-    counted = AddressRefusal.objects.get(address=address, code="rate_limited")
-    assert counted.count == 40 - LIMIT
+    # Counted by the database's minute, which the calls may straddle (time_machine moves only
+    # the web process's clock): one row per minute, their counts adding up to the flood.
+    counted = AddressRefusal.objects.filter(address=address, code="rate_limited")
+    assert 1 <= len(counted) <= 2
+    assert sum(row.count for row in counted) == 40 - LIMIT
 
 
 def test_a_valid_key_from_that_address_is_still_unaffected(

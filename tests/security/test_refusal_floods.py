@@ -42,9 +42,10 @@ WINDOW_START = datetime(2031, 6, 1, 9, 30, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def address() -> str:
+def address(frozen_clock: datetime) -> str:
     """An address of this test's own: the counts live in the cache (Redis in CI), shared by every
-    test and every run within two minutes."""
+    test and every run within two minutes. The database's clock stands still (the counts'
+    minutes are its), so that no test's calls straddle two minutes by chance."""
     return _fresh_address()
 
 
