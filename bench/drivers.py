@@ -19,6 +19,7 @@ from unittest import mock
 
 from bench import http
 from bench.load import ClientFactory, Op
+from bench.report import RENEW_ALL_LEASES
 
 TIMEOUT_S = 30.0
 ACQUIRE_TTL_S = 60
@@ -263,6 +264,113 @@ def etcd_driver(base_url: str, operation: str, tag: str, http_client: str = "raw
             def op() -> bool:
                 answer = post("/v3/lease/keepalive", content=body)
                 return answer.status_code == 200 and int(answer.json()["result"]["TTL"]) > 0
+
+        else:
+            raise ValueError(operation)
+        return op, client.close
+
+    return factory
+
+
+# --- Ground Control: many leases of one process, renewed at once or one by one ----------------
+
+# How many leases each client holds for the renew-all rows (issue 21, item 7: "renewing 20 leases
+# in one call costs less than 3 single renewals").
+MANY = RENEW_ALL_LEASES
+MANY_TTL_S = 3600
+
+
+def many_process_id(me: dict[str, Any]) -> str:
+    """The client's process identity for its many leases: its own, so that the leases its acquire
+    rows took (process `me["process_id"]`) are not among those a renew-all renews."""
+    return f"{me['process_id']}/many"
+
+
+def hold_many(
+    base_url: str, fixtures: dict[str, Any], clients: int, http_client: str = "raw"
+) -> list[list[tuple[str, int]]]:
+    """Make each of the first `clients` clients acquire `MANY` resources (`bench/many/{i}/{n}`)
+    with `many_process_id`: per client, its (resource, fence) pairs. `let_go` releases them."""
+    held: list[list[tuple[str, int]]] = []
+    for i in range(clients):
+        me = fixtures["clients"][i]
+        client = _http(http_client, base_url, {"Authorization": f"Bearer {me['key']}"})
+        mine = []
+        try:
+            for n in range(MANY):
+                resource = f"bench/many/{i}/{n:02}"
+                body = json.dumps(
+                    {"resource": resource, "ttl_s": MANY_TTL_S, "process_id": many_process_id(me)}
+                ).encode()
+                answer = client.post("/api/v1/leases/acquire", content=body)
+                if answer.status_code != 201:
+                    raise RuntimeError(
+                        f"acquiring {resource} answered {answer.status_code}: {answer.content!r}"
+                    )
+                mine.append((resource, int(answer.json()["fence"])))
+        finally:
+            client.close()
+        held.append(mine)
+    return held
+
+
+def let_go(
+    base_url: str,
+    fixtures: dict[str, Any],
+    held: list[list[tuple[str, int]]],
+    http_client: str = "raw",
+) -> None:
+    """Release what `hold_many` acquired (the next block acquires the same names anew)."""
+    for i, mine in enumerate(held):
+        me = fixtures["clients"][i]
+        client = _http(http_client, base_url, {"Authorization": f"Bearer {me['key']}"})
+        try:
+            for resource, fence in mine:
+                body = json.dumps({"resource": resource, "fence": fence}).encode()
+                client.post("/api/v1/leases/release", content=body)
+        finally:
+            client.close()
+
+
+def gc_many(
+    base_url: str,
+    fixtures: dict[str, Any],
+    operation: str,
+    held: list[list[tuple[str, int]]],
+    http_client: str = "raw",
+) -> ClientFactory:
+    """Clients holding `MANY` leases each (`hold_many`): `renew-all` renews them all in one
+    `POST /leases/renew-all` (granted when all `MANY` are renewed), `renew-one` renews them one
+    `POST /leases/renew` at a time, in turn."""
+
+    def factory(i: int) -> tuple[Op, Callable[[], None]]:
+        me = fixtures["clients"][i]
+        client = _http(http_client, base_url, {"Authorization": f"Bearer {me['key']}"})
+        post = client.post
+        process_id = many_process_id(me)
+        if operation == "renew-all":
+            body = json.dumps({"process_id": process_id}).encode()
+            count = len(held[i])
+
+            def op() -> bool:
+                answer = post("/api/v1/leases/renew-all", content=body)
+                if answer.status_code != 200:
+                    return False
+                done = answer.json()
+                return len(done["renewed"]) == count and not done["not_renewed"]
+
+        elif operation == "renew-one":
+            bodies = itertools.cycle(
+                [
+                    json.dumps(
+                        {"resource": resource, "fence": fence, "process_id": process_id}
+                    ).encode()
+                    for resource, fence in held[i]
+                ]
+            )
+
+            def op() -> bool:
+                return post("/api/v1/leases/renew", content=next(bodies)).status_code == 200
 
         else:
             raise ValueError(operation)

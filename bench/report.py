@@ -134,12 +134,14 @@ def ratios(
     concurrencies: list[int],
     cost_pairs: list[tuple[float, float]] | None = None,
     figures: list[dict[str, Any]] | None = None,
+    renew_all_pairs: list[tuple[float, float]] | None = None,
 ) -> tuple[str, list[Target]]:
     """The ratios at every concurrency, and the issue's targets: at 16 clients each ratio the
     median of the ratios within the repeats (`paired_ratio`). The heartbeat's cost against a
     renewal's is judged on every pair of windows: the repeats' own rows and `cost_pairs`
     (heartbeat and renewal server CPU per call, measured back to back). At 64 clients the p99
-    of each call; and the sweep's time from the scale `figures` (`sweep_target`)."""
+    of each call; the sweep's time from the scale `figures` (`sweep_target`); and a renew-all's
+    cost against a single renewal's, on every pair of windows (`renew_all_target`)."""
     lines = [
         "Each ratio is the median of the repeats' own ratios (a repeat measures every row within "
         "about a minute).",
@@ -192,9 +194,7 @@ def ratios(
     # The throughput ratio is in the table above; at equal cost it is 1 within the noise.
     hb_runs = heartbeat.cpu_runs if heartbeat else []
     renew_runs = renew.cpu_runs if renew else []
-    # Every pair of windows: the repeats' own rows (if they pair up), then the back-to-back ones.
-    pairs = list(zip(hb_runs, renew_runs, strict=True)) if len(hb_runs) == len(renew_runs) else []
-    each = [hb / rn for hb, rn in pairs + (cost_pairs or []) if rn and not math.isnan(hb + rn)]
+    each = window_ratios(hb_runs, renew_runs, cost_pairs)
     r = statistics.median(each) if each else float("nan")
     hb_cpu = heartbeat.cpu_us if heartbeat else float("nan")
     renew_cpu = renew.cpu_us if renew else float("nan")
@@ -217,7 +217,91 @@ def ratios(
             )
         )
     targets.append(sweep_target(figures))
+    targets.append(renew_all_target(rows, concurrencies, renew_all_pairs))
     return "\n".join(lines), targets
+
+
+def window_ratios(
+    a_runs: list[float], b_runs: list[float], pairs: list[tuple[float, float]] | None
+) -> list[float]:
+    """a/b for every pair of windows: the repeats' own rows (if they pair up), then the pairs
+    measured back to back; a window without a figure (NaN) is left out."""
+    own = list(zip(a_runs, b_runs, strict=True)) if len(a_runs) == len(b_runs) else []
+    return [a / b for a, b in own + (pairs or []) if b and not math.isnan(a + b)]
+
+
+# Issue 21, item 7: "renewing 20 leases in one call costs less than 3 single renewals". Each
+# client holds `RENEW_ALL_LEASES` leases of one process (`bench.drivers.hold_many`) and renews
+# them in one `POST /leases/renew-all` (`RENEW_ALL_OP`) or one `POST /leases/renew` at a time
+# (`RENEW_ONE_OP`); the cost of a call is the servers' CPU per call, as for the heartbeat.
+RENEW_ALL_LEASES = 20
+RENEW_ALL_MAX = 3.0
+RENEW_ALL_OP = f"renew-all of {RENEW_ALL_LEASES}"
+RENEW_ONE_OP = f"renew 1 of {RENEW_ALL_LEASES}"
+
+
+def renew_all_target(
+    rows: list[Row],
+    concurrencies: list[int],
+    pairs: list[tuple[float, float]] | None = None,
+) -> Target:
+    """At `target_concurrency`, the median over every pair of windows (the repeats' rows and the
+    back-to-back `pairs` of (renew-all, single renewal) server CPU per call) of the ratio."""
+    c = target_concurrency(concurrencies)
+    every = _find(rows, "Ground Control", RENEW_ALL_OP, c)
+    one = _find(rows, "Ground Control", RENEW_ONE_OP, c)
+    each = window_ratios(every.cpu_runs if every else [], one.cpu_runs if one else [], pairs)
+    r = statistics.median(each) if each else float("nan")
+    spread = f", each {min(each):.2f} to {max(each):.2f}" if len(each) > 1 else ""
+    return Target(
+        f"GC renew-all of {RENEW_ALL_LEASES} costs < {RENEW_ALL_MAX:g} single renewals "
+        f"({c} clients; server CPU per call)",
+        f"{_fmt(r, 2)} (median of {len(each)} pair(s) of windows{spread}; the rows' medians "
+        f"{_fmt(every.cpu_us if every else float('nan'), 0)} and "
+        f"{_fmt(one.cpu_us if one else float('nan'), 0)} µs)",
+        None if math.isnan(r) else r < RENEW_ALL_MAX,
+    )
+
+
+def renew_all_table(rows: list[Row], concurrencies: list[int]) -> str:
+    """The renew-all rows side by side with the single renewals of the same leases."""
+    lines = [
+        f"Renewing {RENEW_ALL_LEASES} leases of one process: one `POST /leases/renew-all` "
+        f"against single `POST /leases/renew` calls of the same leases (each ratio the median "
+        f"of the repeats' own ratios).",
+        "",
+        "| clients | renew-all calls/s | single calls/s | renew-all p50 / p99 ms "
+        "| single p50 / p99 ms | renew-all CPU µs/call (granian) | single CPU µs/call (granian) "
+        "| CPU ratio | time ratio | leases renewed/s: renew-all, single |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in concurrencies:
+        every = _find(rows, "Ground Control", RENEW_ALL_OP, c)
+        one = _find(rows, "Ground Control", RENEW_ONE_OP, c)
+        if every is None or one is None or not every.runs or not one.runs:
+            continue
+
+        def cpu(row: Row) -> str:
+            granian = row.cpu_parts.get("granian", float("nan"))
+            return f"{_fmt(row.cpu_us, 0)} ({_fmt(granian, 0)})"
+
+        cpu_ratio = paired_ratio(every.cpu_runs, one.cpu_runs)
+        # What a call costs in the machine's time: single calls/s over renew-all calls/s.
+        time_ratio = paired_ratio(one.runs, every.runs)
+        lines.append(
+            f"| {c} | {_fmt(every.ops_per_s, 0)} | {_fmt(one.ops_per_s, 0)} "
+            f"| {_fmt(every.p50_ms)} / {_fmt(every.p99_ms)} "
+            f"| {_fmt(one.p50_ms)} / {_fmt(one.p99_ms)} | {cpu(every)} | {cpu(one)} "
+            f"| {_fmt(cpu_ratio, 2)} | {_fmt(time_ratio, 2)} "
+            f"| {_fmt(every.ops_per_s * RENEW_ALL_LEASES, 0)}, {_fmt(one.ops_per_s, 0)} |"
+        )
+    lines += [
+        "",
+        "CPU ratio: the servers' CPU (granian and postgres) per renew-all over theirs per single "
+        "renewal; time ratio: single calls/s over renew-all calls/s, the same clients on the same "
+        "machine (the load generator's CPU included).",
+    ]
+    return "\n".join(lines)
 
 
 def write_csv(rows: list[Row], path: Path) -> None:

@@ -7,31 +7,38 @@
    Control is measured.
 2. For each repeat and each concurrency, measures every row for `--seconds` after a warm-up:
    Ground Control over HTTP (heartbeat, acquire, renew), the same statements as raw SQL, Redis
-   (Lua CAS with a fence counter) and etcd (lease grant + txn, keepalive). The order of the
-   systems rotates with each repeat, so drift of the shared machine hits all of them alike.
+   (Lua CAS with a fence counter), etcd (lease grant + txn, keepalive) and Ground Control's
+   renew-all: each client holds 20 leases of one process and renews them in one call, or one
+   single renewal at a time (issue 21, item 7). The order of the blocks rotates with each
+   repeat, so drift of the shared machine hits all of them alike.
    Before each of Ground Control's and raw SQL's rows the database is vacuumed and analyzed when
    its server runs without autovacuum (this machine's does), as autovacuum would have by then in
    production.
    At the targets' concurrency (16 clients) each repeat also measures `--cost-pairs` pairs of
    short heartbeat and renewal windows back to back, the order alternating, for the target
    "a heartbeat costs no more than a renewal": the machine's speed drifts by a fifth from one
-   window to the next, and a ratio of windows measured seconds apart cancels most of it.
+   window to the next, and a ratio of windows measured seconds apart cancels most of it. The
+   renew-all block does the same for its two rows.
 3. Reports the median of the repeats (p50 and p99 from the median run), the ratios, the targets
    (`bench.report.ratios`: at 16 clients, at 64, and the sweep's from the scale figures),
    the scale figures (`bench.scale`, on a fresh database of their own) and the web server's
    workers' memory, and writes `results.csv`, `throughput.png`, `scale.json` and `results.md`
    into `--out`.
+
+`--only renew-all` (or any of `BLOCKS`, comma-separated) runs those blocks alone and writes
+`only-<blocks>.md` and `only-<blocks>.csv` beside the full run's outputs instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +48,9 @@ ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DATABASE = "gc_bench"
 SCALE_DATABASE = "gc_bench_scale"
 GC_OPS = ("heartbeat", "acquire", "renew")
+MANY_OPS = (report.RENEW_ALL_OP, report.RENEW_ONE_OP)
+# What `--only` selects: the measured blocks, and the scale figures.
+BLOCKS = ("ground-control", "raw-sql", "redis", "etcd", "renew-all", "scale")
 
 
 def _args() -> argparse.Namespace:
@@ -68,7 +78,16 @@ def _args() -> argparse.Namespace:
         help="the PostgreSQL server the benchmark's own database is made on",
     )
     parser.add_argument("--out", default="bench/results", help="where the outputs go")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help=f"comma-separated blocks to run alone, of: {', '.join(BLOCKS)} (default: all)",
+    )
     args = parser.parse_args()
+    args.blocks = list(BLOCKS) if args.only is None else args.only.split(",")
+    unknown = [name for name in args.blocks if name not in BLOCKS]
+    if unknown or not args.blocks:
+        parser.error(f"--only: unknown block(s) {', '.join(unknown)}; choose from {BLOCKS}")
     if args.check_only:
         defaults = {
             "seconds": 0.5,
@@ -112,6 +131,8 @@ class Bench:
         self.repeat = 0
         # (heartbeat, renewal) server CPU per call of back-to-back windows (`cost_pairs`).
         self.cost_pairs: list[tuple[float, float]] = []
+        # The same for (renew-all of 20, single renewal), in the renew-all block.
+        self.renew_all_pairs: list[tuple[float, float]] = []
 
     def setup(self) -> None:
         print("== starting redis-server, etcd and the benchmark database", flush=True)
@@ -139,8 +160,13 @@ class Bench:
         )
         self.fixtures = json.loads(made.stdout)
         # The raw-SQL driver renders the engine's own statements: Django, on the same database.
+        # (With the web server's SECRET_KEY: the settings refuse PostgreSQL without one.)
         os.environ.update(
-            {"DATABASE_URL": self.database, "DJANGO_SETTINGS_MODULE": "groundcontrol.settings"}
+            {
+                "DATABASE_URL": self.database,
+                "DJANGO_SETTINGS_MODULE": "groundcontrol.settings",
+                "SECRET_KEY": self.env["SECRET_KEY"],
+            }
         )
         import django
 
@@ -190,9 +216,12 @@ class Bench:
 
     # --- the systems, one block each ----------------------------------------------------------
 
-    def ground_control(self, c: int) -> None:
-        # The web server runs only while measured: its persistent connections (workers x threads)
-        # would otherwise count against max_connections while raw SQL opens 64 of its own.
+    @contextlib.contextmanager
+    def web_server(self) -> Iterator[tuple[str, load.Meter, int]]:
+        """The production web server for one block: its URL, its meter and its main pid.
+
+        It runs only while measured: its persistent connections (workers x threads) would
+        otherwise count against max_connections while raw SQL opens 64 of its own."""
         url = services.start_web(self.procs, self.env, {})
         master = self.procs.procs[-1][1]
 
@@ -207,6 +236,13 @@ class Bench:
             # request: open them all before anything is measured.
             warm = drivers.gc_http(url, self.fixtures, "renew", self.tag(), self.args.http_client)
             load.run(warm, concurrency=len(self.fixtures["clients"]), seconds=0.5, warmup_s=0.5)
+            yield url, meter, master.pid
+        finally:
+            self.procs.stop(master)
+            self.procs.procs.pop()
+
+    def ground_control(self, c: int) -> None:
+        with self.web_server() as (url, meter, master_pid):
             for operation in self.ops():
                 factory = drivers.gc_http(
                     url, self.fixtures, operation, self.tag(), self.args.http_client
@@ -218,7 +254,7 @@ class Bench:
                 self.measure("Ground Control", operation, c, factory, meter)
             if c == report.target_concurrency(self.concurrencies):
                 self.measure_cost_pairs(url, c, meter)
-            sizes = services.children_rss_mib(master.pid)
+            sizes = services.children_rss_mib(master_pid)
             self.memory.append(
                 {
                     "figure": "memory",
@@ -228,9 +264,6 @@ class Bench:
                     "total_rss_mib": sum(sizes),
                 }
             )
-        finally:
-            self.procs.stop(master)
-            self.procs.procs.pop()
 
     def measure_cost_pairs(self, url: str, c: int, meter: load.Meter) -> None:
         """Pairs of short heartbeat and renewal windows back to back, the order alternating."""
@@ -255,6 +288,55 @@ class Bench:
                 f"renew {cpu['renew']:6.0f} µs/op",
                 flush=True,
             )
+
+    def renew_all(self, c: int) -> None:
+        """Each of `c` clients holds 20 leases of one process (its own process identity, so the
+        acquire rows' leases are not among them); renewed in one call, or one at a time. The two
+        rows alternate which goes first with each repeat; at the targets' concurrency,
+        `--cost-pairs` pairs of short windows back to back as for the heartbeat's target."""
+        http_client = self.args.http_client
+        with self.web_server() as (url, meter, _):
+            held = drivers.hold_many(url, self.fixtures, c, http_client)
+            try:
+                assert all(len(mine) == report.RENEW_ALL_LEASES for mine in held)
+                factories = {
+                    report.RENEW_ALL_OP: drivers.gc_many(
+                        url, self.fixtures, "renew-all", held, http_client
+                    ),
+                    report.RENEW_ONE_OP: drivers.gc_many(
+                        url, self.fixtures, "renew-one", held, http_client
+                    ),
+                }
+                order = MANY_OPS if self.repeat % 2 == 0 else MANY_OPS[::-1]
+                for operation in order:
+                    services.vacuum_if_autovacuum_is_off(self.database)
+                    self.measure("Ground Control", operation, c, factories[operation], meter)
+                if c == report.target_concurrency(self.concurrencies):
+                    services.vacuum_if_autovacuum_is_off(self.database)
+                    seconds = min(self.args.seconds, 2.0)
+                    for pair in range(self.args.cost_pairs):
+                        cpu = {}
+                        turn = (pair + self.repeat) % 2 == 0
+                        for operation in MANY_OPS if turn else MANY_OPS[::-1]:
+                            sample = load.run(
+                                factories[operation],
+                                concurrency=c,
+                                seconds=seconds,
+                                warmup_s=0.5,
+                                meter=meter,
+                            )
+                            cpu[operation] = (
+                                sample.cpu_us_per_op if not sample.errors else float("nan")
+                            )
+                        every, one = cpu[report.RENEW_ALL_OP], cpu[report.RENEW_ONE_OP]
+                        self.renew_all_pairs.append((every, one))
+                        print(
+                            f"   cost pair: renew-all {every:6.0f} µs/call, single {one:6.0f} "
+                            f"µs/call, ratio {every / one:5.2f}",
+                            flush=True,
+                        )
+            finally:
+                drivers.let_go(url, self.fixtures, held, http_client)
 
     def raw_sql(self, c: int) -> None:
         for operation in self.ops():
@@ -288,10 +370,15 @@ class Bench:
 
     def run(self) -> None:
         blocks: list[Callable[[int], None]] = [
-            self.ground_control,
-            self.raw_sql,
-            self.redis,
-            self.etcd,
+            block
+            for name, block in [
+                ("ground-control", self.ground_control),
+                ("raw-sql", self.raw_sql),
+                ("redis", self.redis),
+                ("etcd", self.etcd),
+                ("renew-all", self.renew_all),
+            ]
+            if name in self.args.blocks
         ]
         for repeat in range(self.args.repeats):
             self.repeat = repeat
@@ -306,13 +393,14 @@ class Bench:
 
     def rows(self) -> list[report.Row]:
         out = []
-        layout = [("Ground Control", op) for op in GC_OPS] + [("raw SQL", op) for op in GC_OPS]
-        layout += [
-            ("Redis", "acquire"),
-            ("Redis", "renew"),
-            ("etcd", "acquire"),
-            ("etcd", "keepalive"),
-        ]
+        layouts = {
+            "ground-control": [("Ground Control", op) for op in GC_OPS],
+            "raw-sql": [("raw SQL", op) for op in GC_OPS],
+            "redis": [("Redis", "acquire"), ("Redis", "renew")],
+            "etcd": [("etcd", "acquire"), ("etcd", "keepalive")],
+            "renew-all": [("Ground Control", op) for op in MANY_OPS],
+        }
+        layout = [row for name, rows in layouts.items() if name in self.args.blocks for row in rows]
         for c in self.concurrencies:
             for system, operation in layout:
                 samples = self.samples.get((system, operation, c), [])
@@ -389,7 +477,7 @@ def main() -> int:
     try:
         bench.setup()
         bench.run()
-        figures = bench.scale() + bench.memory
+        figures = (bench.scale() if "scale" in args.blocks else []) + bench.memory
     finally:
         procs.close()
         try:
@@ -397,8 +485,14 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - say so, do not hide the run's own error
             print(f"bench: could not drop {DATABASE}: {exc}", file=sys.stderr)
     rows = bench.rows()
-    ratio_table, targets = report.ratios(rows, bench.concurrencies, bench.cost_pairs, figures)
+    ratio_table, targets = report.ratios(
+        rows, bench.concurrencies, bench.cost_pairs, figures, bench.renew_all_pairs
+    )
     mode = "check-only" if args.check_only else "quick" if args.quick else "full"
+    if args.only is not None:
+        # A partial run judges only what it measured.
+        mode += f" --only {args.only}"
+        targets = [t for t in targets if t.holds is not None]
     header = (
         f"{mode} run, {args.repeats} repeat(s) of {args.seconds:g} s after {args.warmup:g} s of "
         f"warm-up, {os.cpu_count()} cores, HTTP client: {args.http_client}, "
@@ -410,23 +504,31 @@ def main() -> int:
         + {True: "holds", False: "DOES NOT HOLD", None: "not measured"}[t.holds]
         for t in targets
     )
-    text = "\n\n".join(
-        [
-            f"Ground Control benchmark: {header}",
-            report.table(rows),
-            ratio_table,
-            target_lines,
-            report.scale_tables(figures),
-        ]
-    )
+    comparisons = {"ground-control", "raw-sql", "redis", "etcd"} & set(args.blocks)
+    sections = [
+        f"Ground Control benchmark: {header}",
+        report.table(rows),
+        ratio_table if comparisons else "",
+        report.renew_all_table(rows, bench.concurrencies) if "renew-all" in args.blocks else "",
+        target_lines,
+        report.scale_tables(figures) if "scale" in args.blocks or bench.memory else "",
+    ]
+    text = "\n\n".join(section for section in sections if section)
     print("\n" + text)
-    report.write_csv(rows, out / "results.csv")
-    (out / "scale.json").write_text(json.dumps(figures, indent=1) + "\n")
-    (out / "results.md").write_text(text + "\n")
-    report.chart(
-        rows, bench.concurrencies, out / "throughput.png", f"Ground Control benchmark: {header}"
-    )
-    print(f"\nwrote {out}/results.csv, results.md, scale.json, throughput.png")
+    if args.only is None:
+        report.write_csv(rows, out / "results.csv")
+        (out / "scale.json").write_text(json.dumps(figures, indent=1) + "\n")
+        (out / "results.md").write_text(text + "\n")
+        report.chart(
+            rows, bench.concurrencies, out / "throughput.png", f"Ground Control benchmark: {header}"
+        )
+        print(f"\nwrote {out}/results.csv, results.md, scale.json, throughput.png")
+    else:
+        # Beside the full run's outputs, not over them.
+        stem = "only-" + "+".join(args.blocks)
+        report.write_csv(rows, out / f"{stem}.csv")
+        (out / f"{stem}.md").write_text(text + "\n")
+        print(f"\nwrote {out}/{stem}.csv, {stem}.md")
     failed = [row for row in rows if row.errors and not args.quick]
     if args.check_only:
         broken = [r for r in rows if r.errors or (not r.runs and r.system not in bench.missing)]

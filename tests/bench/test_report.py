@@ -198,3 +198,84 @@ def test_the_web_servers_cpu_counts_every_process_of_its_session() -> None:
 
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _many(operation: str, runs: list[float], cpu_runs: list[float]) -> report.Row:
+    return report.Row(
+        "Ground Control",
+        operation,
+        16,
+        statistics.median(runs),
+        5.0,
+        20.0,
+        runs,
+        0,
+        cpu_us=statistics.median(cpu_runs),
+        cpu_parts={"granian": 0.75 * statistics.median(cpu_runs)},
+        cpu_runs=cpu_runs,
+    )
+
+
+def _renew_all_target(rows: list[report.Row], pairs=None) -> report.Target:  # noqa: ANN001
+    _, targets = report.ratios(rows, [16], None, None, pairs)
+    (target,) = [t for t in targets if t.text.startswith("GC renew-all")]
+    return target
+
+
+def test_the_renew_all_target_is_below_three_single_renewals_of_server_cpu() -> None:
+    """Issue 21, item 7: one renew-all of 20 leases costs less than 3 single renewals, judged
+    on the servers' CPU per call as the heartbeat's target is; exactly 3 does not hold."""
+    one = _many(report.RENEW_ONE_OP, [1000], [700])
+    cheap = _renew_all_target([_many(report.RENEW_ALL_OP, [400], [2000]), one])
+    assert (
+        cheap.text
+        == "GC renew-all of 20 costs < 3 single renewals (16 clients; server CPU per call)"
+    )
+    assert cheap.holds is True
+    assert cheap.value == (
+        "2.86 (median of 1 pair(s) of windows; the rows' medians 2,000 and 700 µs)"
+    )
+    assert _renew_all_target([_many(report.RENEW_ALL_OP, [400], [2100]), one]).holds is False
+    # Not measured (no renew-all block, or no meter): unknown, not a pass.
+    assert _renew_all_target([one]).holds is None
+    assert _renew_all_target([_many(report.RENEW_ALL_OP, [400], [math.nan]), one]).holds is None
+
+
+def test_the_renew_all_target_counts_the_back_to_back_pairs_too() -> None:
+    every = _many(report.RENEW_ALL_OP, [300, 310, 290], [3200, 3100, 2900])
+    one = _many(report.RENEW_ONE_OP, [1000, 1000, 1000], [1000, 1000, 1000])
+    assert _renew_all_target([every, one]).holds is False  # 3.2, 3.1, 2.9
+    pairs = [(2800, 1000), (2900, 1000), (math.nan, 1000)]  # a failed window is left out
+    target = _renew_all_target([every, one], pairs)
+    assert target.holds is True
+    assert target.value.startswith("2.90 (median of 5 pair(s) of windows, each 2.80 to 3.20;")
+
+
+def test_the_renew_all_table_sets_both_rows_side_by_side() -> None:
+    every = _many(report.RENEW_ALL_OP, [300, 330], [2400, 2200])
+    one = _many(report.RENEW_ONE_OP, [1200, 1100], [800, 800])
+    text = report.renew_all_table([every, one], [1, 16])
+    lines = [line for line in text.splitlines() if line.startswith("| 16 |")]
+    # No row at 1 client: left out. At 16: the CPU ratio paired by repeat (3.0 and 2.75), the
+    # time ratio (4.0 and 3.33), and the leases renewed per second both ways.
+    assert [line for line in text.splitlines() if line.startswith("| 1 |")] == []
+    assert lines == [
+        "| 16 | 315 | 1,150 | 5.0 / 20.0 | 5.0 / 20.0 | 2,300 (1,725) | 800 (600) "
+        "| 2.88 | 3.67 | 6,300, 1,150 |"
+    ]
+
+
+def test_only_selects_blocks_by_name(monkeypatch) -> None:  # noqa: ANN001
+    import sys
+
+    import pytest
+
+    from bench import run
+
+    monkeypatch.setattr(sys, "argv", ["bench/run", "--only", "renew-all"])
+    assert run._args().blocks == ["renew-all"]
+    monkeypatch.setattr(sys, "argv", ["bench/run"])
+    assert run._args().blocks == list(run.BLOCKS)
+    monkeypatch.setattr(sys, "argv", ["bench/run", "--only", "renew-everything"])
+    with pytest.raises(SystemExit):
+        run._args()
