@@ -15,6 +15,7 @@ from apikit.api import error_responses, paginated
 from apikit.inputs import (
     PAGE_PARAMS,
     StrictBooleanField,
+    StrictCharField,
     StrictFloatField,
     StrictIntegerField,
     StrictSlugField,
@@ -75,6 +76,7 @@ def key_json(key: HandKey) -> dict[str, Any]:
         "revoke_reason": key.revoke_reason or None,
         "issued_by": key.issued_by.prefix if key.issued_by_id else None,
         "revoke_when_done": key.revoke_when_done,
+        "bound_to": hand_services.bound_json(key),
     }
 
 
@@ -105,6 +107,18 @@ class HandOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class BoundToOut(serializers.Serializer):
+    resource = serializers.CharField()
+    fence = serializers.IntegerField()
+
+
+class BoundToIn(serializers.Serializer):
+    resource = StrictCharField(max_length=512, help_text="A lease the hand holds now.")
+    fence = StrictIntegerField(
+        required=False, min_value=1, max_value=2**63 - 1, help_text="Its tenure (default: now)."
+    )
+
+
 class KeyOut(serializers.Serializer):
     prefix = serializers.CharField()
     hand = serializers.CharField()
@@ -119,6 +133,9 @@ class KeyOut(serializers.Serializer):
         allow_null=True, help_text="The prefix of the key that minted this one, if a key did."
     )
     revoke_when_done = serializers.BooleanField()
+    bound_to = BoundToOut(
+        allow_null=True, help_text="The tenure the key lives by, if it is bound to one."
+    )
 
 
 class IssuedKeyOut(KeyOut):
@@ -156,6 +173,12 @@ class KeyIn(serializers.Serializer):
         required=False, allow_null=True, help_text="Limit the key to this lane's runs."
     )
     revoke_when_done = StrictBooleanField(required=False, default=False)
+    bound_to = BoundToIn(
+        required=False,
+        help_text="Bind the key to a tenure the hand holds now (a resource lease, or an "
+        "attempt's slot lease: its `lease.resource` and `fence`): it answers key_revoked from "
+        "the first call after that tenure ends.",
+    )
 
 
 class RevokeIn(serializers.Serializer):
@@ -322,6 +345,11 @@ class HandKeysApi(HandAPIView):
                 expires_in_s=data.get("expires_in_s"),
                 lane=lane,
                 revoke_when_done=data["revoke_when_done"],
+                bound_to=(
+                    (data["bound_to"]["resource"], data["bound_to"].get("fence"))
+                    if data.get("bound_to")
+                    else None
+                ),
             )
             return Response({"key": issued.plaintext, **key_json(issued.key)}, status=201)
 

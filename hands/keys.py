@@ -1,7 +1,8 @@
 """A key's usability, written once: `gc_<prefix>_<secret>`, the secret's SHA-256 equal to the one
 stored, not revoked, not expired (an expiry is the last instant it is not usable from: usable
-while `now < expires_at`), and holding the call's scope. A lane-limited key reaches only its
-lane's objects; each lookup takes the key's lane (`lane_id`) for that.
+while `now < expires_at`), for a key bound to a tenure that tenure still alive (its lease held
+at the bound fence and not lost: `leases.state`), and holding the call's scope. A lane-limited
+key reaches only its lane's objects; each lookup takes the key's lane (`lane_id`) for that.
 
 Its forms: Python (`parse_token`, `hash_secret`, `key_refusal`) for `fleet.services
 .key_authenticate`; SQL text (`usable_sql`, `expired_sql`) for the hot statements and the revoking
@@ -14,10 +15,12 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import F, Q
 
 from apikit.errors import GroundControlError, ScopeDenied
 from hands.errors import KeyExpired, KeyRevoked
+from leases.models import Lease
+from leases.state import HELD_STATES, alive_sql, lease_state, state_q
 
 TOKEN_PREFIX = "gc"
 
@@ -44,13 +47,29 @@ def key_refusal(
     scopes: list[str],
     now: datetime,
     scope: str | None = None,
+    bound: Any = None,
+    bound_fence: int | None = None,
 ) -> GroundControlError | None:
-    """Why a key whose secret matched may not make the call now, or None."""
+    """Why a key whose secret matched may not make the call now, or None. `bound` is the lease
+    a bound key lives by (anything with its resource, fence, status, deadline and grace_s)."""
     if revoked_at is not None:
         return KeyRevoked(f"key {prefix} was revoked", revoked_at=revoked_at.isoformat())
     if expires_at is not None and expires_at <= now:
         return KeyExpired(f"key {prefix} expired", expired_at=expires_at.isoformat())
+    if bound is not None and not _bound_alive(bound, bound_fence, now):
+        return KeyRevoked(
+            f"key {prefix} lived by the lease on {bound.resource!r} at fence {bound_fence}, "
+            "whose tenure has ended",
+            bound_to={"resource": bound.resource, "fence": bound_fence},
+        )
     return scope_refusal(scopes, scope) if scope is not None else None
+
+
+def _bound_alive(lease: Any, fence: int | None, now: datetime) -> bool:
+    state = lease_state(
+        status=lease.status, deadline=lease.deadline, grace_s=lease.grace_s, now=now
+    )
+    return lease.fence == fence and state in HELD_STATES
 
 
 def key_refusal_of(key: Any, now: datetime) -> GroundControlError | None:
@@ -61,6 +80,9 @@ def key_refusal_of(key: Any, now: datetime) -> GroundControlError | None:
         expires_at=key.expires_at,
         scopes=key.scopes,
         now=now,
+        # Loaded with the key by every lookup that authenticates (`select_related`).
+        bound=key.bound_lease if key.bound_lease_id is not None else None,
+        bound_fence=key.bound_fence,
     )
 
 
@@ -102,7 +124,12 @@ def expired_sql(alias: str, now: str) -> str:
 def usable_sql(alias: str, now: str, scope: str | None = None) -> str:
     """SQL: the key at `alias` is usable at `now` (and holds `scope`: PostgreSQL's jsonb, with the
     scope a constant of the statement's text, read once per plan)."""
-    condition = f"{alias}.revoked_at IS NULL AND NOT ({expired_sql(alias, now)})"
+    bound = alive_sql(now, status="bl.status", deadline="bl.deadline", grace="bl.grace_s")
+    condition = (
+        f"{alias}.revoked_at IS NULL AND NOT ({expired_sql(alias, now)}) "
+        f"AND ({alias}.bound_lease_id IS NULL OR EXISTS (SELECT 1 FROM {Lease._meta.db_table} bl "
+        f"WHERE bl.id = {alias}.bound_lease_id AND bl.fence = {alias}.bound_fence AND {bound}))"
+    )
     if scope is not None:
         condition += f" AND {alias}.scopes @> CAST('[\"{scope}\"]' AS jsonb)"
     return condition
@@ -110,6 +137,15 @@ def usable_sql(alias: str, now: str, scope: str | None = None) -> str:
 
 def usable_q(now: Any, *, prefix: str = "") -> Q:
     """ORM: keys (at `prefix`) usable at the expression `now`, whatever the scope."""
-    return Q(**{f"{prefix}revoked_at": None}) & (
-        Q(**{f"{prefix}expires_at": None}) | Q(**{f"{prefix}expires_at__gt": now})
+    bound = f"{prefix}bound_lease__"
+    alive = Q()
+    for state in HELD_STATES:
+        alive |= state_q(state, now, prefix=bound)
+    return (
+        Q(**{f"{prefix}revoked_at": None})
+        & (Q(**{f"{prefix}expires_at": None}) | Q(**{f"{prefix}expires_at__gt": now}))
+        & (
+            Q(**{f"{prefix}bound_lease": None})
+            | (Q(**{f"{bound}fence": F(f"{prefix}bound_fence")}) & alive)
+        )
     )

@@ -114,6 +114,13 @@ class HandKey(models.Model):
     issued_by = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="issued"
     )
+    # A key bound to one tenure: usable only while the lease `bound_lease` is held and alive
+    # at fence `bound_fence` (hands/keys.py), so its very next call after that tenure ends is
+    # refused, whatever job has or has not run.
+    bound_lease = models.ForeignKey(
+        "leases.Lease", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    bound_fence = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "fleet_handkey"  # made by fleet, before the apps were split

@@ -64,5 +64,7 @@ def hands_list(*, workspace_id: int, lane_id: int | None = None) -> QuerySet[Han
 
 def keys_list(*, hand: Hand, lane_id: int | None = None) -> QuerySet[HandKey]:
     """A hand's keys; for a lane-limited caller (`lane_id`), only those limited to its lane."""
-    keys = HandKey.objects.filter(hand=hand).select_related("hand", "lane", "issued_by")
+    keys = HandKey.objects.filter(hand=hand).select_related(
+        "hand", "lane", "issued_by", "bound_lease"
+    )
     return keys.filter(lane_id=lane_id) if lane_id is not None else keys

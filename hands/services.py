@@ -25,7 +25,7 @@ from hands.models import Hand, HandKey, Lane, Membership, Role, Scope, Workspace
 from leases import engine
 from leases.audit import event, record_event, record_events, refusals_recorded
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp
-from leases.models import EventKind
+from leases.models import EventKind, Lease
 from leases.services import (
     validate_choice,
     validate_interval,
@@ -143,13 +143,17 @@ def key_issue(
     lane: Lane | None = None,
     revoke_when_done: bool = False,
     issuer: HandKey | None = None,
+    bound_to: tuple[str, int | None] | None = None,
 ) -> IssuedKey:
     """Mint a key `gc_<prefix>_<secret>` for `hand`; only the prefix and a hash are kept.
 
     A key minted by a key (`issuer`, see `key_issue_by`) never outlives it: its expiry is at
     most the issuer's, and it is revoke-when-done when the issuer is. The issuer's row is locked
     and checked in the minting transaction, so a key revoked meanwhile mints nothing, and a
-    revocation that commits after this sees the new key and revokes it too."""
+    revocation that commits after this sees the new key and revokes it too.
+
+    `bound_to` (a resource and a fence, None for the current one) binds the key to that tenure
+    of a lease `hand` holds now: the key is usable only while it lasts (`keys.key_refusal`)."""
     scopes = _validate_scopes(scopes)
     if expires_in_s is not None:
         expires_in_s = validate_seconds(
@@ -166,6 +170,9 @@ def key_issue(
             if issuer.expires_at is not None:
                 expires_at = min(expires_at or issuer.expires_at, issuer.expires_at)
             revoke_when_done = revoke_when_done or issuer.revoke_when_done
+        bound, bound_fence = (
+            _held_tenure(hand, *bound_to, now=now) if bound_to is not None else (None, None)
+        )
         key = HandKey.objects.create(
             hand=hand,
             prefix=secrets.token_hex(KEY_PREFIX_BYTES),
@@ -176,6 +183,8 @@ def key_issue(
             revoke_when_done=revoke_when_done,
             created_by=actor,
             issued_by=issuer,
+            bound_lease=bound,
+            bound_fence=bound_fence,
         )
         record_event(
             workspace_id=hand.workspace_id,
@@ -187,14 +196,51 @@ def key_issue(
                 "prefix": key.prefix,
                 "scopes": scopes,
                 "issued_by": issuer.prefix if issuer else None,
+                **({"bound_to": bound_json(key)} if bound is not None else {}),
             },
         )
     return IssuedKey(key=key, plaintext=f"gc_{key.prefix}_{secret}")
 
 
+def _held_tenure(
+    hand: Hand, resource: str, fence: int | None, *, now: datetime
+) -> tuple[Lease, int]:
+    """The lease `hand` holds on `resource` now, alive, at `fence` (or its current one)."""
+    lease = Lease.objects.filter(workspace_id=hand.workspace_id, resource=resource).first()
+    if lease is None:
+        raise NotFound(f"no lease on {resource!r} in this workspace")
+    fence = lease.fence if fence is None else fence
+    if lease.holder != hand.name or keys.key_refusal(
+        prefix="",
+        revoked_at=None,
+        expires_at=None,
+        scopes=[],
+        now=now,
+        bound=lease,
+        bound_fence=fence,
+    ):
+        raise ValidationFailed(
+            f"hand {hand.name!r} does not hold the lease on {resource!r} at fence {fence} now: "
+            "a key can be bound only to a live tenure of the hand it is for",
+            fields={"bound_to": ["A live tenure of this hand."]},
+        )
+    return lease, fence
+
+
+def bound_json(key: HandKey) -> dict[str, Any] | None:
+    """The tenure a bound key lives by, as the API shows it (None for a key that is not)."""
+    if key.bound_lease_id is None:
+        return None
+    return {"resource": key.bound_lease.resource, "fence": key.bound_fence}
+
+
 def _usable_issuer(issuer: HandKey, now: datetime) -> HandKey:
     """The issuer's row, locked for the minting transaction, if it is still usable now."""
-    locked = HandKey.objects.select_for_update().get(pk=issuer.pk)
+    locked = (
+        HandKey.objects.select_for_update(of=("self",))
+        .select_related("bound_lease")
+        .get(pk=issuer.pk)
+    )
     refusal = keys.key_refusal_of(locked, now)
     if refusal is not None:
         raise refusal
@@ -301,7 +347,7 @@ def keys_issued_revoke(*, roots: list[int], actor: str, at: datetime) -> int:
 
 
 # The key's row and what authentication loads with it, in this order (a lane is optional).
-_KEY_MODELS: tuple[type[Model], ...] = (HandKey, Hand, Workspace, Lane)
+_KEY_MODELS: tuple[type[Model], ...] = (HandKey, Hand, Workspace, Lane, Lease)
 
 
 Converter = tuple[int, Any, list[Any]]
@@ -309,7 +355,8 @@ Converter = tuple[int, Any, list[Any]]
 
 @functools.cache
 def _key_query(vendor: str) -> tuple[str, list[list[Converter]]]:
-    """The key, its hand, the hand's workspace and the key's lane in one SELECT, written out once
+    """The key, its hand, the hand's workspace, the key's lane and the lease a bound key lives by
+    in one SELECT, written out once
     per database instead of compiled by the ORM on every call (that compilation was the hot
     path's largest cost), with each column's converters as the ORM would apply them. `{now}` is
     rendered per call: tests move the database clock."""
@@ -325,12 +372,13 @@ def _key_query(vendor: str) -> tuple[str, list[list[Converter]]]:
             if funcs:
                 mine.append((index, column, funcs))
         converters.append(mine)
-    key, hand, workspace, lane = (quote(m._meta.db_table) for m in _KEY_MODELS)
+    key, hand, workspace, lane, lease = (quote(m._meta.db_table) for m in _KEY_MODELS)
     sql = (
         f"SELECT {', '.join(columns)}, {{now}} FROM {key} "
         f"INNER JOIN {hand} ON {key}.{quote('hand_id')} = {hand}.{quote('id')} "
         f"INNER JOIN {workspace} ON {hand}.{quote('workspace_id')} = {workspace}.{quote('id')} "
         f"LEFT OUTER JOIN {lane} ON {key}.{quote('lane_id')} = {lane}.{quote('id')} "
+        f"LEFT OUTER JOIN {lease} ON {key}.{quote('bound_lease_id')} = {lease}.{quote('id')} "
         f"WHERE {key}.{quote('prefix')} = %s"
     )
     return sql, converters
@@ -344,7 +392,7 @@ def _models_of(row: tuple[Any, ...], converters: list[list[Converter]]) -> list[
         fields = model._meta.concrete_fields
         values = list(row[position : position + len(fields)])
         position += len(fields)
-        if values[0] is None:  # no primary key: the optional lane
+        if values[0] is None:  # no primary key: the optional lane or bound lease
             out.append(None)
             continue
         for index, column, funcs in mine:
@@ -362,11 +410,12 @@ def _key_with_hand(prefix: str) -> tuple[HandKey, datetime] | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    key, hand, workspace, lane = _models_of(row[:-1], converters)
+    key, hand, workspace, lane, bound = _models_of(row[:-1], converters)
     assert isinstance(key, HandKey) and isinstance(hand, Hand)
     hand.workspace = workspace
     key.hand = hand
     key.lane = lane
+    key.bound_lease = bound
     now = parse_timestamp(row[-1])
     assert now is not None
     return key, now
@@ -413,7 +462,7 @@ def key_guard(key: HandKey) -> engine.Guard:
     table = HandKey._meta.db_table
 
     def explain() -> Exception | None:
-        current = HandKey.objects.filter(pk=key.pk).first()
+        current = HandKey.objects.filter(pk=key.pk).select_related("bound_lease").first()
         return (
             KeyInvalid("unknown key") if current is None else keys.key_refusal_of(current, db_now())
         )
@@ -479,6 +528,7 @@ def key_issue_by(
     expires_in_s: float | None = None,
     lane: Lane | None = None,
     revoke_when_done: bool = False,
+    bound_to: tuple[str, int | None] | None = None,
 ) -> IssuedKey:
     """`key_issue` on behalf of a key: only keys it outranks or equals (`keys.authority_refusal`:
     its own scopes at most, its own lane when it is lane-limited), for hands in its lane, and
@@ -505,4 +555,5 @@ def key_issue_by(
         lane=lane,
         revoke_when_done=revoke_when_done,
         issuer=issuer,
+        bound_to=bound_to,
     )
