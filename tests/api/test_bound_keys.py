@@ -107,8 +107,7 @@ def test_a_key_bound_to_an_attempt_ends_with_its_finish(
 ) -> None:  # noqa: ANN001
     run = make_run(slots=1, evidence_required=[])
     claim = api_a.post(f"/runs/{run.id}/claim", {"process_id": "p:1"}).json()
-    slot = Lease.objects.get(pk=claim["lease"]["id"]) if "id" in claim["lease"] else None
-    resource = slot.resource if slot else f"run/{run.id}/slot/0"
+    resource = claim["lease"]["resource"]  # the attempt's slot lease, as its answer names it
     minted = boss.post(
         "/hands/hand-a/keys",
         {"scopes": ["work"], "bound_to": {"resource": resource, "fence": claim["fence"]}},
