@@ -16,7 +16,6 @@ from hands import services as hand_services
 from hands.models import HandKey
 from leases import clock
 from leases.clock import now_expression, now_sql
-from leases.models import Lease
 from leases.services import lease_acquire, lease_release
 from tests.api.conftest import Api, error_of
 
