@@ -432,37 +432,36 @@ RENEW_ALL = (
 def renew_all(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
     """Push the deadline of every live resource lease `holder` holds with `process_id` to now +
     its interval, in one statement; the leases renewed, in no particular order."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _sql(RENEW_ALL),
-            {
-                "workspace_id": workspace_id,
-                "holder": holder,
-                "process_id": process_id,
-                "kind": LeaseKind.RESOURCE.value,
-            },
-        )
-        return [_snapshot(row) for row in cursor.fetchall()]
+    return _all(_sql(RENEW_ALL), _process_params(workspace_id, holder, process_id))
 
 
 def held_lost(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
     """The resource leases `holder`'s process still holds on paper but has lost (past the
     deadline, not yet recorded by the sweep or a takeover)."""
+    return _all(
+        _sql(
+            "SELECT {columns}, {now} FROM {table} "
+            "WHERE workspace_id = %(workspace_id)s AND holder = %(holder)s "
+            "AND process_id = %(process_id)s AND kind = %(kind)s AND status = 'held' "
+            "AND NOT {alive}"
+        ),
+        _process_params(workspace_id, holder, process_id),
+    )
+
+
+def _process_params(workspace_id: int, holder: str, process_id: str) -> dict[str, Any]:
+    """The parameters naming one holder's process's resource leases."""
+    return {
+        "workspace_id": workspace_id,
+        "holder": holder,
+        "process_id": process_id,
+        "kind": LeaseKind.RESOURCE.value,
+    }
+
+
+def _all(sql: str, params: dict[str, Any]) -> list[LeaseSnapshot]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            _sql(
-                "SELECT {columns}, {now} FROM {table} "
-                "WHERE workspace_id = %(workspace_id)s AND holder = %(holder)s "
-                "AND process_id = %(process_id)s AND kind = %(kind)s AND status = 'held' "
-                "AND NOT {alive}"
-            ),
-            {
-                "workspace_id": workspace_id,
-                "holder": holder,
-                "process_id": process_id,
-                "kind": LeaseKind.RESOURCE.value,
-            },
-        )
+        cursor.execute(sql, params)
         return [_snapshot(row) for row in cursor.fetchall()]
 
 
