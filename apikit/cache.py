@@ -48,17 +48,31 @@ class RedisCacheClient(DjangoRedisCacheClient):
             connection = self._get_connection_pool(True).get_connection()
             self._pinned.connection = connection
         try:
+            value = _incr(connection, key, delta)
+        except RedisConnectionError:
+            # A connection Redis closed while it sat idle (a restart, a client timeout, a kill)
+            # fails on its first write: once more on a new one. Had the answer been lost rather
+            # than the command, the count is taken twice: a limit a call stricter, never looser.
+            connection.disconnect()
             try:
-                value = _run(connection, "EVALSHA", _INCR_SHA, 1, key, delta)
-            except NoScriptError:  # a restarted Redis has forgotten the script
-                _run(connection, "SCRIPT", "LOAD", _INCR_EXISTING)
-                value = _run(connection, "EVALSHA", _INCR_SHA, 1, key, delta)
-        except (RedisConnectionError, RedisTimeoutError):
+                value = _incr(connection, key, delta)
+            except (RedisConnectionError, RedisTimeoutError):
+                connection.disconnect()  # the next call connects again
+                raise
+        except RedisTimeoutError:
             connection.disconnect()  # the next call connects again
             raise
         if value is None:
             raise ValueError(f"Key '{key}' not found.")
         return int(value)
+
+
+def _incr(connection: Any, key: Any, delta: int) -> Any:
+    try:
+        return _run(connection, "EVALSHA", _INCR_SHA, 1, key, delta)
+    except NoScriptError:  # a restarted Redis has forgotten the script
+        _run(connection, "SCRIPT", "LOAD", _INCR_EXISTING)
+        return _run(connection, "EVALSHA", _INCR_SHA, 1, key, delta)
 
 
 def _run(connection: Any, *command: Any) -> Any:

@@ -26,10 +26,19 @@ seconds of skew between workers only shifts a penalty.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from django.core.cache import cache
+from redis.exceptions import RedisError
+
+from apikit.errors import DependencyUnavailable
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 FREE_FAILURES = 5
 FIRST_DELAY_S = 2.0
@@ -92,6 +101,23 @@ def _give_back(key: str) -> None:
         pass
 
 
+def _store_required(func: Callable[P, R]) -> Callable[P, R]:
+    """Fail closed: with its store (Redis) out of reach a try is counted nowhere, so it is not
+    checked at all; the page answers 503, as for a database outage (dashboard/outage.py)."""
+
+    @functools.wraps(func)
+    def counted(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except RedisError as error:
+            raise DependencyUnavailable(
+                "the login throttle's store is unreachable; nothing was checked; retry later"
+            ) from error
+
+    return counted
+
+
+@_store_required
 def login_attempt(*, username: str, address: str) -> float:
     """Take this try's places before its password is checked: 0 to check it, else the seconds
     until one of its full windows ends (the try is refused and has given its places back)."""
@@ -111,6 +137,7 @@ def login_attempt(*, username: str, address: str) -> float:
     return max(1.0, min(float(remaining), float(WINDOW_S)))
 
 
+@_store_required
 def login_wait_s(*, username: str, address: str) -> float:
     """Seconds before another try for this pair or from this address is checked (0: now)."""
     now = time.time()
@@ -122,6 +149,7 @@ def login_wait_s(*, username: str, address: str) -> float:
     return max([0.0, *waits])
 
 
+@_store_required
 def login_failed(*, username: str, address: str) -> float:
     """Count a failure; return the wait it imposes on the next try."""
     now = time.time()
@@ -140,6 +168,7 @@ def login_failed(*, username: str, address: str) -> float:
     return longest
 
 
+@_store_required
 def login_succeeded(*, username: str, address: str) -> None:
     """A right password clears its pair and gives back its own place in the username's and the
     address's windows (their other failures, and the address's wait, stand)."""

@@ -31,6 +31,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
 from apikit.api import API_PREFIX, as_domain_error
+from apikit.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ _OUTAGE = "gc_database_outage"
 
 
 def is_outage(exception: BaseException | None) -> bool:
-    return isinstance(exception, OperationalError | InterfaceError)
+    """The database, or another store a page needs (the login throttle's), out of reach."""
+    return isinstance(exception, OperationalError | InterfaceError | DependencyUnavailable)
 
 
 def outage_page(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -48,7 +50,7 @@ def outage_page(request: HttpRequest, exception: Exception) -> HttpResponse:
     message = error.message if error is not None else "the database is unreachable; retry later"
     request_id = getattr(request, "request_id", "")
     logger.warning(
-        "database unreachable: %s %s answered 503 (request %s): %s",
+        "a store is unreachable: %s %s answered 503 (request %s): %s",
         request.method,
         request.path,
         request_id,

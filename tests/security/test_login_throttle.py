@@ -221,3 +221,27 @@ def test_a_forwarded_for_is_ignored_without_a_trusted_proxy(user, settings) -> N
         client.post("/login/", {"username": "ada", "password": "wrong"},
                     HTTP_X_FORWARDED_FOR=f"198.51.100.{n}", REMOTE_ADDR="10.0.0.1")
     assert attempt(client, "the right password", address="10.0.0.1").status_code == 429
+
+
+def test_with_its_store_out_of_reach_a_login_answers_503_and_checks_no_password(
+    user, monkeypatch  # noqa: ANN001
+) -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise RedisConnectionError("Error 32 while writing to socket. Broken pipe.")
+
+    checked: list[str] = []
+    real = ModelBackend.authenticate
+
+    def counting(self, request, username=None, password=None, **kwargs):  # noqa: ANN001, ANN202
+        checked.append(password)
+        return real(self, request, username=username, password=password, **kwargs)
+
+    monkeypatch.setattr(ModelBackend, "authenticate", counting)
+    for name in ("incr", "add", "get", "get_many", "set", "set_many", "decr", "delete_many"):
+        monkeypatch.setattr(login_throttle.cache, name, down)
+    answer = attempt(Client(), "the right password")
+    assert answer.status_code == 503
+    assert b"unreachable" in answer.content
+    assert checked == []  # fail closed: nothing is checked that was counted nowhere
