@@ -495,6 +495,7 @@ def _sweep_row_based(batch: int, retry_s: float, result: SweepResult) -> int:
 class KeyRevokeResult(JobResult):
     expired: int = 0
     done: int = 0
+    bound: int = 0
 
 
 def _revoke(condition: str, reason_sql: str, batch: int) -> int:
@@ -538,7 +539,8 @@ def _revoke(condition: str, reason_sql: str, batch: int) -> int:
 
 
 def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
-    """Revoke expired keys, and revoke-when-done keys whose hand's work is over.
+    """Revoke expired keys, revoke-when-done keys whose hand's work is over, and keys whose
+    bound tenure has ended.
 
     A revoke-when-done key is revoked once its hand has an attempt that ended (finished,
     released or lost) after the key was issued and has no attempt still open: a hand working a
@@ -565,6 +567,13 @@ def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
             f"k.revoke_when_done AND EXISTS ({ended}) AND NOT EXISTS ({still_open})",
             which,
         ),
+        # Refused from the first call after their tenure ended (hands/keys.py); revoked here
+        # for the record, so that the keys list says so.
+        (
+            "bound",
+            f"k.bound_lease_id IS NOT NULL AND NOT {keys.bound_alive_sql('k', now)}",
+            "'its bound tenure ended'",
+        ),
     ]
     for name, condition, reason in jobs:
         for _ in range(MAX_BATCHES):
@@ -572,5 +581,5 @@ def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
             setattr(result, name, getattr(result, name) + count)
             if count < batch:
                 break
-    result.processed = result.expired + result.done
+    result.processed = result.expired + result.done + result.bound
     return result

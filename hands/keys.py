@@ -121,14 +121,21 @@ def expired_sql(alias: str, now: str) -> str:
     return f"{alias}.expires_at IS NOT NULL AND {alias}.expires_at <= {now}"
 
 
+def bound_alive_sql(alias: str, now: str) -> str:
+    """SQL: the key at `alias` is bound to no tenure, or its tenure is alive at `now`."""
+    alive = alive_sql(now, status="bl.status", deadline="bl.deadline", grace="bl.grace_s")
+    return (
+        f"({alias}.bound_lease_id IS NULL OR EXISTS (SELECT 1 FROM {Lease._meta.db_table} bl "
+        f"WHERE bl.id = {alias}.bound_lease_id AND bl.fence = {alias}.bound_fence AND {alive}))"
+    )
+
+
 def usable_sql(alias: str, now: str, scope: str | None = None) -> str:
     """SQL: the key at `alias` is usable at `now` (and holds `scope`: PostgreSQL's jsonb, with the
     scope a constant of the statement's text, read once per plan)."""
-    bound = alive_sql(now, status="bl.status", deadline="bl.deadline", grace="bl.grace_s")
     condition = (
         f"{alias}.revoked_at IS NULL AND NOT ({expired_sql(alias, now)}) "
-        f"AND ({alias}.bound_lease_id IS NULL OR EXISTS (SELECT 1 FROM {Lease._meta.db_table} bl "
-        f"WHERE bl.id = {alias}.bound_lease_id AND bl.fence = {alias}.bound_fence AND {bound}))"
+        f"AND {bound_alive_sql(alias, now)}"
     )
     if scope is not None:
         condition += f" AND {alias}.scopes @> CAST('[\"{scope}\"]' AS jsonb)"

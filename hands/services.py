@@ -173,6 +173,17 @@ def key_issue(
         bound, bound_fence = (
             _held_tenure(hand, *bound_to, now=now) if bound_to is not None else (None, None)
         )
+        if issuer is not None and issuer.bound_lease_id is not None:
+            # A key never outlives its issuer: a bound key's children live by its tenure too.
+            if bound is not None and (bound.pk, bound_fence) != (
+                issuer.bound_lease_id,
+                issuer.bound_fence,
+            ):
+                raise ValidationFailed(
+                    "a key bound to a tenure can mint only keys bound to the same one",
+                    fields={"bound_to": ["The issuer's own tenure, or none."]},
+                )
+            bound, bound_fence = issuer.bound_lease, issuer.bound_fence
         key = HandKey.objects.create(
             hand=hand,
             prefix=secrets.token_hex(KEY_PREFIX_BYTES),

@@ -206,3 +206,40 @@ def test_every_form_of_the_rule_agrees_on_bound_keys(owner, frozen_clock: dateti
         by_python = keys.key_refusal_of(fresh, now) is None
         want = expected.get(name, True)
         assert (by_python, key.pk in by_sql, key.pk in by_orm) == (want,) * 3, name
+
+
+def test_a_bound_keys_children_live_by_its_tenure(api_a: Api, boss: Api, owner) -> None:  # noqa: ANN001
+    """A key never outlives its issuer: one minted by a bound key is bound to the same tenure,
+    and cannot be bound to another."""
+    lease = held(api_a)
+    held(api_a, "other")
+    sibling = bound_key(boss, "hand-a", "src/auth/")
+    # A bound key with the `hands` scope, so that it can mint.
+    minted = boss.post(
+        "/hands/hand-a/keys",
+        {"scopes": ["work", "leases", "hands"], "bound_to": {"resource": "src/auth/"}},
+    ).json()
+    child = Api(minted["key"], owner).post("/hands/hand-a/keys", {"scopes": ["work", "leases"]})
+    assert child.status_code == 201, child.content
+    assert child.json()["bound_to"] == {"resource": "src/auth/", "fence": lease["fence"]}
+    elsewhere = Api(minted["key"], owner).post(
+        "/hands/hand-a/keys", {"scopes": ["work"], "bound_to": {"resource": "other"}}
+    )
+    assert error_of(elsewhere, 400, "validation_error")["fields"]["bound_to"]
+    assert_usable(child.json()["key"], owner)
+    api_a.post("/leases/release", {"resource": "src/auth/", "fence": lease["fence"]})
+    for key in (sibling["key"], minted["key"], child.json()["key"]):
+        assert_refused(key, owner)
+
+
+def test_the_revoking_job_records_what_the_key_check_already_refuses(api_a: Api, boss: Api) -> None:
+    from ops import jobs as ops_jobs
+
+    lease = held(api_a)
+    minted = bound_key(boss, "hand-a", "src/auth/")
+    assert ops_jobs.keys_revoke_due().processed == 0  # alive: nothing to record
+    api_a.post("/leases/release", {"resource": "src/auth/", "fence": lease["fence"]})
+    assert ops_jobs.keys_revoke_due().bound == 1
+    key = HandKey.objects.get(prefix=minted["prefix"])
+    assert key.revoked_at is not None and key.revoke_reason == "its bound tenure ended"
+    assert ops_jobs.keys_revoke_due().processed == 0  # once
