@@ -36,6 +36,12 @@ from groundcontrol.env import env_bool, env_float, env_int, env_str
 MAX_HEADER_TIMEOUT_S = 60.0
 
 
+def web_threads() -> int:
+    """`GC_WEB_THREADS` (12): Python threads per worker; the waits' cap per process is half
+    of them (settings.GC_WAITS_PER_PROCESS)."""
+    return env_int("GC_WEB_THREADS", 12, minimum=1)
+
+
 def bind_address() -> tuple[str, int]:
     """`GC_BIND` as (host, port); loopback on `PORT` (8000) unless told otherwise."""
     raw = env_str("GC_BIND", "").strip()
@@ -57,7 +63,7 @@ def options() -> dict[str, Any]:
     # One process per core and one more: each runs Python on one core at a time (the GIL), and
     # its threads wait on the database and Redis meanwhile (docs/performance.md).
     workers = env_int("WEB_CONCURRENCY", (os.cpu_count() or 1) + 1, minimum=1)
-    threads = env_int("GC_WEB_THREADS", 12, minimum=1)
+    threads = web_threads()
     header_timeout_s = env_float("GC_WEB_HEADER_TIMEOUT_S", 10.0, minimum=0.001)
     graceful_s = env_int("GC_WEB_GRACEFUL_TIMEOUT_S", 30, minimum=1)
     access_log = env_bool("GC_WEB_ACCESS_LOG", False)

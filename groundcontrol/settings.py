@@ -16,6 +16,7 @@ from csp.constants import NONCE, NONE, SELF
 
 from groundcontrol.env import env_bool, env_float, env_int, env_list, env_str, env_url
 from groundcontrol.secret_key import secret_key
+from groundcontrol.server import web_threads
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GC_VAR_DIR", str(BASE_DIR / "var")))
@@ -310,9 +311,7 @@ GC_RATE_LIMIT_PER_MINUTE = env_int("GC_RATE_LIMIT_PER_MINUTE", 1200, minimum=0)
 # its threads to calls that do not wait (fleet/waits.py).
 GC_WAITS_PER_KEY = env_int("GC_WAITS_PER_KEY", 4, minimum=1)
 GC_WAITS_PER_WORKSPACE = env_int("GC_WAITS_PER_WORKSPACE", 16, minimum=1)
-GC_WAITS_PER_PROCESS = env_int(
-    "GC_WAITS_PER_PROCESS", max(1, env_int("GC_WEB_THREADS", 12, minimum=1) // 2), minimum=1
-)
+GC_WAITS_PER_PROCESS = env_int("GC_WAITS_PER_PROCESS", max(1, web_threads() // 2), minimum=1)
 SPECTACULAR_SETTINGS.update(
     {
         "SCHEMA_PATH_PREFIX": "/api/v1",

@@ -56,7 +56,7 @@ def key_refusal(
         return KeyRevoked(f"key {prefix} was revoked", revoked_at=revoked_at.isoformat())
     if expires_at is not None and expires_at <= now:
         return KeyExpired(f"key {prefix} expired", expired_at=expires_at.isoformat())
-    if bound is not None and not _bound_alive(bound, bound_fence, now):
+    if bound is not None and not bound_alive(bound, bound_fence, now):
         return KeyRevoked(
             f"key {prefix} lived by the lease on {bound.resource!r} at fence {bound_fence}, "
             "whose tenure has ended",
@@ -65,7 +65,8 @@ def key_refusal(
     return scope_refusal(scopes, scope) if scope is not None else None
 
 
-def _bound_alive(lease: Any, fence: int | None, now: datetime) -> bool:
+def bound_alive(lease: Any, fence: int | None, now: datetime) -> bool:
+    """Python: the tenure of `lease` at `fence` is held and not lost at `now`."""
     state = lease_state(
         status=lease.status, deadline=lease.deadline, grace_s=lease.grace_s, now=now
     )

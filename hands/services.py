@@ -221,15 +221,7 @@ def _held_tenure(
     if lease is None:
         raise NotFound(f"no lease on {resource!r} in this workspace")
     fence = lease.fence if fence is None else fence
-    if lease.holder != hand.name or keys.key_refusal(
-        prefix="",
-        revoked_at=None,
-        expires_at=None,
-        scopes=[],
-        now=now,
-        bound=lease,
-        bound_fence=fence,
-    ):
+    if lease.holder != hand.name or not keys.bound_alive(lease, fence, now):
         raise ValidationFailed(
             f"hand {hand.name!r} does not hold the lease on {resource!r} at fence {fence} now: "
             "a key can be bound only to a live tenure of the hand it is for",
