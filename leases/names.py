@@ -216,3 +216,42 @@ def validate_prefix(prefix: object, *, field: str = "prefix") -> str:
     if problem is not None:
         raise ValidationFailed(problem, fields={field: [problem]})
     return prefix
+
+
+# --- The tree ---------------------------------------------------------------------------------
+# A name is a node of a tree: `src/auth/` and `src/auth` are one node (the trailing `/` only says
+# it is a directory), whose ancestors are `src`, and whose descendants are every name that starts
+# with `src/auth/`. Leases conflict along the tree (leases.engine); these are its only definitions.
+
+
+def node_of(name: str) -> str:
+    """The tree node a name stands for: the name without its trailing `/`."""
+    return name[:-1] if name.endswith("/") and len(name) > 1 else name
+
+
+def ancestors_of(node: str) -> list[str]:
+    """Every proper ancestor of `node`, nearest last: `a/b/c` -> [`a`, `a/b`]."""
+    parts = node.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def top_of(node: str) -> str:
+    """The first segment: every node that can conflict with `node` shares it."""
+    return node.split("/", 1)[0]
+
+
+def descendants_range(node: str) -> tuple[str, str]:
+    """[low, high): every descendant of `node`, and nothing else, in code point order (`0` is
+    the character after `/`): `a/b` -> (`a/b/`, `a/b0`)."""
+    return node + "/", node + "0"
+
+
+def is_within(node: str, other: str) -> bool:
+    """Whether `node` is `other` or below it."""
+    return node == other or node.startswith(other + "/")
+
+
+def overlaps(node: str, other: str) -> bool:
+    """Whether two nodes are on one line of the tree (the same, or one above the other): the
+    Python form of the engine's conflict condition."""
+    return is_within(node, other) or is_within(other, node)

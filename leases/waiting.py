@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.db import DatabaseError, connection
 
+from leases import names
 from leases.audit import refusals_recorded
 from leases.engine import Guard, LeaseSnapshot
 from leases.errors import LeaseHeld
@@ -36,20 +37,59 @@ _EXPIRY_MARGIN_S = 0.02
 _LISTEN_MAX_S = 5.0
 
 
-def channel(*, workspace_id: int, resource: str) -> str:
-    """A PostgreSQL channel name (an identifier, at most 63 bytes) for one resource."""
-    digest = hashlib.sha1(f"{workspace_id}\0{resource}".encode(), usedforsecurity=False)
-    return f"gc_lease_{digest.hexdigest()}"
+def _channel(kind: str, workspace_id: int, node: str) -> str:
+    """A PostgreSQL channel name (an identifier, at most 63 bytes)."""
+    digest = hashlib.sha1(f"{workspace_id}\0{node}".encode(), usedforsecurity=False)
+    return f"gc_{kind}_{digest.hexdigest()}"
+
+
+def node_channel(*, workspace_id: int, node: str) -> str:
+    """Notified when a lease on `node` itself frees."""
+    return _channel("node", workspace_id, node)
+
+
+def subtree_channel(*, workspace_id: int, node: str) -> str:
+    """Notified when a lease on `node` or on any node below it frees (a pool's waiters listen
+    on the pool's node)."""
+    return _channel("tree", workspace_id, node)
+
+
+def freed_channels(*, workspace_id: int, resource: str) -> list[str]:
+    """Every channel a freed `resource` notifies: its node's, and the subtree of the node and of
+    each of its ancestors."""
+    node = names.node_of(resource)
+    return [
+        node_channel(workspace_id=workspace_id, node=node),
+        *(
+            subtree_channel(workspace_id=workspace_id, node=above)
+            for above in (*names.ancestors_of(node), node)
+        ),
+    ]
+
+
+def waiting_channels(*, workspace_id: int, resource: str) -> list[str]:
+    """The channels a waiter on `resource` listens on: whatever could be in its way frees on
+    one of them (its node or a node below it, or a node above it)."""
+    node = names.node_of(resource)
+    return [
+        subtree_channel(workspace_id=workspace_id, node=node),
+        *(
+            node_channel(workspace_id=workspace_id, node=above)
+            for above in names.ancestors_of(node)
+        ),
+    ]
 
 
 def notify_freed(*, workspace_id: int, resource: str) -> None:
-    """Wake the waiters on `resource`; call inside the transaction that frees it (PostgreSQL
-    delivers the notification at commit, so nobody wakes for a change that rolls back)."""
+    """Wake the waiters that `resource` was in the way of; call inside the transaction that
+    frees it (PostgreSQL delivers the notification at commit, so nobody wakes for a change that
+    rolls back)."""
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_notify(%s, '')", [channel(workspace_id=workspace_id, resource=resource)]
+            "SELECT pg_notify(name, '') FROM unnest(%s::text[]) AS name",
+            [freed_channels(workspace_id=workspace_id, resource=resource)],
         )
 
 
@@ -61,14 +101,16 @@ def _sleep(pause: float, backoff: float) -> None:
 
 
 @contextmanager
-def _listening(*, workspace_id: int, resource: str) -> Iterator[Waiter]:
+def listening(channels: list[str]) -> Iterator[Waiter]:
+    """A wait, `wait(pause, backoff)`, that ends early when one of `channels` is notified (on
+    PostgreSQL; elsewhere, and inside a transaction, it sleeps `min(pause, backoff)`)."""
     # Inside a transaction notifications arrive only after it ends: poll instead.
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         yield _sleep
         return
-    name = channel(workspace_id=workspace_id, resource=resource)
     with connection.cursor() as cursor:
-        cursor.execute(f'LISTEN "{name}"')
+        for name in channels:
+            cursor.execute(f'LISTEN "{name}"')
     pg = connection.connection
 
     def wait(pause: float, backoff: float) -> None:
@@ -80,7 +122,8 @@ def _listening(*, workspace_id: int, resource: str) -> Iterator[Waiter]:
     finally:
         try:
             with connection.cursor() as cursor:
-                cursor.execute(f'UNLISTEN "{name}"')
+                for name in channels:
+                    cursor.execute(f'UNLISTEN "{name}"')
         except DatabaseError:  # the connection is gone; so is its LISTEN
             pass
 
@@ -126,7 +169,7 @@ def lease_acquire_waiting(
     with (
         permit() if permit is not None else nullcontext(),
         # Listening before the next try: a release committed after it wakes the wait.
-        _listening(workspace_id=workspace_id, resource=resource) as wait,
+        listening(waiting_channels(workspace_id=workspace_id, resource=resource)) as wait,
     ):
         while True:
             try:
