@@ -239,7 +239,7 @@ def lease_acquire(
                 if expired is not None:
                     # The tenure this acquire replaces ended by expiry and no sweep has recorded
                     # it yet: record it now, once, so every tenure has its end in the event log.
-                    _record_expiry(expired)
+                    record_expiry(expired)
                     lease = engine.take(guard=guard, **options)
             if lease is not None:
                 record_event(
@@ -262,7 +262,7 @@ def lease_acquire(
     raise held_error(denial)
 
 
-def _record_expiry(lease: LeaseSnapshot) -> None:
+def record_expiry(lease: LeaseSnapshot) -> None:
     """`lease_expired` for the tenure `lease` held, as the sweep would have written it."""
     assert lease.deadline is not None
     record_event(
