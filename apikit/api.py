@@ -512,6 +512,22 @@ class ErrorDetailSerializer(serializers.Serializer):
     limit_per_minute = serializers.IntegerField(required=False, help_text="rate_limited")
     limit_bytes = serializers.IntegerField(required=False, help_text="payload_too_large")
     resource = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    mode = serializers.CharField(
+        required=False, help_text="lease_held: the mode of the tenure in the way"
+    )
+    others = serializers.IntegerField(
+        required=False, help_text="lease_held: how many other tenures are in the way too"
+    )
+    position = serializers.IntegerField(
+        required=False,
+        help_text="lease_held after a wait: the caller's place in the resource's queue (1: next)",
+    )
+    estimated_wait_s = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="lease_held after a wait: an estimate from the holders' windows and how long "
+        "tenures of the resource have lasted",
+    )
     process_id = serializers.CharField(
         required=False, help_text="process_mismatch: the identity that holds the attempt"
     )

@@ -24,7 +24,8 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ from django.db import (
     InterfaceError,
     OperationalError,
     connections,
+    transaction,
 )
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -55,7 +57,7 @@ from leases import services as lease_services
 from leases.audit import event_insert_sql
 from leases.clock import now_sql
 from leases.fences import as_fence
-from leases.models import EventKind, LeaseKind
+from leases.models import EventKind, LeaseKind, LeaseMode
 from leases.waiting import MAX_WAIT_S
 
 logger = logging.getLogger(__name__)
@@ -150,6 +152,13 @@ _KEY_CALLER = {
     "caller_guard": "",  # the key check is the statement's source: no key, no row
 }
 _KEY_COLUMNS = "key.key_id, key.key_used_at"
+# The caller's workspace, for the locks taken before a statement (`engine.lock_tree_sql`): a key
+# that is no key locks nothing, and its statement then matches nothing.
+_KEY_WORKSPACE = (
+    f"(SELECT CAST(h.workspace_id AS text) FROM {HandKey._meta.db_table} k "
+    f"JOIN {Hand._meta.db_table} h ON h.id = k.hand_id "
+    "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s)"
+)
 
 
 def _renew_template() -> str:
@@ -258,6 +267,10 @@ class HotCall:
     def missed(self, prepared: Prepared) -> None:
         """The statement matched nothing."""
 
+    def around(self, params: dict[str, Any]) -> AbstractContextManager[object]:
+        """What the statement runs inside (a transaction holding locks, say)."""
+        return nullcontext()
+
 
 class Renew(HotCall):
     def parse(self, data: dict[str, Any], **kwargs: Any) -> Prepared | None:
@@ -266,7 +279,9 @@ class Renew(HotCall):
         process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
         if resource is None or fence is None or process_id is None:
             return None
-        return Prepared("renew", {"resource": resource, "fence": fence, "process_id": process_id})
+        return Prepared(
+            "renew", {"node": names.node_of(resource), "fence": fence, "process_id": process_id}
+        )
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
         return 200, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
@@ -298,7 +313,10 @@ class Acquire(HotCall):
         ttl_s = plain_float(data.get("ttl_s"), minimum=1, maximum=lease_services.MAX_TTL_S)
         process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
         wait_s = plain_float(data.get("wait_s", 0), minimum=0, maximum=MAX_WAIT_S)
+        exclusive = data.get("mode", LeaseMode.EXCLUSIVE.value) == LeaseMode.EXCLUSIVE.value
         if resource is None or ttl_s is None or process_id is None or wait_s is None:
+            return None
+        if not exclusive or _reserved(resource):
             return None
         return Prepared(
             "acquire",
@@ -308,12 +326,34 @@ class Acquire(HotCall):
                 "process_id": process_id,
                 "interval_s": ttl_s,
                 "grace_s": 0.0,
-                "event_data": orjson.dumps({"ttl_s": ttl_s, "process_id": process_id}).decode(),
+                "mode": LeaseMode.EXCLUSIVE.value,
+                **engine.tree_params(resource),
+                **engine.lineage_locks(resource),
+                "event_data": orjson.dumps(
+                    {"ttl_s": ttl_s, "process_id": process_id, "mode": LeaseMode.EXCLUSIVE.value}
+                ).decode(),
             },
         )
 
+    @contextmanager
+    def around(self, params: dict[str, Any]) -> Iterator[None]:
+        """The grant's conflicting set is serialized as the service's is (`engine.lock_tree`), in
+        the transaction the statement runs in."""
+        with transaction.atomic(), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute(engine.lock_tree_sql(_KEY_WORKSPACE), params)
+            cursor.fetchall()
+            yield
+
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
         return 201, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
+
+
+def _reserved(resource: str) -> bool:
+    try:
+        lease_services.refuse_reserved_for_acquire(resource)
+    except GroundControlError:
+        return True
+    return False
 
 
 class Report(HotCall):
@@ -447,7 +487,8 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
     request.META[RATE_COUNTED] = True
     params = {"key_prefix": prefix, "key_secret_hash": secret_hash, **prepared.params}
     try:
-        row = run_statement(db, statement(prepared.name, now_sql()), params)
+        with call.around(params):
+            row = run_statement(db, statement(prepared.name, now_sql()), params)
     except (OperationalError, InterfaceError):
         # The database is out of reach, perhaps after applying the statement: answered 503 by
         # the middleware (apikit.api), never tried again by the DRF view.

@@ -8,7 +8,9 @@ identities, so the same statements serve slot leases and resource leases.
 from __future__ import annotations
 
 from django.db import models
-from django.db.models.functions import Now
+from django.db.models import Case, F, Q, When
+from django.db.models.functions import Length, Now, Substr
+from django.db.models.lookups import GreaterThan
 
 
 class LeaseKind(models.TextChoices):
@@ -26,6 +28,14 @@ class LeaseStatus(models.TextChoices):
     RETIRED = "retired"
 
 
+class LeaseMode(models.TextChoices):
+    """An exclusive tenure conflicts with every other tenure on its node, above it and below it;
+    a shared one only with exclusive ones there."""
+
+    EXCLUSIVE = "exclusive"
+    SHARED = "shared"
+
+
 class LeaseState(models.TextChoices):
     LIVE = "live"
     LATE = "late"
@@ -34,11 +44,36 @@ class LeaseState(models.TextChoices):
     FREE = "free"
 
 
+def _node_expression() -> Case:
+    """`leases.names.node_of` as SQL: the name without its trailing `/`."""
+    return Case(
+        When(
+            Q(resource__endswith="/") & Q(GreaterThan(Length("resource"), 1)),
+            then=Substr("resource", 1, Length("resource") - 1),
+        ),
+        default=F("resource"),
+    )
+
+
 class Lease(models.Model):
-    """One row per (workspace, resource), kept after release so the fence never goes back."""
+    """A node's row per (workspace, node), kept after release so its fence never goes back: it
+    holds the node's exclusive tenure, if any. Each shared tenure of the node is a row of its own
+    (`shared_by` = its holder), at the fence the node's row counted out for it."""
 
     workspace_id = models.BigIntegerField()
+    # As the current (or last) tenure spelled it: `src/auth/` and `src/auth` are one node.
     resource = models.CharField(max_length=512)
+    node = models.GeneratedField(
+        expression=_node_expression(),
+        output_field=models.CharField(max_length=512),
+        db_persist=True,
+    )
+    mode = models.CharField(max_length=16, choices=LeaseMode.choices, default=LeaseMode.EXCLUSIVE)
+    # '' for the node's row; the holder's name for a shared tenure's row.
+    shared_by = models.CharField(max_length=200, blank=True, default="")
+    # How long tenures on the node have lasted (a moving average, updated on release): the queue's
+    # estimate of a wait.
+    tenure_mean_s = models.FloatField(null=True, blank=True)
     kind = models.CharField(max_length=16, choices=LeaseKind.choices, default=LeaseKind.RESOURCE)
     status = models.CharField(max_length=8, choices=LeaseStatus.choices, default=LeaseStatus.FREE)
     holder = models.CharField(max_length=200, blank=True, default="")
@@ -64,7 +99,7 @@ class Lease(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["workspace_id", "resource"], name="lease_unique_resource"
+                fields=["workspace_id", "node", "shared_by"], name="lease_unique_node"
             ),
         ]
         indexes = [
@@ -82,6 +117,15 @@ class Lease(models.Model):
             # hand that has just taken thousands of leases, could pick this index for a renewal
             # and filter every lease of the hand (docs/performance.md).
             models.Index(fields=["workspace_id", "holder", "resource"], name="lease_holder_idx"),
+            # The tree's conflict lookups (leases.engine): held tenures on a node's line, and the
+            # range of its descendants (code point order: the column is COLLATE "C" on PostgreSQL).
+            # `kind` in the predicate, which only those lookups state, keeps every other
+            # statement's `status = 'held'` from implying it (see lease_due_idx).
+            models.Index(
+                fields=["workspace_id", "node"],
+                name="lease_held_node_idx",
+                condition=models.Q(status="held", kind="resource"),
+            ),
         ]
 
     def __str__(self) -> str:

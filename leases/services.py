@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from apikit.errors import GroundControlError, NotFound, ValidationFailed
-from leases import engine
+from leases import engine, names
 from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseHeld, LeaseLost, NotHolder, ProcessMismatch, StaleFence
 from leases.fences import stale_fence, validate_fence
-from leases.models import EventKind, LeaseKind, LeaseState
+from leases.models import EventKind, LeaseKind, LeaseMode, LeaseState
 from leases.names import MAX_RESOURCE_LENGTH, validate_resource
 from leases.state import seconds_until, thresholds
 from leases.waiting import notify_freed
@@ -32,6 +32,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # Slot leases are the fleet's; a hand may not take one as a resource.
 SLOT_PREFIX = "run/"
+# Pool members (`pool/<pool>/<member>`) are taken through their pool, and `pool` would cover them
+# all. (`run` stays an ordinary name, as it always was: slots are not resource leases, so a
+# lease on `run` covers none of them.)
+POOL_TOP = "pool"
 
 
 def validate_stored_resource(resource: object, *, field: str = "resource") -> str:
@@ -121,7 +125,8 @@ def validate_interval(value: object, *, field: str, default: int, minimum: int) 
 def describe_holder(lease: LeaseSnapshot) -> str:
     """Who holds it and what its numbers mean: `expires_in_s` is only the holder's current
     renewal window, which a live holder keeps pushing forward."""
-    who = f"{lease.resource} is held by hand '{lease.holder}' (fence {lease.fence})"
+    shared = " shared" if lease.mode == LeaseMode.SHARED else ""
+    who = f"{lease.resource} is held{shared} by hand '{lease.holder}' (fence {lease.fence})"
     window = lease.expires_in_s or 0.0
     lost_in = max(lease_lost_in_s(lease) or 0.0, 0.0)
     if lease.state == LeaseState.LIVE:
@@ -142,17 +147,21 @@ def lease_lost_in_s(lease: LeaseSnapshot) -> float | None:
 
 
 def held_error(
-    lease: LeaseSnapshot, error: type[GroundControlError] = LeaseHeld
+    lease: LeaseSnapshot, error: type[GroundControlError] = LeaseHeld, *, others: int = 0
 ) -> GroundControlError:
-    """The denial that says who holds it, its fence, state, and for how long (rule 8)."""
+    """The denial that says which tenure is in the way, who holds it, its fence, mode, state,
+    and for how long (rule 8), and how many others are in the way too."""
+    also = f" (and {others} other lease{'s' if others != 1 else ''} in the way)" if others else ""
     return error(
-        describe_holder(lease),
+        describe_holder(lease) + also,
         holder=lease.holder,
         fence=lease.fence,
         expires_in_s=lease.expires_in_s,
         lost_in_s=lease_lost_in_s(lease),
         state=str(lease.state),
         resource=lease.resource,
+        mode=lease.mode,
+        others=others,
     )
 
 
@@ -193,6 +202,18 @@ def refuse_slot_resource(resource: str) -> None:
         )
 
 
+def refuse_reserved_for_acquire(resource: str) -> None:
+    """Names no hand takes directly: run slots (`run/...`), and a pool's members, taken through
+    the pool, with `pool` above them all. Told apart whatever the case or surrounding space."""
+    refuse_slot_resource(resource)
+    if names.top_of(names.node_of(resource.strip())).lower() == POOL_TOP:
+        raise ValidationFailed(
+            "names under 'pool/' are pool members: take one through its pool "
+            "(POST /api/v1/pools/{name}/acquire)",
+            fields={"resource": ["Names under 'pool/' are pool members."]},
+        )
+
+
 @refusals_recorded
 def lease_acquire(
     *,
@@ -201,16 +222,18 @@ def lease_acquire(
     holder: str,
     process_id: str,
     ttl_s: float,
+    mode: str = LeaseMode.EXCLUSIVE,
     guard: engine.Guard | None = None,
 ) -> LeaseSnapshot:
-    """Take `resource` if free or lost (fence + 1), or renew it for its current holder. With a
-    `guard` every granting statement also checks it, and a grant it prevented raises what it
-    explains (a key revoked meanwhile: `key_revoked`)."""
+    """Take `resource` in `mode` if no other holder's tenure on its line of the tree stands in
+    the way (fence + 1), or renew the caller's tenure of it. With a `guard` every granting
+    statement also checks it, and a grant it prevented raises what it explains (a key revoked
+    meanwhile: `key_revoked`)."""
     validate_resource(resource)
-    refuse_slot_resource(resource)
+    refuse_reserved_for_acquire(resource)
     validate_name(process_id, field="process_id")
+    mode = validate_choice(mode, field="mode", choices=list(LeaseMode.values))
     ttl_s = validate_seconds(ttl_s, field="ttl_s", minimum=1)
-    denial: LeaseSnapshot | None = None
     options = {
         "workspace_id": workspace_id,
         "resource": resource,
@@ -219,28 +242,22 @@ def lease_acquire(
         "interval_s": ttl_s,
         "grace_s": 0,
     }
-    # Between a failed take and the read that explains it the lease may free up; try again.
+    # Between a failed grant and the read that explains it the way may clear; try again.
     for _ in range(3):
         with transaction.atomic():
-            # Cheapest first: a resource never leased (one INSERT that conflicts with nothing),
-            # then a free one; only when both match nothing, the holder's renewal and a lost
-            # tenure's expiry.
-            lease = engine.insert(kind=LeaseKind.RESOURCE, guard=guard, **options) or engine.take(
-                guard=guard, **options
-            )
-            if lease is None:
-                renewed = engine.renew_holder(guard=guard, **options)
-                if renewed is not None:
-                    return renewed  # the holder asked again: a renewal, not a state change
-                refusal = guard.explain() if guard is not None else None
-                if refusal is not None:
-                    raise refusal
-                expired = engine.expire(workspace_id=workspace_id, resource=resource)
-                if expired is not None:
-                    # The tenure this acquire replaces ended by expiry and no sweep has recorded
-                    # it yet: record it now, once, so every tenure has its end in the event log.
-                    record_expiry(expired)
-                    lease = engine.take(guard=guard, **options)
+            engine.lock_tree(workspace_id=workspace_id, resource=resource)
+            renewed = engine.renew_holder(guard=guard, **options)
+            if renewed is not None:
+                return renewed  # the holder asked again: a renewal, not a state change
+            # Every lost tenure on the line ends on record before anything is granted over it.
+            for expired in engine.expire_tree(workspace_id=workspace_id, resource=resource):
+                record_expiry(expired)
+            if mode == LeaseMode.SHARED:
+                lease = engine.share(guard=guard, **options)
+            else:
+                lease = engine.insert(
+                    kind=LeaseKind.RESOURCE, guard=guard, **options
+                ) or engine.take(guard=guard, **options)
             if lease is not None:
                 record_event(
                     workspace_id=workspace_id,
@@ -250,16 +267,18 @@ def lease_acquire(
                     hand=holder,
                     resource=resource,
                     fence=lease.fence,
-                    data={"ttl_s": ttl_s, "process_id": process_id},
+                    data={"ttl_s": ttl_s, "process_id": process_id, "mode": str(mode)},
                 )
                 return lease
-        denial = engine.read(workspace_id=workspace_id, resource=resource)
-        # Held by another hand: denied. Held by this hand (its own concurrent acquire won): the
-        # next try renews it. Lost since the expire above: the next try records it and takes.
-        if denial is not None and denial.held and denial.holder != holder:
-            break
-    assert denial is not None
-    raise held_error(denial)
+            refusal = guard.explain() if guard is not None else None
+            if refusal is not None:
+                raise refusal
+        in_the_way, count = engine.conflicts(
+            workspace_id=workspace_id, resource=resource, holder=holder, mode=mode
+        )
+        if in_the_way:
+            raise held_error(in_the_way[0], others=count - 1)
+    raise LeaseHeld(f"{resource} is changing hands too fast to take; try again", resource=resource)
 
 
 def record_expiry(lease: LeaseSnapshot) -> None:
@@ -298,7 +317,7 @@ def lease_renew(
     )
     if lease is None:
         raise diagnose(
-            engine.read(workspace_id=workspace_id, resource=resource),
+            tenure_or_node(workspace_id=workspace_id, resource=resource, fence=fence),
             resource=resource,
             holder=holder,
             fence=fence,
@@ -357,7 +376,7 @@ def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) 
             )
             notify_freed(workspace_id=workspace_id, resource=resource)
             return lease
-    current = engine.read(workspace_id=workspace_id, resource=resource)
+    current = tenure_or_node(workspace_id=workspace_id, resource=resource, fence=fence)
     if (
         current is not None
         and current.fence == fence
@@ -369,46 +388,58 @@ def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) 
     raise diagnose(current, resource=resource, holder=holder, fence=fence)
 
 
+def tenure_or_node(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapshot | None:
+    """The row of the node's tenure `fence` if it still has one, else the node's row (whose
+    fence has moved past it): what explains a fenced call that matched nothing."""
+    return engine.read_tenure(
+        workspace_id=workspace_id, resource=resource, fence=fence
+    ) or engine.read(workspace_id=workspace_id, resource=resource)
+
+
 @refusals_recorded
 def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapshot:
-    """Is `fence` the current, unlost tenure of `resource`? For storage that applies a write
-    only after asking (rule 5)."""
+    """Is `fence` a current, unlost tenure of `resource`? For storage that applies a write only
+    after asking (rule 5). A shared tenure stays current while it is held, though later shared
+    grants have taken later fences."""
     validate_resource(resource)
     refuse_slot_resource(resource)
     validate_fence(fence)
-    lease = engine.read(workspace_id=workspace_id, resource=resource, settled=True)
-    if lease is None:
+    lease = engine.read_tenure(
+        workspace_id=workspace_id, resource=resource, fence=fence, settled=True
+    )
+    if lease is not None and lease.held:
+        return lease
+    node = engine.read(workspace_id=workspace_id, resource=resource, settled=True)
+    if node is None:
         raise NotFound(f"no lease on {resource!r}")
-    if lease.fence != fence:
+    if lease is None or node.fence > fence:
         raise StaleFence(
-            f"fence {fence} is not the current fence {lease.fence} of {resource!r}",
-            current_fence=lease.fence,
+            f"fence {fence} is not the current fence {node.fence} of {resource!r}",
+            current_fence=node.fence,
         )
-    if not lease.held:
-        raise LeaseLost(
-            f"the lease on {resource!r} at fence {fence} has ended", current_fence=fence
-        )
-    return lease
+    raise LeaseLost(f"the lease on {resource!r} at fence {fence} has ended", current_fence=fence)
 
 
 @refusals_recorded
 def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) -> LeaseSnapshot:
-    """A supervisor frees `resource` at once; its fence moves on so the old holder is stale. Any
-    name a lease may hold will do, canonical or not (one taken before names had to be)."""
+    """A supervisor frees `resource` at once, ending every tenure of its node (exclusive or
+    shared); its fence moves on so each old holder is stale. Any name a lease may hold will do,
+    canonical or not (one taken before names had to be)."""
     validate_stored_resource(resource)
     with transaction.atomic():
-        lease = engine.break_(workspace_id=workspace_id, resource=resource)
-        if lease is None:
+        broken = engine.break_(workspace_id=workspace_id, resource=resource)
+        if broken is None:
             raise NotFound(f"no held lease on {resource!r}")
-        record_event(
-            workspace_id=workspace_id,
-            kind=EventKind.LEASE_BROKEN,
-            at=lease.server_time,
-            actor=actor,
-            hand=lease.holder,
-            resource=resource,
-            fence=lease.fence,
-            data={"reason": reason, "broken_fence": lease.fence - 1},
-        )
+        for tenure in broken.tenures:
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.LEASE_BROKEN,
+                at=broken.node.server_time,
+                actor=actor,
+                hand=tenure.holder,
+                resource=tenure.resource,
+                fence=broken.node.fence,
+                data={"reason": reason, "broken_fence": tenure.fence, "mode": tenure.mode},
+            )
         notify_freed(workspace_id=workspace_id, resource=resource)
-    return lease
+    return broken.node

@@ -137,6 +137,7 @@ def lease_acquire_waiting(
     process_id: str,
     ttl_s: float,
     wait_s: float,
+    mode: str = "exclusive",
     guard: Guard | None = None,
     permit: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> LeaseSnapshot:
@@ -157,6 +158,7 @@ def lease_acquire_waiting(
         "holder": holder,
         "process_id": process_id,
         "ttl_s": ttl_s,
+        "mode": mode,
         "guard": guard,
     }
     give_up_at = time.monotonic() + wait_s

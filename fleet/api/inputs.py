@@ -14,6 +14,7 @@ from fleet.services import plan as plan_services
 from hands.views import MAX_INTERVAL, name_field, reason_field
 from leases import services as lease_services
 from leases.fences import FENCE_MAX
+from leases.models import LeaseMode
 from leases.waiting import MAX_WAIT_S
 
 SLOT_STATES = [state.value for state in SlotState]
@@ -75,6 +76,9 @@ class AcquireIn(serializers.Serializer):
     ttl_s = StrictFloatField(min_value=1, max_value=lease_services.MAX_TTL_S)
     process_id = name_field()
     wait_s = StrictFloatField(required=False, default=0, min_value=0, max_value=MAX_WAIT_S)
+    mode = serializers.ChoiceField(
+        choices=LeaseMode.choices, required=False, default=LeaseMode.EXCLUSIVE.value
+    )
 
 
 class RenewIn(serializers.Serializer):

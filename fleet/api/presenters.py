@@ -28,6 +28,7 @@ def lease_json(lease: LeaseSnapshot) -> dict[str, Any]:
     return {
         "resource": lease.resource,
         "kind": lease.kind,
+        "mode": lease.mode,
         "holder": lease.holder or None if held else None,
         "process_id": lease.process_id or None if held else None,
         "fence": lease.fence,

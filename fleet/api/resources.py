@@ -51,6 +51,7 @@ class LeaseAcquireApi(HandAPIView):
             holder=self.hand.name,
             process_id=data["process_id"],
             ttl_s=data["ttl_s"],
+            mode=data["mode"],
             wait_s=data["wait_s"],
             guard=hand_services.key_guard(self.key),
             permit=partial(wait_permit, key_id=self.key.pk, workspace_id=self.workspace_id),

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from fleet import selectors
 from fleet.api.inputs import SLOT_STATES
 from fleet.models import Directive, PlanState, RunState
-from leases.models import EventKind
+from leases.models import EventKind, LeaseMode
 
 
 class AttemptLeaseOut(serializers.Serializer):
@@ -48,6 +48,7 @@ class AttemptOut(serializers.Serializer):
 class LeaseOut(serializers.Serializer):
     resource = serializers.CharField()
     kind = serializers.CharField()
+    mode = serializers.ChoiceField(choices=LeaseMode.choices)
     holder = serializers.CharField(allow_null=True)
     process_id = serializers.CharField(allow_null=True)
     fence = serializers.IntegerField()

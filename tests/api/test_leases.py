@@ -28,6 +28,7 @@ def test_it_acquires_a_free_resource_with_the_contract_lease_shape(
     assert lease == {
         "resource": "src/auth/",
         "kind": "resource",
+        "mode": "exclusive",
         "holder": "hand-a",
         "process_id": "p1",
         "fence": 1,

@@ -43,6 +43,8 @@ def test_it_denies_with_holder_fence_state_and_time_left(frozen_clock: datetime)
         "lost_in_s": 40,
         "state": "live",
         "resource": "src/auth/",
+        "mode": "exclusive",
+        "others": 0,
     }
     assert "src/auth/ is held by hand 'a' (fence 1), renewing; its current window ends in 40 s" in (
         denied.value.message
