@@ -512,6 +512,12 @@ class ErrorDetailSerializer(serializers.Serializer):
     limit_per_minute = serializers.IntegerField(required=False, help_text="rate_limited")
     limit_bytes = serializers.IntegerField(required=False, help_text="payload_too_large")
     resource = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    pool = serializers.CharField(required=False, help_text="lease_held (a full pool), pool_exists")
+    members = serializers.JSONField(
+        required=False,
+        help_text="lease_held (a full pool): every member, [{member, resource, holder, fence, "
+        "state, expires_in_s}]; pool_exists: the existing pool's member names",
+    )
     process_id = serializers.CharField(
         required=False, help_text="process_mismatch: the identity that holds the attempt"
     )
