@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,6 +31,20 @@ from pools.models import Pool
 # --- Bodies in ------------------------------------------------------------------------------------
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "string", "maxLength": lease_services.MAX_NAME_LENGTH},
+        "minItems": 1,
+        "maxItems": pool_services.MAX_MEMBERS,
+        "nullable": True,
+    }
+)
+class MembersField(serializers.JSONField):
+    """The members as sent: the service checks each (`members[i]`), in words that say how to fix
+    it, as it does a resource's name."""
+
+
 class PoolIn(serializers.Serializer):
     name = ResourceField(
         max_length=lease_services.MAX_NAME_LENGTH,
@@ -38,8 +52,7 @@ class PoolIn(serializers.Serializer):
         help_text="One canonical segment of a resource name (no '/'): its members' leases are "
         "named pool/<name>/<member>.",
     )
-    members = serializers.ListField(
-        child=ResourceField(max_length=lease_services.MAX_NAME_LENGTH, trim_whitespace=False),
+    members = MembersField(
         required=False,
         allow_null=True,
         help_text=f"1 to {pool_services.MAX_MEMBERS} distinct single segments, in the order "
