@@ -528,6 +528,12 @@ class ErrorDetailSerializer(serializers.Serializer):
         help_text="lease_held after a wait: an estimate from the holders' windows and how long "
         "tenures of the resource have lasted",
     )
+    pool = serializers.CharField(required=False, help_text="lease_held (a full pool), pool_exists")
+    members = serializers.JSONField(
+        required=False,
+        help_text="lease_held (a full pool): every member, [{member, resource, holder, fence, "
+        "state, expires_in_s}]; pool_exists: the existing pool's member names",
+    )
     process_id = serializers.CharField(
         required=False, help_text="process_mismatch: the identity that holds the attempt"
     )

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard.views import people, records, work
+from dashboard.views import people, pools, records, work
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("login/", people.ThrottledLoginView.as_view(), name="login"),
@@ -25,6 +25,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("keys/<str:prefix>/revoke/", people.key_revoke, name="key-revoke"),
     path("leases/", records.leases, name="leases"),
     path("leases/break/", records.lease_break, name="lease-break"),
+    path("pools/", pools.pools, name="pools"),
     path("refusals/", records.refusals, name="refusals"),
     path("events/", records.events, name="events"),
     path("members/", people.members, name="members"),

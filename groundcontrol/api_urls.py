@@ -14,6 +14,7 @@ from fleet.api import records as records_api
 from fleet.api import resources as resources_api
 from fleet.api import runs as runs_api
 from hands import api as hands_api
+from pools import api as pools_api
 
 urlpatterns: list[URLPattern | URLResolver] = [
     # Hand calls
@@ -56,6 +57,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("leases/release", resources_api.LeaseReleaseApi.as_view(), name="api-lease-release"),
     path("leases/check", resources_api.LeaseCheckApi.as_view(), name="api-lease-check"),
     path("leases/break", resources_api.LeaseBreakApi.as_view(), name="api-lease-break"),
+    # Pools: a free member of a named set, as a lease of its own
+    path("pools", pools_api.PoolsApi.as_view(), name="api-pools"),
+    path("pools/<str:name>", pools_api.PoolApi.as_view(), name="api-pool"),
+    path("pools/<str:name>/acquire", pools_api.PoolAcquireApi.as_view(), name="api-pool-acquire"),
     # Supervisor calls
     path("lanes", hands_api.LanesApi.as_view(), name="api-lanes"),
     path("lanes/<slug:slug>/work-packages", runs_api.WorkPackagesApi.as_view(), name="api-wps"),

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "leases",
     "hands",
     "fleet",
+    "pools",
     "evidence",
     "webhooks",
     "dashboard",

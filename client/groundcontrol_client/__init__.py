@@ -48,6 +48,7 @@ from groundcontrol_client.models import (
     Slot,
     SlotCounts,
 )
+from groundcontrol_client.pool_leases import AsyncPoolLease, PoolLease
 from groundcontrol_client.runtime import (
     ClaimedAttempt,
     Hand,
@@ -61,6 +62,7 @@ __all__ = [
     "AsyncClient",
     "AsyncHand",
     "AsyncHeldLease",
+    "AsyncPoolLease",
     "Attempt",
     "AuthFailed",
     "Brief",
@@ -90,6 +92,7 @@ __all__ = [
     "NotHolder",
     "NotRenewed",
     "PayloadTooLarge",
+    "PoolLease",
     "ProcessMismatch",
     "RateLimited",
     "RenewedAll",

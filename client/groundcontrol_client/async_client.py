@@ -31,6 +31,7 @@ from groundcontrol_client.client import (
     _evidence_items,
     _retry_hint,
     denial_key,
+    pool_path,
     retryable_answer,
     run_plan,
 )
@@ -308,6 +309,15 @@ class AsyncClient:
         )
         timeout = self.timeout + (wait_s or 0)
         data = await self.request("POST", "leases/acquire", json=body, timeout=timeout)
+        return Lease.from_wire(data)
+
+    async def lease_from_pool(
+        self, pool: str, *, ttl_s: float, process_id: str, wait_s: float | None = None
+    ) -> Lease:
+        """As `Client.lease_from_pool`."""
+        body = _drop_none({"ttl_s": ttl_s, "process_id": process_id, "wait_s": wait_s})
+        timeout = self.timeout + (wait_s or 0)
+        data = await self.request("POST", pool_path(pool), json=body, timeout=timeout)
         return Lease.from_wire(data)
 
     async def lease_renew(

@@ -25,7 +25,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from groundcontrol_client.async_client import AsyncClient
 from groundcontrol_client.errors import (
@@ -51,6 +51,9 @@ from groundcontrol_client.tenure import (
     renewal_period,
     renewal_retryable,
 )
+
+if TYPE_CHECKING:
+    from groundcontrol_client.pool_leases import AsyncPoolLease
 
 logger = logging.getLogger("groundcontrol_client")
 T = TypeVar("T")
@@ -517,16 +520,23 @@ class AsyncHand:
         )
 
     def lease(self, resource: str, *, ttl: float, wait: float | None = None) -> AsyncHeldLease:
-        return AsyncHeldLease(
-            self.client,
-            resource,
-            ttl_s=ttl,
-            process_id=self.process_id,
-            wait_s=wait,
-            fraction=self.heartbeat_fraction,
-            clock=self._clock,
-            sleep=self._sleep,
-        )
+        return AsyncHeldLease(self.client, resource, ttl_s=ttl, wait_s=wait, **self._keeping())
+
+    def lease_from_pool(
+        self, pool: str, *, ttl: float = 60.0, wait: float | None = None
+    ) -> AsyncPoolLease:
+        """As `Hand.lease_from_pool`: `async with hand.lease_from_pool("ports") as port:`."""
+        from groundcontrol_client.pool_leases import AsyncPoolLease
+
+        return AsyncPoolLease(self.client, pool, ttl_s=ttl, wait_s=wait, **self._keeping())
+
+    def _keeping(self) -> dict[str, Any]:
+        return {
+            "process_id": self.process_id,
+            "fraction": self.heartbeat_fraction,
+            "clock": self._clock,
+            "sleep": self._sleep,
+        }
 
     async def aclose(self) -> None:
         await self.client.aclose()

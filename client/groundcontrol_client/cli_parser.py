@@ -166,8 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slot", type=int, help="this slot (default: the lowest open one)")
     p.add_argument("--wait", type=float, metavar="S", help=claim_wait_help)
     p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)
-    p = add("hold", cmd_hold, "hold a resource lease while CMD runs (gctl hold RES -- CMD...)")
-    p.add_argument("resource", help=resource_help)
+    p = add(
+        "hold",
+        cmd_hold,
+        "hold a resource lease, or a member of a pool, while CMD runs "
+        "(gctl hold RES -- CMD..., gctl hold --pool POOL -- CMD...)",
+    )
+    p.add_argument("resource", nargs="?", help=resource_help)
+    p.add_argument(
+        "--pool",
+        help="hold the first free member of this pool instead of a resource; CMD sees it as "
+        "GC_MEMBER (and its lease as GC_RESOURCE and GC_FENCE)",
+    )
     p.add_argument("--ttl", type=float, default=DEFAULT_TTL_S, help=ttl_help)
     p.add_argument("--wait", type=float, metavar="S", help=lease_wait_help)
     p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)

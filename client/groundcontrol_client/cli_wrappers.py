@@ -11,6 +11,7 @@ from groundcontrol_client.cli_environment import wrapper_process_id
 from groundcontrol_client.cli_output import UsageError, waiting_notice, wrapper_log
 from groundcontrol_client.client import Client
 from groundcontrol_client.errors import EvidenceMissing, ValidationFailed, describe
+from groundcontrol_client.pool_leases import PoolLease
 from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
 from groundcontrol_client.wrappers import EXIT_ERROR, EXIT_OK
 
@@ -61,22 +62,25 @@ def cmd_run(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_hold(client: Client, args: argparse.Namespace) -> int:
+    if (args.resource is None) == (args.pool is None):
+        raise UsageError("give a resource, or --pool POOL, to hold while the command runs")
     cmd = _wrapped_command(args)
     log = wrapper_log(args)
-    lease = HeldLease(
-        client,
-        args.resource,
-        ttl_s=args.ttl,
-        process_id=wrapper_process_id(args),
-        wait_s=args.wait,
+    options = {"ttl_s": args.ttl, "process_id": wrapper_process_id(args), "wait_s": args.wait}
+    lease = (
+        PoolLease(client, args.pool, **options)
+        if args.pool is not None
+        else HeldLease(client, args.resource, **options)
     )
     lease.open()
-    log(
-        f"holding {args.resource} at fence {lease.fence}",
-        {"resource": args.resource, "fence": lease.fence},
-    )
+    held = {"resource": lease.resource, "fence": lease.fence}
+    if isinstance(lease, PoolLease):
+        held.update(pool=lease.pool, member=lease.member)
+        log(f"holding {lease.member} of pool {lease.pool} at fence {lease.fence}", held)
+    else:
+        log(f"holding {lease.resource} at fence {lease.fence}", held)
     outcome = wrappers.hold_lease(lease, cmd, kill_after_s=args.kill_after, log=log)
-    log(f"{args.resource} {outcome.status}", {"status": outcome.status, **outcome.detail})
+    log(f"{lease.resource} {outcome.status}", {"status": outcome.status, **outcome.detail})
     return outcome.exit_code
 
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -155,6 +156,11 @@ def run_plan(
             "grace_s": grace_s,
         }
     )
+
+
+def pool_path(pool: str) -> str:
+    """The acquire path of `pool`, its name quoted as one path segment."""
+    return f"pools/{quote(pool, safe='')}/acquire"
 
 
 def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
@@ -457,6 +463,18 @@ class Client:
         )
         timeout = self.timeout + (wait_s or 0)
         return Lease.from_wire(self.request("POST", "leases/acquire", json=body, timeout=timeout))
+
+    def lease_from_pool(
+        self, pool: str, *, ttl_s: float, process_id: str, wait_s: float | None = None
+    ) -> Lease:
+        """One free member of `pool` as a lease of its own (`member`, `resource`, `fence`), or
+        `LeaseHeld` naming every member's holder and window (`members`). Renew, release and
+        check it as any lease, by its `resource`. A second call by the same process renews the
+        member it holds."""
+        body = _drop_none({"ttl_s": ttl_s, "process_id": process_id, "wait_s": wait_s})
+        timeout = self.timeout + (wait_s or 0)
+        data = self.request("POST", pool_path(pool), json=body, timeout=timeout)
+        return Lease.from_wire(data)
 
     def lease_renew(
         self,

@@ -302,6 +302,23 @@ def describe_holder(fields: dict[str, Any]) -> str:
     return who
 
 
+# Members a full pool's sentence names one by one (the refusal's `members` lists them all).
+_POOL_NAMED = 4
+
+
+def describe_pool(pool: Any, members: list[Any]) -> str:
+    """A full pool, from its denial's `members`: "pool ports is full (3 members): 8001 held by
+    hand a (fence 2), renewing; its current window ends in 58 s; 8002 ..." (the soonest first)."""
+    held = [m for m in members if isinstance(m, dict) and m.get("holder")]
+    held.sort(key=lambda m: _number(m.get("expires_in_s")) or 0.0)
+    named = [f"{m.get('member')} held by {describe_holder(m)}" for m in held[:_POOL_NAMED]]
+    more = len(held) - len(named)
+    text = f"pool {pool} is full ({len(members)} member{'' if len(members) == 1 else 's'})"
+    if named:
+        text += ": " + "; ".join(named) + (f"; and {more} more" if more > 0 else "")
+    return text
+
+
 def describe_slots(fields: dict[str, Any]) -> str:
     """How a run's slots stand, from a no_open_slot refusal's fields (those present):
     "3 slots: 2 held, 1 done; the soonest holder's current window ends in 40 s"."""
@@ -340,6 +357,8 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
     gctl prints it, the MCP server answers it, and a denial's `str()` is it. `subject` names
     what was asked for when the refusal itself does not (gctl knows the resource it asked).
     """
+    if isinstance(error, LeaseHeld) and isinstance(error.get("members"), list):
+        return f"{describe_pool(error.get('pool'), error.get('members'))}: {ADVICE_DENIED}"
     if isinstance(error, LeaseHeld | SlotTaken) and error.get("holder"):
         default = subject or ("the slot" if isinstance(error, SlotTaken) else "it")
         what = _subject(error.get("resource"), default)

@@ -27,6 +27,7 @@ from groundcontrol_client.mcp_parameters import (
 )
 from groundcontrol_client.mcp_session import Session, logger
 from groundcontrol_client.models import Evidence, describe_lease, describe_run
+from groundcontrol_client.pool_leases import PoolLease
 from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
 
 INSTRUCTIONS = """\
@@ -35,7 +36,9 @@ run with `claim` before you work on it; this server keeps your claim alive in th
 so you never renew anything yourself. Read the brief (`read_brief`), report progress now and
 then (`report_progress`), and finish with the evidence the brief asks for (`finish`, with links
 such as a pull request), or `release` with a reason if you cannot finish. Before you change a
-shared resource (a directory, a migration lock), take a lease on it with `acquire_lease`.
+shared resource (a directory, a migration lock), take a lease on it with `acquire_lease`; for
+one of a pool of interchangeable things (a port, a test database), take a member of the pool
+with `lease_from_pool`.
 If a claim or a lease is denied: wait, pick other work, or escalate. Never work on something
 whose claim or lease you were told is lost; if the supervisor says stop, release and stop; if it
 says pause, wait and check again with `status`.
@@ -323,6 +326,56 @@ def build_server(session: Session) -> MCPServer:
         return (
             f"Acquired {resource} at fence {lease.fence}; it is kept alive for you. Release it "
             "when you are done with it."
+        )
+
+    @tool
+    def lease_from_pool(
+        pool: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="The pool's name (such as ports, test-databases).",
+            ),
+        ],
+        ttl_s: Annotated[
+            float,
+            Field(
+                ge=1,
+                le=MAX_TTL_S,
+                strict=True,
+                description="Seconds the member's lease lasts without renewal (1 to 86400, "
+                "default 300); this session renews it in the background.",
+            ),
+        ] = 300,
+        wait_s: WaitS = None,
+    ) -> str:
+        """Take one free member of a pool (a port, a test database, a browser) for yourself:
+        the answer names the member. Kept alive in the background until you release it with
+        `release_lease` and the member's resource."""
+        with session.lock:
+            mine = [
+                (resource, lease)
+                for resource, lease in session.leases.items()
+                if resource.startswith(f"pool/{pool}/")
+            ]
+        if mine:
+            resource, held = mine[0]
+            return (
+                f"You already hold member {resource.rsplit('/', 1)[-1]} of pool {pool} "
+                f"({resource}, fence {held.fence}); it is kept alive for you."
+            )
+        member = PoolLease(
+            session.client, pool, ttl_s=ttl_s, process_id=session.process_id, wait_s=wait_s
+        )
+        member.open()
+        with session.lock:
+            session.leases[member.resource] = member
+            session.lost_leases.pop(member.resource, None)
+        return (
+            f"Acquired member {member.member} of pool {pool} (lease {member.resource}, fence "
+            f"{member.fence}); it is kept alive for you. Use {member.member}; release it with "
+            f"release_lease({member.resource!r}) when you are done."
         )
 
     @tool

@@ -186,11 +186,16 @@ class Lease:
     expires_at: datetime | None
     server_time: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    # A pool's member (`Client.lease_from_pool`): the pool and the member granted; else None.
+    pool: str | None = None
+    member: str | None = None
 
     @classmethod
     @_parsing("lease")
     def from_wire(cls, data: dict[str, Any]) -> Lease:
         return cls(
+            pool=None if data.get("pool") is None else str(data["pool"]),
+            member=None if data.get("member") is None else str(data["member"]),
             resource=str(data["resource"]),
             holder=str(data.get("holder") or ""),
             process_id=str(data.get("process_id") or ""),

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from groundcontrol_client.client import Client
 from groundcontrol_client.errors import (
@@ -54,6 +54,9 @@ from groundcontrol_client.tenure import (
     renewal_period,
     renewal_retryable,
 )
+
+if TYPE_CHECKING:
+    from groundcontrol_client.pool_leases import PoolLease
 
 __all__ = [
     "HEARTBEAT_FRACTION",
@@ -564,16 +567,24 @@ class Hand:
         )
 
     def lease(self, resource: str, *, ttl: float, wait: float | None = None) -> HeldLease:
-        return HeldLease(
-            self.client,
-            resource,
-            ttl_s=ttl,
-            process_id=self.process_id,
-            wait_s=wait,
-            fraction=self.heartbeat_fraction,
-            clock=self._clock,
-            sleep=self._sleep,
-        )
+        return HeldLease(self.client, resource, ttl_s=ttl, wait_s=wait, **self._keeping())
+
+    def lease_from_pool(
+        self, pool: str, *, ttl: float = 60.0, wait: float | None = None
+    ) -> PoolLease:
+        """A free member of `pool`, held like `lease` (`member`, `resource`, `fence`, `check`)."""
+        from groundcontrol_client.pool_leases import PoolLease  # it builds on HeldLease
+
+        return PoolLease(self.client, pool, ttl_s=ttl, wait_s=wait, **self._keeping())
+
+    def _keeping(self) -> dict[str, Any]:
+        """How this hand's tenures are kept: its process, heartbeat fraction and clocks."""
+        return {
+            "process_id": self.process_id,
+            "fraction": self.heartbeat_fraction,
+            "clock": self._clock,
+            "sleep": self._sleep,
+        }
 
     def close(self) -> None:
         self.client.close()

@@ -298,8 +298,15 @@ def hold_lease(
     kill_after_s: float,
     log: Callable[[str, dict[str, Any]], None],
 ) -> Outcome:
-    """`gctl hold`: the lease is already acquired; run `cmd` while it is held."""
+    """`gctl hold`: the lease is already acquired; run `cmd` while it is held. A pool's member
+    is also exported as GC_MEMBER (and its pool as GC_POOL)."""
     env = dict(os.environ, GC_RESOURCE=lease.resource, GC_FENCE=str(lease.fence))
+    member, pool = lease.lease.member, lease.lease.pool
+    if member is not None:
+        env.update(GC_MEMBER=member, GC_POOL=pool or "")
+    else:  # never a member the parent held
+        env.pop("GC_MEMBER", None)
+        env.pop("GC_POOL", None)
     env.pop("GC_PROCESS_ID", None)
     try:
         child = _Child(cmd, env, kill_after_s, [], log)

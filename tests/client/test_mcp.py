@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib.metadata
+import os
 import re
 import threading
 import time
@@ -43,6 +44,7 @@ TOOLS = {
     "finish",
     "release",
     "acquire_lease",
+    "lease_from_pool",
     "release_lease",
     "check_lease",
     "list_leases",
@@ -505,7 +507,12 @@ def test_it_lists_runs_slots_and_leases(fake: FakeServer, session: Session) -> N
 
 
 def stdio(gc: Fleet, key: str) -> StdioServerParameters:
-    return StdioServerParameters(command=GCTL, args=["mcp"], env={"GC_URL": gc.url, "GC_KEY": key})
+    # PYTHONPATH passes through: the gctl under test runs this checkout's client (a worktree's),
+    # not whichever one the virtualenv has installed.
+    path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    return StdioServerParameters(
+        command=GCTL, args=["mcp"], env={"GC_URL": gc.url, "GC_KEY": key, **path}
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -55,6 +55,7 @@ def test_a_viewer_reads_every_page_but_cannot_act(viewer_client, attempt, worksp
         "/hands/",
         f"/hands/{hand_id}/",
         "/leases/",
+        "/pools/",
         "/refusals/",
         "/events/",
     ]:

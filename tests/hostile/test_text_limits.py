@@ -162,6 +162,26 @@ LIMITS = [
         ),
     ),
     Limit(
+        "POST /pools",
+        "name",
+        NAME,
+        send=lambda w, _, v: w.boss.post("/pools", {"name": v, "capacity": 1}),
+    ),
+    Limit(
+        "POST /pools",
+        "members[]",
+        NAME,
+        refused_as="members[0]",
+        send=lambda w, _, v: w.boss.post("/pools", {"name": "ports", "members": [v]}),
+    ),
+    Limit(
+        "POST /pools/{name}/acquire",
+        "process_id",
+        NAME,
+        prepare=lambda w: w.boss.post("/pools", {"name": "ports", "capacity": 1}),
+        send=lambda w, _, v: w.api.post("/pools/ports/acquire", {"ttl_s": 30, "process_id": v}),
+    ),
+    Limit(
         "POST /leases/renew-all",
         "process_id",
         NAME,
