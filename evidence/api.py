@@ -9,8 +9,8 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import error_responses
 from apikit.inputs import StrictCharField, valid
+from apikit.openapi import error_responses
 from evidence.models import Evidence
 from evidence.services import MAX_EVIDENCE_ITEMS, attempt_finish
 from fleet import selectors

@@ -52,7 +52,7 @@ from hands import keys
 from hands import services as hand_services
 from hands.models import Hand, HandKey, Scope
 from hands.views import MAX_NAME, MAX_REASON
-from leases import engine, names
+from leases import engine, names, tree
 from leases import services as lease_services
 from leases.audit import event_insert_sql
 from leases.clock import now_sql
@@ -152,8 +152,8 @@ _KEY_CALLER = {
     "caller_guard": "",  # the key check is the statement's source: no key, no row
 }
 _KEY_COLUMNS = "key.key_id, key.key_used_at"
-# The caller's workspace, for the locks taken before a statement (`engine.lock_tree_sql`): a key
-# that is no key locks nothing, and its statement then matches nothing.
+# The caller's workspace, for the locks taken before a statement (`leases.tree.lock_tree_sql`):
+# a key that is no key locks nothing, and its statement then matches nothing.
 _KEY_WORKSPACE = (
     f"(SELECT CAST(h.workspace_id AS text) FROM {HandKey._meta.db_table} k "
     f"JOIN {Hand._meta.db_table} h ON h.id = k.hand_id "
@@ -327,8 +327,8 @@ class Acquire(HotCall):
                 "interval_s": ttl_s,
                 "grace_s": 0.0,
                 "mode": LeaseMode.EXCLUSIVE.value,
-                **engine.tree_params(resource),
-                **engine.lineage_locks(resource),
+                **tree.tree_params(resource),
+                **tree.lineage_locks(resource),
                 "event_data": orjson.dumps(
                     {"ttl_s": ttl_s, "process_id": process_id, "mode": LeaseMode.EXCLUSIVE.value}
                 ).decode(),
@@ -337,10 +337,10 @@ class Acquire(HotCall):
 
     @contextmanager
     def around(self, params: dict[str, Any]) -> Iterator[None]:
-        """The grant's conflicting set is serialized as the service's is (`engine.lock_tree`), in
-        the transaction the statement runs in."""
+        """The grant's conflicting set is serialized as the service's is
+        (`leases.tree.lock_tree`), in the transaction the statement runs in."""
         with transaction.atomic(), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-            cursor.execute(engine.lock_tree_sql(_KEY_WORKSPACE), params)
+            cursor.execute(tree.lock_tree_sql(_KEY_WORKSPACE), params)
             cursor.fetchall()
             yield
 

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import error_responses, paginated
+from apikit.api import paginated
 from apikit.inputs import (
     PAGE_PARAMS,
     StrictBooleanField,
@@ -22,6 +22,7 @@ from apikit.inputs import (
     created_or_found,
     valid,
 )
+from apikit.openapi import error_responses
 from hands import selectors as hand_selectors
 from hands import services as hand_services
 from hands.idempotency import idempotent

@@ -12,8 +12,6 @@ the conflicting row and waits for its holder's transaction.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +19,7 @@ from typing import Any
 
 from django.db import connection
 
-from leases import names
+from leases import names, tree
 from leases.clock import now_sql, parse_timestamp, plus_seconds_sql
 from leases.models import Lease, LeaseKind, LeaseMode, LeaseState, LeaseStatus
 from leases.state import (
@@ -103,37 +101,6 @@ RENEW = (
     "AND {alive} "
     "RETURNING {columns}, {now} AS server_time"
 )
-# A shared grant: the node's row counts out the next fence (it must exist: `ENSURE_NODE`), and the
-# holder's own row of the node takes it. Both in the transaction that holds the tree's locks.
-ENSURE_NODE = (
-    "INSERT INTO {table} (workspace_id, resource, kind, status, holder, process_id, fence, "
-    "interval_s, grace_s, noticed_state, mode, shared_by) "
-    "VALUES (%(workspace_id)s, %(resource)s, 'resource', 'free', '', '', 0, %(interval_s)s, "
-    "%(grace_s)s, 'free', 'exclusive', '') "
-    "ON CONFLICT (workspace_id, node, shared_by) DO NOTHING"
-)
-COUNT_OUT = (
-    "UPDATE {table} SET fence = fence + 1 "
-    "WHERE workspace_id = {caller_workspace} AND node = %(node)s AND shared_by = '' "
-    "AND status = 'free' AND {conflict_free}{caller_guard} "
-    "RETURNING fence"
-)
-SHARE = (
-    "INSERT INTO {table} (workspace_id, resource, kind, status, holder, process_id, fence, "
-    "interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, next_check_at, "
-    "mode, shared_by) "
-    "VALUES (%(workspace_id)s, %(resource)s, 'resource', 'held', %(holder)s, %(process_id)s, "
-    "%(fence)s, %(interval_s)s, %(grace_s)s, {now}, {now}, {deadline_from_now}, 'live', "
-    "{deadline_from_now}, 'shared', %(holder)s) "
-    "ON CONFLICT (workspace_id, node, shared_by) DO UPDATE SET resource = excluded.resource, "
-    "status = 'held', process_id = excluded.process_id, fence = excluded.fence, "
-    "interval_s = excluded.interval_s, grace_s = excluded.grace_s, "
-    "acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, "
-    "deadline = excluded.deadline, released_at = NULL, noticed_state = 'live', "
-    "next_check_at = excluded.next_check_at "
-    "WHERE {table}.status = 'free' "
-    "RETURNING {columns}, {now} AS server_time"
-)
 
 
 @dataclass(frozen=True)
@@ -210,59 +177,6 @@ class Guard:
         return {**PARAMETER_CALLER, "caller_guard": f" AND {self.sql}"}
 
 
-def _line_conditions(alias: str) -> tuple[str, str]:
-    """SQL, two ways for the row at `alias` to be on the line of the statement's node
-    (`tree_params`): the node itself or an ancestor (`lineage`), or a descendant (the range of
-    `leases.names`). Two conditions, each a lookup of `lease_held_node_idx` of its own: joined
-    by OR, PostgreSQL would read every held lease of the workspace instead."""
-    column = f"{alias}node"
-    if connection.vendor == "postgresql":
-        lineage = f"{column} = ANY(CAST(%(lineage)s AS text[]))"
-    else:
-        lineage = f"{column} IN (SELECT value FROM json_each(%(lineage)s))"
-    return lineage, f"{column} >= %(below_low)s AND {column} < %(below_high)s"
-
-
-def _held_on_line(workspace: str, also: str = "") -> list[str]:
-    """SELECTs of the ids of held resource tenures on the node's line, one per condition of
-    `_line_conditions`, with the SQL condition `also` on the row `other`."""
-    return [
-        f"SELECT other.id FROM {TABLE} AS other WHERE other.workspace_id = {workspace} "
-        f"AND other.status = '{LeaseStatus.HELD.value}' "
-        f"AND other.kind = '{LeaseKind.RESOURCE.value}' AND {condition}{also}"
-        for condition in _line_conditions("other.")
-    ]
-
-
-def _in_the_way(holder: str) -> str:
-    """SQL on `other`: another holder's tenure, which a grant in mode `%(mode)s` conflicts with
-    (an exclusive grant with any tenure, a shared one with exclusive ones)."""
-    return (
-        f" AND other.holder <> {holder} AND (%(mode)s = '{LeaseMode.EXCLUSIVE.value}' "
-        f"OR other.mode = '{LeaseMode.EXCLUSIVE.value}')"
-    )
-
-
-def _conflict_free(workspace: str, holder: str) -> str:
-    """SQL: no other holder's tenure on the node's line stands in the way of a grant."""
-    return " AND ".join(
-        f"NOT EXISTS ({select})" for select in _held_on_line(workspace, _in_the_way(holder))
-    )
-
-
-def tree_params(resource: str) -> dict[str, Any]:
-    """The parameters that place `resource` in its tree, for `{conflict_free}` and `_on_line`."""
-    node = names.node_of(resource)
-    lineage = [*names.ancestors_of(node), node]
-    low, high = names.descendants_range(node)
-    return {
-        "node": node,
-        "lineage": lineage if connection.vendor == "postgresql" else json.dumps(lineage),
-        "below_low": low,
-        "below_high": high,
-    }
-
-
 def _sql(template: str, **caller: str) -> str:
     """Render {now}, {alive}, {free_or_lost} and the caller's slots for the current database."""
     now = now_sql()
@@ -277,7 +191,7 @@ def _sql(template: str, **caller: str) -> str:
         if connection.vendor == "sqlite"
         else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
         renew_deadline=plus_seconds_sql(now, "interval_s"),
-        conflict_free=_conflict_free(slots["caller_workspace"], slots["caller_holder"]),
+        conflict_free=tree.conflict_free(slots["caller_workspace"], slots["caller_holder"]),
         # A guard's condition is SQL over {now} too (`Guard`).
         **{name: value.replace("{now}", now) for name, value in slots.items()},
     )
@@ -309,7 +223,7 @@ def snapshot(row: tuple[Any, ...]) -> LeaseSnapshot:
 COLUMNS = _COLUMNS
 
 
-def _tenure_params(
+def tenure_params(
     workspace_id: int,
     resource: str,
     holder: str,
@@ -326,11 +240,11 @@ def _tenure_params(
         "interval_s": float(interval_s),
         "grace_s": float(grace_s),
         "mode": LeaseMode.EXCLUSIVE.value,
-        **tree_params(resource),
+        **tree.tree_params(resource),
     }
 
 
-def _one(sql: str, params: dict[str, Any]) -> LeaseSnapshot | None:
+def one(sql: str, params: dict[str, Any]) -> LeaseSnapshot | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -347,119 +261,13 @@ def read(*, workspace_id: int, resource: str, settled: bool = False) -> LeaseSna
     by the event log, it no longer was (the long history run found two such writes in 46,000).
     """
     lock = " FOR SHARE" if settled and connection.vendor == "postgresql" else ""
-    return _one(
+    return one(
         _sql(
             "SELECT {columns}, {now} FROM {table} "
             "WHERE workspace_id = %(workspace_id)s AND node = %(node)s "
             f"AND shared_by = ''{lock}"
         ),
         {"workspace_id": workspace_id, "node": names.node_of(resource)},
-    )
-
-
-def read_tenure(
-    *, workspace_id: int, resource: str, fence: int, settled: bool = False
-) -> LeaseSnapshot | None:
-    """The row of the tenure `fence` of the node, or None once the node has moved past it. A
-    shared tenure's row is preferred: the node's row carries the fence it counted out for it as
-    its counter, not as a tenure of its own. `settled` as for `read`."""
-    lock = " FOR SHARE" if settled and connection.vendor == "postgresql" else ""
-    return _one(
-        _sql(
-            "SELECT {columns}, {now} FROM {table} "
-            "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND fence = %(fence)s "
-            f"ORDER BY shared_by = '' LIMIT 1{lock}"
-        ),
-        {"workspace_id": workspace_id, "node": names.node_of(resource), "fence": fence},
-    )
-
-
-def tenures(*, workspace_id: int, resource: str) -> list[LeaseSnapshot]:
-    """Every row of the node: its own, then its shared tenures' rows, by fence."""
-    return _all(
-        _sql(
-            "SELECT {columns}, {now} FROM {table} "
-            "WHERE workspace_id = %(workspace_id)s AND node = %(node)s "
-            "ORDER BY shared_by <> '', fence"
-        ),
-        {"workspace_id": workspace_id, "node": names.node_of(resource)},
-    )
-
-
-def conflicts(
-    *, workspace_id: int, resource: str, holder: str, mode: str, limit: int = 5
-) -> tuple[list[LeaseSnapshot], int]:
-    """The held tenures of other holders that stand in the way of `holder` taking `resource` in
-    `mode` (the condition the granting statements check), soonest to end first, and how many
-    there are in all."""
-    params = {
-        "workspace_id": workspace_id,
-        "holder": holder,
-        "mode": mode,
-        "limit": limit,
-        **tree_params(resource),
-    }
-    ids = " UNION ALL ".join(_held_on_line("%(workspace_id)s", _in_the_way("%(holder)s")))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _sql(
-                "SELECT {columns}, {now}, COUNT(*) OVER () FROM {table} "
-                f"WHERE id IN ({ids}) ORDER BY deadline LIMIT %(limit)s"
-            ),
-            params,
-        )
-        rows = cursor.fetchall()
-    return [_snapshot(row[:-1]) for row in rows], int(rows[0][-1]) if rows else 0
-
-
-def lock_tree_sql(workspace: str) -> str:
-    """`lock_tree`'s statement, for the workspace the SQL expression `workspace` names (the hot
-    path's key check, which knows it before any Python does); parameters `lineage_locks`."""
-    key = f"hashtext('gc-tree:' || {workspace} || ':' || depth)"
-    return (
-        "SELECT CASE WHEN depth < %(lock_depth)s "
-        f"THEN pg_advisory_xact_lock_shared({key}, hashtext(name)) "
-        f"ELSE pg_advisory_xact_lock({key}, hashtext(name)) END "
-        "FROM unnest(CAST(%(lock_lineage)s AS text[])) WITH ORDINALITY AS line(name, depth) "
-        "ORDER BY depth"
-    )
-
-
-def lineage_locks(resource: str) -> dict[str, Any]:
-    """The parameters of `lock_tree_sql` for `resource`."""
-    node = names.node_of(resource)
-    lineage = [*names.ancestors_of(node), node]
-    return {"lock_depth": len(lineage), "lock_lineage": lineage}
-
-
-def lock_tree(*, workspace_id: int, resource: str) -> None:
-    """Serialize the grants that could conflict with one on `resource` until the transaction
-    ends (PostgreSQL; SQLite runs one writer at a time): a shared advisory lock on each ancestor
-    and an exclusive one on the node. Two grants on one line of the tree meet on the higher
-    node; siblings only share locks. Taken top-down, and keyed by depth as well as name, so two
-    transactions can never wait for each other in a cycle."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            lock_tree_sql("CAST(%(lock_workspace)s AS text)"),
-            {"lock_workspace": workspace_id, **lineage_locks(resource)},
-        )
-        cursor.fetchall()
-
-
-def expire_tree(*, workspace_id: int, resource: str) -> list[LeaseSnapshot]:
-    """Free every lost, unrecorded resource tenure on the line of `resource` (the node, its
-    ancestors, its descendants; any holder), so that the acquire about to take it records
-    each end first; the rows as freed."""
-    return _all(
-        _sql(
-            "UPDATE {table} SET status = 'free', noticed_state = 'lost', next_check_at = NULL "
-            f"WHERE id IN ({' UNION ALL '.join(_held_on_line('%(workspace_id)s'))}) "
-            "AND status = 'held' AND {free_or_lost} "
-            "RETURNING {columns}, {now} AS server_time"
-        ),
-        {"workspace_id": workspace_id, **tree_params(resource)},
     )
 
 
@@ -482,10 +290,10 @@ def take(
     separately, so no column of one statement that did either could tell a renewal from a new
     tenure; two statements' row counts do.
     """
-    params = _tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s)
+    params = tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s)
     if guard is None:
-        return _one(_sql(TAKE), params)
-    return _one(_sql(TAKE, **guard.slots()), {**params, **guard.params})
+        return one(_sql(TAKE), params)
+    return one(_sql(TAKE, **guard.slots()), {**params, **guard.params})
 
 
 def renew_holder(
@@ -500,7 +308,7 @@ def renew_holder(
 ) -> LeaseSnapshot | None:
     """The current holder acquiring again while its tenure is not lost: renew it, keep the fence
     (the contract: a second acquire by the holder renews), in whichever mode it holds it."""
-    return _one(
+    return one(
         _sql(
             "UPDATE {table} SET process_id = %(process_id)s, interval_s = %(interval_s)s, "
             "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
@@ -511,7 +319,7 @@ def renew_holder(
             **(guard.slots() if guard else {}),
         ),
         {
-            **_tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+            **tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
             **(guard.params if guard else {}),
         },
     )
@@ -522,7 +330,7 @@ def expire(*, workspace_id: int, resource: str) -> LeaseSnapshot | None:
     acquire about to take it can record the expiry first (the sweep does the same for leases
     nobody asks for; whichever runs first matches the row, the other matches nothing). Returns
     the row as freed: the ended tenure's holder, fence and deadline."""
-    return _one(
+    return one(
         _sql(
             "UPDATE {table} SET status = 'free', noticed_state = 'lost', next_check_at = NULL "
             "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND shared_by = '' "
@@ -545,11 +353,11 @@ def insert(
     guard: Guard | None = None,
 ) -> LeaseSnapshot | None:
     """Create the lease row held by `holder` at fence 1; None if the row already exists."""
-    return _one(
+    return one(
         _sql(INSERT, **(guard.slots() if guard else {})),
         {
             "kind": kind,
-            **_tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+            **tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
             **(guard.params if guard else {}),
         },
     )
@@ -595,7 +403,7 @@ def take_first_free(
         grace_s=float(grace_s),
     )
     for lock in lock_modes:
-        taken = _one(
+        taken = one(
             _sql(
                 "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, status = 'held', "
                 "holder = %(holder)s, process_id = %(process_id)s, interval_s = %(interval_s)s, "
@@ -617,7 +425,7 @@ def renew(
     *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str
 ) -> LeaseSnapshot | None:
     """Push the deadline to now + interval, only for the current, unlost tenure and process."""
-    return _one(
+    return one(
         _sql(RENEW),
         {
             "workspace_id": workspace_id,
@@ -640,16 +448,16 @@ RENEW_ALL = (
 )
 
 
-def renew_all(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
+def renewall_rows(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
     """Push the deadline of every live resource lease `holder` holds with `process_id` to now +
     its interval, in one statement; the leases renewed, in no particular order."""
-    return _all(_sql(RENEW_ALL), _process_params(workspace_id, holder, process_id))
+    return all_rows(_sql(RENEW_ALL), _process_params(workspace_id, holder, process_id))
 
 
 def held_lost(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
     """The resource leases `holder`'s process still holds on paper but has lost (past the
     deadline, not yet recorded by the sweep or a takeover)."""
-    return _all(
+    return all_rows(
         _sql(
             "SELECT {columns}, {now} FROM {table} "
             "WHERE workspace_id = %(workspace_id)s AND holder = %(holder)s "
@@ -670,7 +478,7 @@ def _process_params(workspace_id: int, holder: str, process_id: str) -> dict[str
     }
 
 
-def _all(sql: str, params: dict[str, Any]) -> list[LeaseSnapshot]:
+def all_rows(sql: str, params: dict[str, Any]) -> list[LeaseSnapshot]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [_snapshot(row) for row in cursor.fetchall()]
@@ -691,7 +499,7 @@ def release(
     """
     process_clause = "AND process_id = %(process_id)s " if process_id is not None else ""
     status = LeaseStatus.RETIRED if retire else LeaseStatus.FREE
-    return _one(
+    return one(
         _sql(
             f"UPDATE {{table}} SET status = '{status}', released_at = {{now}}, "
             f"next_check_at = NULL, noticed_state = 'free', tenure_mean_s = {_tenure_mean_sql()} "
@@ -713,7 +521,7 @@ def release(
 def reopen(*, lease_id: int) -> LeaseSnapshot | None:
     """Make a retired lease free again (a supervisor reopens a finished slot); None unless it
     was retired. The fence stays: the next holder takes the one after the finished tenure's."""
-    return _one(
+    return one(
         _sql(
             "UPDATE {table} SET status = 'free', released_at = NULL "
             f"WHERE id = %(lease_id)s AND status = '{LeaseStatus.RETIRED}' "
@@ -733,81 +541,3 @@ def _tenure_mean_sql() -> str:
         f"CASE WHEN acquired_at IS NULL THEN tenure_mean_s WHEN tenure_mean_s IS NULL "
         f"THEN {held_for} ELSE 0.8 * tenure_mean_s + 0.2 * {held_for} END"
     )
-
-
-def share(
-    *,
-    workspace_id: int,
-    resource: str,
-    holder: str,
-    process_id: str,
-    interval_s: float,
-    grace_s: float,
-    guard: Guard | None = None,
-) -> LeaseSnapshot | None:
-    """A shared tenure of `resource` for `holder`, at the next fence of its node; None when a
-    tenure stands in the way. Call inside the transaction that holds `lock_tree`."""
-    params = {
-        **_tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
-        "mode": LeaseMode.SHARED.value,
-        **(guard.params if guard else {}),
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_sql(ENSURE_NODE), params)
-        cursor.execute(_sql(COUNT_OUT, **(guard.slots() if guard else {})), params)
-        counted = cursor.fetchone()
-    if counted is None:
-        return None
-    return _one(_sql(SHARE), {**params, "fence": int(counted[0])})
-
-
-@dataclass(frozen=True)
-class Broken:
-    """What a break ended: the node's row as left (its fence moved on), and each tenure broken,
-    as it was held (the node's own exclusive one first, then the shared ones by fence)."""
-
-    node: LeaseSnapshot
-    tenures: list[LeaseSnapshot]
-
-
-def break_(*, workspace_id: int, resource: str) -> Broken | None:
-    """A supervisor ends every tenure of the node, exclusive and shared: free at once, and the
-    node's fence + 1 so that each broken holder's every later write is stale. None when nobody
-    held it."""
-    params = {"workspace_id": workspace_id, "node": names.node_of(resource)}
-    # released_at stays NULL: it marks a release by the holder, which a retried release may
-    # repeat; a broken tenure's holder is refused (lease_lost) instead.
-    shares = _all(
-        _sql(
-            "UPDATE {table} SET status = 'free', released_at = NULL, next_check_at = NULL, "
-            "noticed_state = 'free' "
-            "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND shared_by <> '' "
-            "AND status = 'held' "
-            "RETURNING {columns}, {now} AS server_time"
-        ),
-        params,
-    )
-    own = _one(
-        _sql(
-            "UPDATE {table} SET status = 'free', fence = fence + 1, released_at = NULL, "
-            "next_check_at = NULL, noticed_state = 'free' "
-            "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND shared_by = '' "
-            "AND status = 'held' "
-            "RETURNING {columns}, {now} AS server_time"
-        ),
-        params,
-    )
-    if own is None and not shares:
-        return None
-    node = own or _one(
-        _sql(
-            "UPDATE {table} SET fence = fence + 1 "
-            "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND shared_by = '' "
-            "RETURNING {columns}, {now} AS server_time"
-        ),
-        params,
-    )
-    assert node is not None  # a shared tenure's node has its row (`ENSURE_NODE`)
-    # The exclusive tenure as it was held: the fence before the break's.
-    broken = [dataclasses.replace(own, fence=own.fence - 1)] if own is not None else []
-    return Broken(node=node, tenures=broken + sorted(shares, key=lambda lease: lease.fence))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from apikit.errors import GroundControlError, NotFound, ValidationFailed
-from leases import engine, names
+from leases import engine, names, nodes, tree
 from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseHeld, LeaseLost, NotHolder, ProcessMismatch, StaleFence
@@ -245,15 +245,15 @@ def lease_acquire(
     # Between a failed grant and the read that explains it the way may clear; try again.
     for _ in range(3):
         with transaction.atomic():
-            engine.lock_tree(workspace_id=workspace_id, resource=resource)
+            tree.lock_tree(workspace_id=workspace_id, resource=resource)
             renewed = engine.renew_holder(guard=guard, **options)
             if renewed is not None:
                 return renewed  # the holder asked again: a renewal, not a state change
             # Every lost tenure on the line ends on record before anything is granted over it.
-            for expired in engine.expire_tree(workspace_id=workspace_id, resource=resource):
+            for expired in nodes.expire_tree(workspace_id=workspace_id, resource=resource):
                 record_expiry(expired)
             if mode == LeaseMode.SHARED:
-                lease = engine.share(guard=guard, **options)
+                lease = nodes.share(guard=guard, **options)
             else:
                 lease = engine.insert(
                     kind=LeaseKind.RESOURCE, guard=guard, **options
@@ -273,7 +273,7 @@ def lease_acquire(
             refusal = guard.explain() if guard is not None else None
             if refusal is not None:
                 raise refusal
-        in_the_way, count = engine.conflicts(
+        in_the_way, count = nodes.conflicts(
             workspace_id=workspace_id, resource=resource, holder=holder, mode=mode
         )
         if in_the_way:
@@ -391,7 +391,7 @@ def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) 
 def tenure_or_node(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapshot | None:
     """The row of the node's tenure `fence` if it still has one, else the node's row (whose
     fence has moved past it): what explains a fenced call that matched nothing."""
-    return engine.read_tenure(
+    return nodes.read_tenure(
         workspace_id=workspace_id, resource=resource, fence=fence
     ) or engine.read(workspace_id=workspace_id, resource=resource)
 
@@ -404,7 +404,7 @@ def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapsho
     validate_resource(resource)
     refuse_slot_resource(resource)
     validate_fence(fence)
-    lease = engine.read_tenure(
+    lease = nodes.read_tenure(
         workspace_id=workspace_id, resource=resource, fence=fence, settled=True
     )
     if lease is not None and lease.held:
@@ -427,7 +427,7 @@ def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) ->
     canonical or not (one taken before names had to be)."""
     validate_stored_resource(resource)
     with transaction.atomic():
-        broken = engine.break_(workspace_id=workspace_id, resource=resource)
+        broken = nodes.break_(workspace_id=workspace_id, resource=resource)
         if broken is None:
             raise NotFound(f"no held lease on {resource!r}")
         for tenure in broken.tenures:

@@ -12,8 +12,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import error_responses, paginated
+from apikit.api import paginated
 from apikit.inputs import PAGE_PARAMS, StrictFloatField, StrictIntegerField, created_or_found, valid
+from apikit.openapi import error_responses
 from fleet.api.inputs import ResourceField
 from fleet.api.presenters import lease_json
 from fleet.api.schemas import LeaseOut

@@ -7,8 +7,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import error_responses, paginated
+from apikit.api import paginated
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
+from apikit.openapi import error_responses
 from fleet import selectors
 from fleet.api.inputs import ClaimIn, DirectiveIn, ReleaseIn, ReportIn
 from fleet.api.presenters import attempt_json

@@ -9,9 +9,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import error_responses, paginated
+from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param
+from apikit.openapi import error_responses
 from fleet import selectors
 from fleet.api.presenters import event_json, refusal_json
 from fleet.api.schemas import EventOut, RefusalOut

@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from apikit.errors import ValidationFailed
-from leases import clock, engine, names
+from leases import clock, names, nodes
 from leases import services as leases
 from leases.errors import LeaseHeld, LeaseLost, StaleFence
 from leases.models import Event, LeaseMode
@@ -199,7 +199,7 @@ def test_the_sql_condition_agrees_with_the_python_one(
     """One rule, two forms: `leases.names.overlaps` and the engine's conflict condition."""
     assert names.overlaps(node, other) == expected
     acquire(other, "a")
-    in_the_way, count = engine.conflicts(
+    in_the_way, count = nodes.conflicts(
         workspace_id=WS, resource=node, holder="b", mode="exclusive"
     )
     assert (count > 0) == expected

@@ -1,0 +1,131 @@
+"""OpenAPI: the error body every endpoint may answer, and which codes each endpoint answers."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+from apikit.errors import GroundControlError
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="A stable code from the contract's table.")
+    message = serializers.CharField()
+    request_id = serializers.CharField(help_text="Also in the X-Request-ID response header.")
+    fields = serializers.DictField(
+        required=False, help_text="validation_error: the messages for each invalid field."
+    )
+    required_scope = serializers.CharField(required=False, help_text="scope_denied")
+    holder = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    fence = serializers.IntegerField(required=False, help_text="lease_held, slot_taken")
+    expires_in_s = serializers.FloatField(
+        required=False,
+        help_text="lease_held, slot_taken: when the holder's CURRENT renewal window ends; a "
+        "holder that keeps renewing keeps it longer",
+    )
+    lost_in_s = serializers.FloatField(
+        required=False,
+        help_text="lease_held, slot_taken: when the holder would be lost if it stopped "
+        "renewing now (window end + grace)",
+    )
+    state = serializers.CharField(
+        required=False, help_text="lease_held, slot_taken (done: a finished slot)"
+    )
+    current_fence = serializers.IntegerField(
+        required=False, allow_null=True, help_text="stale_fence, lease_lost"
+    )
+    missing = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="evidence_missing"
+    )
+    retry_after_s = serializers.FloatField(required=False, help_text="rate_limited")
+    limit_per_minute = serializers.IntegerField(required=False, help_text="rate_limited")
+    limit_bytes = serializers.IntegerField(required=False, help_text="payload_too_large")
+    resource = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    mode = serializers.CharField(
+        required=False, help_text="lease_held: the mode of the tenure in the way"
+    )
+    others = serializers.IntegerField(
+        required=False, help_text="lease_held: how many other tenures are in the way too"
+    )
+    position = serializers.IntegerField(
+        required=False,
+        help_text="lease_held after a wait: the caller's place in the resource's queue (1: next)",
+    )
+    estimated_wait_s = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="lease_held after a wait: an estimate from the holders' windows and how long "
+        "tenures of the resource have lasted",
+    )
+    pool = serializers.CharField(required=False, help_text="lease_held (a full pool), pool_exists")
+    members = serializers.JSONField(
+        required=False,
+        help_text="lease_held (a full pool): every member, [{member, resource, holder, fence, "
+        "state, expires_in_s}]; pool_exists: the existing pool's member names",
+    )
+    process_id = serializers.CharField(
+        required=False, help_text="process_mismatch: the identity that holds the attempt"
+    )
+    end = serializers.CharField(required=False, help_text="lease_lost: how the attempt ended")
+    revoked_at = serializers.DateTimeField(required=False, help_text="key_revoked")
+    expired_at = serializers.DateTimeField(required=False, help_text="key_expired")
+    slots = serializers.IntegerField(required=False, help_text="no_open_slot: the run's slots")
+    held = serializers.IntegerField(required=False, help_text="no_open_slot: slots held now")
+    done = serializers.IntegerField(required=False, help_text="no_open_slot: slots finished")
+    next_expires_in_s = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="no_open_slot: the soonest end of a holder's current renewal window",
+    )
+    run_state = serializers.CharField(required=False, help_text="run_closed: closed or done")
+    lane = serializers.CharField(required=False, allow_null=True, help_text="scope_denied")
+    idempotency_key = serializers.CharField(required=False, help_text="idempotency_conflict")
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+_EXTRA_STATUS = {
+    "method_not_allowed": 405,
+    "unsupported_media_type": 415,
+    "idempotency_conflict": 409,
+}
+
+
+def _code_status() -> dict[str, int]:
+    statuses = dict(_EXTRA_STATUS)
+    pending = list(GroundControlError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        statuses[cls.code] = cls.http_status
+    return statuses
+
+
+# Answered by every authenticated endpoint, whatever it does.
+COMMON_CODES = (
+    "key_invalid",
+    "key_revoked",
+    "key_expired",
+    "rate_limited",
+    "dependency_unavailable",
+)
+
+
+def error_responses(*codes: str, body: bool = False) -> dict[int, OpenApiResponse]:
+    """The documented error answers of an endpoint: each status with the codes it may carry."""
+    statuses = _code_status()
+    every = [*COMMON_CODES, *codes]
+    if body:
+        every += ["validation_error", "payload_too_large", "unsupported_media_type"]
+    by_status: dict[int, list[str]] = {}
+    for code in dict.fromkeys(every):
+        by_status.setdefault(statuses[code], []).append(code)
+    return {
+        status: OpenApiResponse(
+            response=ErrorSerializer,
+            description="Error body with code " + ", ".join(f"`{c}`" for c in status_codes) + ".",
+        )
+        for status, status_codes in sorted(by_status.items())
+    }

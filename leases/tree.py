@@ -1,0 +1,104 @@
+"""The tree's SQL (`leases.names` defines the tree): which held tenures are on a node's line, and
+the locks that serialize the grants that could conflict. The engine's statements are built
+around these conditions (`leases.engine`), so there is one form of each."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import connection
+
+from leases import names
+from leases.models import Lease, LeaseKind, LeaseMode, LeaseStatus
+
+TABLE = Lease._meta.db_table
+
+
+def line_conditions(alias: str) -> tuple[str, str]:
+    """SQL, two ways for the row at `alias` to be on the line of the statement's node
+    (`tree_params`): the node itself or an ancestor (`lineage`), or a descendant (the range of
+    `leases.names`). Two conditions, each a lookup of `lease_held_node_idx` of its own: joined
+    by OR, PostgreSQL would read every held lease of the workspace instead."""
+    column = f"{alias}node"
+    if connection.vendor == "postgresql":
+        lineage = f"{column} = ANY(CAST(%(lineage)s AS text[]))"
+    else:
+        lineage = f"{column} IN (SELECT value FROM json_each(%(lineage)s))"
+    return lineage, f"{column} >= %(below_low)s AND {column} < %(below_high)s"
+
+
+def held_on_line(workspace: str, also: str = "") -> list[str]:
+    """SELECTs of the ids of held resource tenures on the node's line, one per condition of
+    `_line_conditions`, with the SQL condition `also` on the row `other`."""
+    return [
+        f"SELECT other.id FROM {TABLE} AS other WHERE other.workspace_id = {workspace} "
+        f"AND other.status = '{LeaseStatus.HELD.value}' "
+        f"AND other.kind = '{LeaseKind.RESOURCE.value}' AND {condition}{also}"
+        for condition in line_conditions("other.")
+    ]
+
+
+def in_the_way(holder: str) -> str:
+    """SQL on `other`: another holder's tenure, which a grant in mode `%(mode)s` conflicts with
+    (an exclusive grant with any tenure, a shared one with exclusive ones)."""
+    return (
+        f" AND other.holder <> {holder} AND (%(mode)s = '{LeaseMode.EXCLUSIVE.value}' "
+        f"OR other.mode = '{LeaseMode.EXCLUSIVE.value}')"
+    )
+
+
+def conflict_free(workspace: str, holder: str) -> str:
+    """SQL: no other holder's tenure on the node's line stands in the way of a grant."""
+    return " AND ".join(
+        f"NOT EXISTS ({select})" for select in held_on_line(workspace, in_the_way(holder))
+    )
+
+
+def tree_params(resource: str) -> dict[str, Any]:
+    """The parameters that place `resource` in its tree, for `{conflict_free}` and `_on_line`."""
+    node = names.node_of(resource)
+    lineage = [*names.ancestors_of(node), node]
+    low, high = names.descendants_range(node)
+    return {
+        "node": node,
+        "lineage": lineage if connection.vendor == "postgresql" else json.dumps(lineage),
+        "below_low": low,
+        "below_high": high,
+    }
+
+
+def lock_tree_sql(workspace: str) -> str:
+    """`lock_tree`'s statement, for the workspace the SQL expression `workspace` names (the hot
+    path's key check, which knows it before any Python does); parameters `lineage_locks`."""
+    key = f"hashtext('gc-tree:' || {workspace} || ':' || depth)"
+    return (
+        "SELECT CASE WHEN depth < %(lock_depth)s "
+        f"THEN pg_advisory_xact_lock_shared({key}, hashtext(name)) "
+        f"ELSE pg_advisory_xact_lock({key}, hashtext(name)) END "
+        "FROM unnest(CAST(%(lock_lineage)s AS text[])) WITH ORDINALITY AS line(name, depth) "
+        "ORDER BY depth"
+    )
+
+
+def lineage_locks(resource: str) -> dict[str, Any]:
+    """The parameters of `lock_tree_sql` for `resource`."""
+    node = names.node_of(resource)
+    lineage = [*names.ancestors_of(node), node]
+    return {"lock_depth": len(lineage), "lock_lineage": lineage}
+
+
+def lock_tree(*, workspace_id: int, resource: str) -> None:
+    """Serialize the grants that could conflict with one on `resource` until the transaction
+    ends (PostgreSQL; SQLite runs one writer at a time): a shared advisory lock on each ancestor
+    and an exclusive one on the node. Two grants on one line of the tree meet on the higher
+    node; siblings only share locks. Taken top-down, and keyed by depth as well as name, so two
+    transactions can never wait for each other in a cycle."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            lock_tree_sql("CAST(%(lock_workspace)s AS text)"),
+            {"lock_workspace": workspace_id, **lineage_locks(resource)},
+        )
+        cursor.fetchall()
