@@ -52,6 +52,9 @@ class ErrorDetailSerializer(serializers.Serializer):
         help_text="lease_held: the caller's place among the resource's waiters (1: next once "
         "the way is clear)",
     )
+    requested = serializers.CharField(
+        required=False, help_text="lease_held: the resource the refused call asked for"
+    )
     ahead = serializers.ListField(
         child=serializers.CharField(),
         required=False,

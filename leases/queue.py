@@ -43,12 +43,14 @@ class Standing:
     `ahead` the hands before it (holders in the way, then waiters ahead, in order), and
     `estimated_wait_s` (None when nothing is known to estimate from)."""
 
+    requested: str
     position: int
     ahead: list[str]
     estimated_wait_s: float | None
 
     def fields(self) -> dict[str, Any]:
         return {
+            "requested": self.requested,
             "position": self.position,
             "ahead": self.ahead,
             "estimated_wait_s": self.estimated_wait_s,
@@ -123,6 +125,7 @@ def standing(
     holders = list(dict.fromkeys(lease.holder for lease in in_the_way))
     ahead = list(dict.fromkeys([*holders, *waiting]))[:AHEAD_SHOWN]
     return Standing(
+        requested=resource,
         position=len(waiting) + 1,
         ahead=ahead,
         estimated_wait_s=_estimate(workspace_id, resource, in_the_way, len(waiting)),
