@@ -288,6 +288,8 @@ def lease_acquire(
         in_the_way, count = nodes.conflicts(
             workspace_id=workspace_id, resource=resource, holder=holder, mode=mode
         )
+        if any(not lease.held for lease in in_the_way):
+            continue  # lost since the expiry step (or in its way): the next try records its end
         place = queue.standing(
             workspace_id=workspace_id,
             resource=resource,
