@@ -458,7 +458,7 @@ RENEW_ALL = (
 )
 
 
-def renewall_rows(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
+def renew_all(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
     """Push the deadline of every live resource lease `holder` holds with `process_id` to now +
     its interval, in one statement; the leases renewed, in no particular order."""
     return all_rows(_sql(RENEW_ALL), _process_params(workspace_id, holder, process_id))
