@@ -49,12 +49,22 @@ class ErrorDetailSerializer(serializers.Serializer):
     )
     position = serializers.IntegerField(
         required=False,
-        help_text="lease_held after a wait: the caller's place in the resource's queue (1: next)",
+        help_text="lease_held: the caller's place among the resource's waiters (1: next once "
+        "the way is clear)",
+    )
+    requested = serializers.CharField(
+        required=False, help_text="lease_held: the resource the refused call asked for"
+    )
+    ahead = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="lease_held: the hands before the caller (holders in the way, then waiters "
+        "ahead, in order; at most 10)",
     )
     estimated_wait_s = serializers.FloatField(
         required=False,
         allow_null=True,
-        help_text="lease_held after a wait: an estimate from the holders' windows and how long "
+        help_text="lease_held: an estimate of the wait, from the holders' windows and how long "
         "tenures of the resource have lasted",
     )
     pool = serializers.CharField(required=False, help_text="lease_held (a full pool), pool_exists")

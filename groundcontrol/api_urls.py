@@ -53,6 +53,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(
         "leases/renew", hot.serving(resources_api.LeaseRenewApi, hot.renew), name="api-lease-renew"
     ),
+    path("leases/queue", resources_api.LeaseQueueApi.as_view(), name="api-lease-queue"),
     path("leases/renew-all", resources_api.LeaseRenewAllApi.as_view(), name="api-lease-renew-all"),
     path("leases/release", resources_api.LeaseReleaseApi.as_view(), name="api-lease-release"),
     path("leases/check", resources_api.LeaseCheckApi.as_view(), name="api-lease-check"),

@@ -124,6 +124,8 @@ class LeaseSnapshot:
     mode: str
     shared_by: str
     server_time: datetime
+    # When the call that was granted this tenure joined the queue (`leases.queue`), if it waited.
+    queued_at: datetime | None = None
 
     @property
     def state(self) -> LeaseState:
@@ -191,7 +193,9 @@ def _sql(template: str, **caller: str) -> str:
         if connection.vendor == "sqlite"
         else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
         renew_deadline=plus_seconds_sql(now, "interval_s"),
-        conflict_free=tree.conflict_free(slots["caller_workspace"], slots["caller_holder"]),
+        conflict_free=tree.conflict_free(slots["caller_workspace"], slots["caller_holder"]).replace(
+            "{now}", now
+        ),
         # A guard's condition is SQL over {now} too (`Guard`).
         **{name: value.replace("{now}", now) for name, value in slots.items()},
     )
@@ -230,6 +234,7 @@ def tenure_params(
     process_id: str,
     interval_s: float,
     grace_s: float,
+    ticket: int | None = None,
 ) -> dict[str, Any]:
     """The parameters of a statement that starts or renews a tenure."""
     return {
@@ -241,6 +246,7 @@ def tenure_params(
         "grace_s": float(grace_s),
         "mode": LeaseMode.EXCLUSIVE.value,
         **tree.tree_params(resource),
+        **({"ticket": ticket} if ticket is not None else {}),
     }
 
 
@@ -280,6 +286,7 @@ def take(
     interval_s: float,
     grace_s: float,
     guard: Guard | None = None,
+    ticket: int | None = None,
 ) -> LeaseSnapshot | None:
     """Take an existing lease row that is free: a new tenure, fence + 1.
 
@@ -290,7 +297,7 @@ def take(
     separately, so no column of one statement that did either could tell a renewal from a new
     tenure; two statements' row counts do.
     """
-    params = tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s)
+    params = tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s, ticket)
     if guard is None:
         return one(_sql(TAKE), params)
     return one(_sql(TAKE, **guard.slots()), {**params, **guard.params})
@@ -351,13 +358,16 @@ def insert(
     interval_s: float,
     grace_s: float,
     guard: Guard | None = None,
+    ticket: int | None = None,
 ) -> LeaseSnapshot | None:
     """Create the lease row held by `holder` at fence 1; None if the row already exists."""
     return one(
         _sql(INSERT, **(guard.slots() if guard else {})),
         {
             "kind": kind,
-            **tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+            **tenure_params(
+                workspace_id, resource, holder, process_id, interval_s, grace_s, ticket
+            ),
             **(guard.params if guard else {}),
         },
     )

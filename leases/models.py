@@ -244,3 +244,34 @@ class AddressRefusal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.code} x{self.count} from {self.address} at {self.minute:%Y-%m-%d %H:%M}"
+
+
+class Waiter(models.Model):
+    """A `wait_s` acquire in line for a resource (`leases.queue`): while it stays (it refreshes
+    `expires_at` as it waits), no request on its line of the tree that it conflicts with and
+    that joined after it, or never joined, is granted before it. A waiter whose process died
+    leaves the line when its `expires_at` passes; nothing else needs to notice."""
+
+    workspace_id = models.BigIntegerField()
+    resource = models.CharField(max_length=512)
+    node = models.GeneratedField(
+        expression=_node_expression(),
+        output_field=models.CharField(max_length=512),
+        db_persist=True,
+    )
+    mode = models.CharField(max_length=16, choices=LeaseMode.choices, default=LeaseMode.EXCLUSIVE)
+    holder = models.CharField(max_length=200)
+    process_id = models.CharField(max_length=200, blank=True, default="")
+    queued_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # The grants' queue check and a waiter's standing: waiters on a node's line, by node
+            # and by the range of its descendants (COLLATE "C" on PostgreSQL, as the lease's).
+            models.Index(fields=["workspace_id", "node"], name="waiter_node_idx"),
+            models.Index(fields=["expires_at"], name="waiter_expiry_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.holder} waiting for {self.resource} ({self.mode})"

@@ -127,11 +127,14 @@ def share(
     interval_s: float,
     grace_s: float,
     guard: Guard | None = None,
+    ticket: int | None = None,
 ) -> LeaseSnapshot | None:
     """A shared tenure of `resource` for `holder`, at the next fence of its node; None when a
     tenure stands in the way. Call inside the transaction that holds `lock_tree`."""
     params = {
-        **engine.tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+        **engine.tenure_params(
+            workspace_id, resource, holder, process_id, interval_s, grace_s, ticket
+        ),
         "mode": LeaseMode.SHARED.value,
         **(guard.params if guard else {}),
     }

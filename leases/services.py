@@ -6,13 +6,14 @@ in the same transaction, and the precise refusal when the statement matched no r
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from django.db import transaction
 
 from apikit.errors import GroundControlError, NotFound, ValidationFailed
-from leases import engine, names, nodes, tree
+from leases import engine, names, nodes, queue, tree
 from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseHeld, LeaseLost, NotHolder, ProcessMismatch, StaleFence
@@ -147,7 +148,11 @@ def lease_lost_in_s(lease: LeaseSnapshot) -> float | None:
 
 
 def held_error(
-    lease: LeaseSnapshot, error: type[GroundControlError] = LeaseHeld, *, others: int = 0
+    lease: LeaseSnapshot,
+    error: type[GroundControlError] = LeaseHeld,
+    *,
+    others: int = 0,
+    standing: queue.Standing | None = None,
 ) -> GroundControlError:
     """The denial that says which tenure is in the way, who holds it, its fence, mode, state,
     and for how long (rule 8), and how many others are in the way too."""
@@ -162,6 +167,7 @@ def held_error(
         resource=lease.resource,
         mode=lease.mode,
         others=others,
+        **(standing.fields() if standing is not None else {}),
     )
 
 
@@ -224,11 +230,13 @@ def lease_acquire(
     ttl_s: float,
     mode: str = LeaseMode.EXCLUSIVE,
     guard: engine.Guard | None = None,
+    ticket: queue.Ticket | None = None,
 ) -> LeaseSnapshot:
     """Take `resource` in `mode` if no other holder's tenure on its line of the tree stands in
-    the way (fence + 1), or renew the caller's tenure of it. With a `guard` every granting
-    statement also checks it, and a grant it prevented raises what it explains (a key revoked
-    meanwhile: `key_revoked`)."""
+    the way, nor a waiter it conflicts with ahead of its `ticket` (fence + 1), or renew the
+    caller's tenure of it. With a `guard` every granting statement also checks it, and a grant
+    it prevented raises what it explains (a key revoked meanwhile: `key_revoked`). A denial says
+    what is in the way and where the request stands in the queue."""
     validate_resource(resource)
     refuse_reserved_for_acquire(resource)
     validate_name(process_id, field="process_id")
@@ -252,12 +260,16 @@ def lease_acquire(
             # Every lost tenure on the line ends on record before anything is granted over it.
             for expired in nodes.expire_tree(workspace_id=workspace_id, resource=resource):
                 record_expiry(expired)
+            place = ticket.id if ticket is not None else None
             if mode == LeaseMode.SHARED:
-                lease = nodes.share(guard=guard, **options)
+                lease = nodes.share(guard=guard, ticket=place, **options)
             else:
                 lease = engine.insert(
-                    kind=LeaseKind.RESOURCE, guard=guard, **options
-                ) or engine.take(guard=guard, **options)
+                    kind=LeaseKind.RESOURCE, guard=guard, ticket=place, **options
+                ) or engine.take(guard=guard, ticket=place, **options)
+            if lease is not None and ticket is not None:
+                queue.served(ticket)
+                lease = dataclasses.replace(lease, queued_at=ticket.queued_at)
             if lease is not None:
                 record_event(
                     workspace_id=workspace_id,
@@ -276,8 +288,25 @@ def lease_acquire(
         in_the_way, count = nodes.conflicts(
             workspace_id=workspace_id, resource=resource, holder=holder, mode=mode
         )
+        place = queue.standing(
+            workspace_id=workspace_id,
+            resource=resource,
+            holder=holder,
+            mode=mode,
+            ticket=ticket,
+            in_the_way=in_the_way,
+        )
         if in_the_way:
-            raise held_error(in_the_way[0], others=count - 1)
+            raise held_error(in_the_way[0], others=count - 1, standing=place)
+        if place.position > 1:
+            raise LeaseHeld(
+                f"{resource} is free, but {place.position - 1} waiting "
+                f"request{'s' if place.position > 2 else ''} came first (hand "
+                f"'{place.ahead[0]}' is next): wait in line (wait_s), or pick other work",
+                resource=resource,
+                mode=mode,
+                **place.fields(),
+            )
     raise LeaseHeld(f"{resource} is changing hands too fast to take; try again", resource=resource)
 
 

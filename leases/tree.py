@@ -10,9 +10,12 @@ from typing import Any
 from django.db import connection
 
 from leases import names
-from leases.models import Lease, LeaseKind, LeaseMode, LeaseStatus
+from leases.models import Lease, LeaseKind, LeaseMode, LeaseStatus, Waiter
 
 TABLE = Lease._meta.db_table
+WAITERS = Waiter._meta.db_table
+# The place in the queue of a call that has not joined it: behind every waiter.
+NO_TICKET = 2**62
 
 
 def line_conditions(alias: str) -> tuple[str, str]:
@@ -39,19 +42,36 @@ def held_on_line(workspace: str, also: str = "") -> list[str]:
     ]
 
 
-def in_the_way(holder: str) -> str:
-    """SQL on `other`: another holder's tenure, which a grant in mode `%(mode)s` conflicts with
-    (an exclusive grant with any tenure, a shared one with exclusive ones)."""
+def in_the_way(holder: str, alias: str = "other.") -> str:
+    """SQL on the row at `alias`: another holder's, which a grant in mode `%(mode)s` conflicts
+    with (an exclusive grant with any tenure, a shared one with exclusive ones)."""
     return (
-        f" AND other.holder <> {holder} AND (%(mode)s = '{LeaseMode.EXCLUSIVE.value}' "
-        f"OR other.mode = '{LeaseMode.EXCLUSIVE.value}')"
+        f" AND {alias}holder <> {holder} AND (%(mode)s = '{LeaseMode.EXCLUSIVE.value}' "
+        f"OR {alias}mode = '{LeaseMode.EXCLUSIVE.value}')"
     )
 
 
+def waiting_on_line(workspace: str, also: str = "") -> list[str]:
+    """SELECTs of the ids of the waiters on the node's line still in the queue at `{now}`, one per
+    condition of `line_conditions`, with the SQL condition `also` on the row `ahead`."""
+    return [
+        f"SELECT ahead.id FROM {WAITERS} AS ahead WHERE ahead.workspace_id = {workspace} "
+        f"AND {condition} AND ahead.expires_at > {{now}}{also}"
+        for condition in line_conditions("ahead.")
+    ]
+
+
 def conflict_free(workspace: str, holder: str) -> str:
-    """SQL: no other holder's tenure on the node's line stands in the way of a grant."""
+    """SQL: no other holder's tenure on the node's line stands in the way of a grant, and no
+    conflicting waiter on it is ahead of the caller's place in the queue (`%(ticket)s`, its
+    waiter's id; `NO_TICKET` for a call that has not joined: every waiter is ahead of it)."""
+    ahead = in_the_way(holder, "ahead.") + " AND ahead.id < %(ticket)s"
     return " AND ".join(
-        f"NOT EXISTS ({select})" for select in held_on_line(workspace, in_the_way(holder))
+        f"NOT EXISTS ({select})"
+        for select in (
+            *held_on_line(workspace, in_the_way(holder)),
+            *waiting_on_line(workspace, ahead),
+        )
     )
 
 
@@ -65,6 +85,7 @@ def tree_params(resource: str) -> dict[str, Any]:
         "lineage": lineage if connection.vendor == "postgresql" else json.dumps(lineage),
         "below_low": low,
         "below_high": high,
+        "ticket": NO_TICKET,
     }
 
 

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.db import DatabaseError, connection
 
-from leases import names
+from leases import names, queue
 from leases.audit import refusals_recorded
 from leases.engine import Guard, LeaseSnapshot
 from leases.errors import LeaseHeld
@@ -173,15 +173,42 @@ def lease_acquire_waiting(
         # Listening before the next try: a release committed after it wakes the wait.
         listening(waiting_channels(workspace_id=workspace_id, resource=resource)) as wait,
     ):
-        while True:
-            try:
-                return acquire(**options)
-            except LeaseHeld as denied:
-                remaining = give_up_at - time.monotonic()
-                if remaining <= 0:
-                    raise
-                expires_in = denied.fields.get("expires_in_s")
-                if isinstance(expires_in, int | float):
-                    remaining = min(remaining, max(expires_in, 0.0) + _EXPIRY_MARGIN_S)
-                wait(remaining, backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+        ticket = queue.join(
+            workspace_id=workspace_id,
+            resource=resource,
+            holder=holder,
+            process_id=process_id,
+            mode=mode,
+        )
+        served = False
+        try:
+            while True:
+                try:
+                    lease = acquire(**options, ticket=ticket)
+                    served = True
+                    return lease
+                except LeaseHeld as denied:
+                    remaining = give_up_at - time.monotonic()
+                    if remaining <= 0:
+                        raise
+                    queue.stay(ticket)
+                    # Look again at least twice per waiter TTL, so the place is kept.
+                    remaining = min(remaining, queue.WAITER_TTL_S / 2)
+                    expires_in = denied.fields.get("expires_in_s")
+                    if isinstance(expires_in, int | float):
+                        remaining = min(remaining, max(expires_in, 0.0) + _EXPIRY_MARGIN_S)
+                    wait(remaining, backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX_S)
+        finally:
+            if not served:
+                _leave(ticket, workspace_id=workspace_id, resource=resource)
+
+
+def _leave(ticket: queue.Ticket, *, workspace_id: int, resource: str) -> None:
+    """Out of the queue, waking those behind; a database gone meanwhile leaves the row to expire
+    by itself (`queue.WAITER_TTL_S`)."""
+    try:
+        if queue.leave(ticket):
+            notify_freed(workspace_id=workspace_id, resource=resource)
+    except DatabaseError:
+        pass

@@ -23,7 +23,7 @@ from fleet.models import Attempt, Report
 from fleet.selectors import tenure_state_sql
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.jobs import MAX_BATCHES, JobResult, rows, seconds_param
-from leases.models import AddressRefusal, Event, Lease, Refusal
+from leases.models import AddressRefusal, Event, Lease, Refusal, Waiter
 from leases.state import state_sql
 from ops.models import JobRun
 from webhooks.models import WebhookDelivery
@@ -172,6 +172,8 @@ def records_prune(*, batch: int | None = None) -> PruneResult:
             settings.GC_RETENTION_REFUSALS_DAYS * day,
             batch,
         ),
+        # Waiters whose processes died (a waiter that gives up or is served deletes its own).
+        "waiters": _prune(Waiter._meta.db_table, "expires_at", 60.0, batch),
         # A pending delivery is still being retried; only finished ones go.
         "webhook_deliveries": _prune(
             WebhookDelivery._meta.db_table,

@@ -302,10 +302,22 @@ class AsyncClient:
     # --- resource leases (scope `leases`) -----------------------------------------------------
 
     async def lease_acquire(
-        self, resource: str, *, ttl_s: float, process_id: str, wait_s: float | None = None
+        self,
+        resource: str,
+        *,
+        ttl_s: float,
+        process_id: str,
+        wait_s: float | None = None,
+        mode: str | None = None,
     ) -> Lease:
         body = _drop_none(
-            {"resource": resource, "ttl_s": ttl_s, "process_id": process_id, "wait_s": wait_s}
+            {
+                "resource": resource,
+                "ttl_s": ttl_s,
+                "process_id": process_id,
+                "wait_s": wait_s,
+                "mode": mode,
+            }
         )
         timeout = self.timeout + (wait_s or 0)
         data = await self.request("POST", "leases/acquire", json=body, timeout=timeout)

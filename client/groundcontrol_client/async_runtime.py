@@ -393,6 +393,7 @@ class AsyncHeldLease(_AsyncKeeper):
         ttl_s: float,
         process_id: str,
         wait_s: float | None = None,
+        mode: str | None = None,
         fraction: float = HEARTBEAT_FRACTION,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
@@ -408,6 +409,7 @@ class AsyncHeldLease(_AsyncKeeper):
         self.resource = resource
         self.ttl_s = ttl_s
         self.wait_s = wait_s
+        self.mode = mode
         self.released = False
         self._lease: Lease | None = None
 
@@ -426,7 +428,11 @@ class AsyncHeldLease(_AsyncKeeper):
     async def open(self) -> Self:
         sent_at = self.tenure.clock()
         self._lease = await self.client.lease_acquire(
-            self.resource, ttl_s=self.ttl_s, process_id=self.process_id, wait_s=self.wait_s
+            self.resource,
+            ttl_s=self.ttl_s,
+            process_id=self.process_id,
+            wait_s=self.wait_s,
+            mode=self.mode,
         )
         await self._start(sent_at=sent_at, interval=self.ttl_s, grace=lease_grace_s(self._lease))
         return self
@@ -519,8 +525,13 @@ class AsyncHand:
             sleep=self._sleep,
         )
 
-    def lease(self, resource: str, *, ttl: float, wait: float | None = None) -> AsyncHeldLease:
-        return AsyncHeldLease(self.client, resource, ttl_s=ttl, wait_s=wait, **self._keeping())
+    def lease(
+        self, resource: str, *, ttl: float, wait: float | None = None, mode: str | None = None
+    ) -> AsyncHeldLease:
+        """Hold `resource` (`mode="shared"` beside other shared holders) while the block runs."""
+        return AsyncHeldLease(
+            self.client, resource, ttl_s=ttl, wait_s=wait, mode=mode, **self._keeping()
+        )
 
     def lease_from_pool(
         self, pool: str, *, ttl: float = 60.0, wait: float | None = None

@@ -15,7 +15,11 @@ def cmd_lease_acquire(client: Client, args: argparse.Namespace) -> Result:
         raise UsageError("--export prints shell lines; it does not mix with --json")
     process_id = process_id_for(args)
     lease = client.lease_acquire(
-        args.resource, ttl_s=args.ttl, process_id=process_id, wait_s=args.wait
+        args.resource,
+        ttl_s=args.ttl,
+        process_id=process_id,
+        wait_s=args.wait,
+        mode="shared" if args.shared else None,
     )
     exports = export_line(GC_RESOURCE=lease.resource, GC_FENCE=lease.fence)
     if args.export:

@@ -135,11 +135,19 @@ def build_parser() -> argparse.ArgumentParser:
         f"seconds the lease lasts unless renewed (default {DEFAULT_TTL_S:g}); if the holder "
         "dies, it lapses this long after its last renewal"
     )
-    lease_wait_help = "if it is held, wait up to this many seconds (0 to 60) for it to free"
+    lease_wait_help = (
+        "if it is held, wait in line up to this many seconds (0 to 60) for it to free; "
+        "first come, first served"
+    )
+    shared_help = (
+        "a shared lease: held beside other shared leases on it, never beside an exclusive one "
+        "(on it, a directory above it, or a name below it)"
+    )
     p = add_lease("acquire", cmd_lease_acquire, "take a resource lease")
     p.add_argument("resource", help=resource_help)
     p.add_argument("--ttl", type=float, default=DEFAULT_TTL_S, help=ttl_help)
     p.add_argument("--wait", type=float, metavar="S", help=lease_wait_help)
+    p.add_argument("--shared", action="store_true", help=shared_help)
     p.add_argument(
         "--export",
         action="store_true",
@@ -180,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ttl", type=float, default=DEFAULT_TTL_S, help=ttl_help)
     p.add_argument("--wait", type=float, metavar="S", help=lease_wait_help)
+    p.add_argument("--shared", action="store_true", help=shared_help)
     p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)
     add("mcp", cmd_mcp, "serve the Model Context Protocol on stdio")
     return parser

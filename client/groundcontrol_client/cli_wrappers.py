@@ -67,10 +67,12 @@ def cmd_hold(client: Client, args: argparse.Namespace) -> int:
     cmd = _wrapped_command(args)
     log = wrapper_log(args)
     options = {"ttl_s": args.ttl, "process_id": wrapper_process_id(args), "wait_s": args.wait}
+    if args.pool is not None and args.shared:
+        raise UsageError("a pool's member is held alone: --shared does not go with --pool")
     lease = (
         PoolLease(client, args.pool, **options)
         if args.pool is not None
-        else HeldLease(client, args.resource, **options)
+        else HeldLease(client, args.resource, mode="shared" if args.shared else None, **options)
     )
     lease.open()
     held = {"resource": lease.resource, "fence": lease.fence}

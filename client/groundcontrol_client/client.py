@@ -454,12 +454,27 @@ class Client:
     # --- resource leases (scope `leases`) -----------------------------------------------------
 
     def lease_acquire(
-        self, resource: str, *, ttl_s: float, process_id: str, wait_s: float | None = None
+        self,
+        resource: str,
+        *,
+        ttl_s: float,
+        process_id: str,
+        wait_s: float | None = None,
+        mode: str | None = None,
     ) -> Lease:
-        """Take `resource`, or raise `LeaseHeld` saying who holds it, its fence and for how long.
-        With `wait_s` the server holds the request until the resource frees or the wait ends."""
+        """Take `resource`, or raise `LeaseHeld` saying which lease is in the way (on the same
+        name, a directory above it or a name below it), its holder, fence and window, and where
+        this request stands in line. `mode="shared"` coexists with other shared leases. With
+        `wait_s` the server holds the request in a first-come, first-served queue until the way
+        is clear or the wait ends."""
         body = _drop_none(
-            {"resource": resource, "ttl_s": ttl_s, "process_id": process_id, "wait_s": wait_s}
+            {
+                "resource": resource,
+                "ttl_s": ttl_s,
+                "process_id": process_id,
+                "wait_s": wait_s,
+                "mode": mode,
+            }
         )
         timeout = self.timeout + (wait_s or 0)
         return Lease.from_wire(self.request("POST", "leases/acquire", json=body, timeout=timeout))

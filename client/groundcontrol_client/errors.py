@@ -302,6 +302,52 @@ def describe_holder(fields: dict[str, Any]) -> str:
     return who
 
 
+_ORDINALS = [
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+]
+
+
+def _ordinal(n: int) -> str:
+    return _ORDINALS[n - 1] if 1 <= n <= len(_ORDINALS) else f"{n}th"
+
+
+def _about(seconds: float) -> str:
+    """An estimate, said as one: "about 40 s", "about 2 minutes", "about 3 hours"."""
+    if seconds < 90:
+        return f"about {max(round(seconds), 1)} s"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} minutes"
+    return f"about {round(seconds / 3600)} hours"
+
+
+def _names(hands: list[str]) -> str:
+    if len(hands) == 1:
+        return f"hand {hands[0]}"
+    return "hands " + ", ".join(hands[:-1]) + f" and {hands[-1]}"
+
+
+def describe_line(fields: dict[str, Any], resource: Any) -> str:
+    """Where a denied request stands, from its `ahead` and `estimated_wait_s`:
+
+    third in line for `tests` behind hands a and b, about 2 minutes
+    """
+    ahead = [str(hand) for hand in fields.get("ahead") or []]
+    place = f"{_ordinal(len(ahead) + 1)} in line for `{resource}`"
+    if ahead:
+        place += f" behind {_names(ahead)}"
+    estimate = _number(fields.get("estimated_wait_s"))
+    return f"{place}, {_about(estimate)}" if estimate is not None else place
+
+
 # Members a full pool's sentence names one by one (the refusal's `members` lists them all).
 _POOL_NAMED = 4
 
@@ -359,6 +405,15 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
     """
     if isinstance(error, LeaseHeld) and isinstance(error.get("members"), list):
         return f"{describe_pool(error.get('pool'), error.get('members'))}: {ADVICE_DENIED}"
+    # In line behind other waiters: where it stands first (alone, the holder says it all).
+    position = _number(error.get("position"))
+    if isinstance(error, LeaseHeld) and position is not None and position > 1:
+        asked = error.get("requested") or subject or error.get("resource") or "it"
+        line = describe_line(error.fields, asked)
+        if error.get("holder"):
+            what = _subject(error.get("resource"), asked)
+            return f"{line}: {what} is held by {describe_holder(error.fields)}; {ADVICE_DENIED}"
+        return f"{line}: {ADVICE_DENIED}"
     if isinstance(error, LeaseHeld | SlotTaken) and error.get("holder"):
         default = subject or ("the slot" if isinstance(error, SlotTaken) else "it")
         what = _subject(error.get("resource"), default)

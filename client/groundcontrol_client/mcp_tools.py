@@ -308,24 +308,39 @@ def build_server(session: Session) -> MCPServer:
             ),
         ] = 300,
         wait_s: WaitS = None,
+        shared: Annotated[
+            bool,
+            Field(
+                strict=True,
+                description="true: a shared lease (to read, say), held beside other shared "
+                "ones but never beside an exclusive one. Default false: exclusive, the only "
+                "lease on it, on any directory above it and on any name below it.",
+            ),
+        ] = False,
     ) -> str:
         """Take a lease on a resource (a path like src/auth/, a lock's name) before you change
-        it, so no other agent changes it meanwhile. Kept alive in the background until you
-        release it."""
+        it, so no other agent changes it meanwhile. A lease on a directory (src/auth/) covers
+        every name below it. Kept alive in the background until you release it."""
         with session.lock:
             held = session.leases.get(resource)
         if held is not None:
             return f"You already hold {resource} at fence {held.fence}; it is kept alive for you."
         lease = HeldLease(
-            session.client, resource, ttl_s=ttl_s, process_id=session.process_id, wait_s=wait_s
+            session.client,
+            resource,
+            ttl_s=ttl_s,
+            process_id=session.process_id,
+            wait_s=wait_s,
+            mode="shared" if shared else None,
         )
         lease.open()
         with session.lock:
             session.leases[resource] = lease
             session.lost_leases.pop(resource, None)
+        how = " (shared)" if shared else ""
         return (
-            f"Acquired {resource} at fence {lease.fence}; it is kept alive for you. Release it "
-            "when you are done with it."
+            f"Acquired {resource}{how} at fence {lease.fence}; it is kept alive for you. Release "
+            "it when you are done with it."
         )
 
     @tool

@@ -189,6 +189,7 @@ class Lease:
     # A pool's member (`Client.lease_from_pool`): the pool and the member granted; else None.
     pool: str | None = None
     member: str | None = None
+    mode: str = "exclusive"
 
     @classmethod
     @_parsing("lease")
@@ -196,6 +197,7 @@ class Lease:
         return cls(
             pool=None if data.get("pool") is None else str(data["pool"]),
             member=None if data.get("member") is None else str(data["member"]),
+            mode=str(data.get("mode") or "exclusive"),
             resource=str(data["resource"]),
             holder=str(data.get("holder") or ""),
             process_id=str(data.get("process_id") or ""),

@@ -438,6 +438,7 @@ class HeldLease(_Keeper):
         ttl_s: float,
         process_id: str,
         wait_s: float | None = None,
+        mode: str | None = None,
         fraction: float = HEARTBEAT_FRACTION,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] | None = None,
@@ -453,6 +454,7 @@ class HeldLease(_Keeper):
         self.resource = resource
         self.ttl_s = ttl_s
         self.wait_s = wait_s
+        self.mode = mode
         self.released = False
         self._lease: Lease | None = None
 
@@ -471,7 +473,11 @@ class HeldLease(_Keeper):
     def open(self) -> Self:
         sent_at = self.tenure.clock()
         self._lease = self.client.lease_acquire(
-            self.resource, ttl_s=self.ttl_s, process_id=self.process_id, wait_s=self.wait_s
+            self.resource,
+            ttl_s=self.ttl_s,
+            process_id=self.process_id,
+            wait_s=self.wait_s,
+            mode=self.mode,
         )
         self._start(sent_at=sent_at, interval=self.ttl_s, grace=lease_grace_s(self._lease))
         return self
@@ -566,8 +572,13 @@ class Hand:
             sleep=self._sleep,
         )
 
-    def lease(self, resource: str, *, ttl: float, wait: float | None = None) -> HeldLease:
-        return HeldLease(self.client, resource, ttl_s=ttl, wait_s=wait, **self._keeping())
+    def lease(
+        self, resource: str, *, ttl: float, wait: float | None = None, mode: str | None = None
+    ) -> HeldLease:
+        """Hold `resource` (`mode="shared"` beside other shared holders) while the block runs."""
+        return HeldLease(
+            self.client, resource, ttl_s=ttl, wait_s=wait, mode=mode, **self._keeping()
+        )
 
     def lease_from_pool(
         self, pool: str, *, ttl: float = 60.0, wait: float | None = None

@@ -119,9 +119,12 @@ def filtered_list(
     form_class: type[Any],
     select: Callable[..., pages.Paged],
     template: str,
+    extra: dict[str, Any] | None = None,
 ) -> HttpResponse:
     """A list page: its filter form from the query string, one page of the selector's rows,
-    and the query strings of the previous and next pages (filters kept)."""
+    and the query strings of the previous and next pages (filters kept), with `extra` in the
+    context. An HTMX poll of the page (`template` with a `records` partial) gets that partial
+    only, so the list updates in place."""
     form = form_class(request.GET)
     values = form.cleaned_data if form.is_valid() else {}
     query = {name: values.get(name) or "" for name in form.fields if name != "page"}
@@ -134,5 +137,8 @@ def filtered_list(
             "paged": paged,
             "prev_query": query_string(query, page=paged.page - 1),
             "next_query": query_string(query, page=paged.page + 1),
+            "page_url": f"{request.path}?{query_string(query, page=paged.page)}",
+            "poll_s": float(settings.GC_DASHBOARD_POLL_S),
+            **(extra or {}),
         },
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import require_http_methods
 
 from apikit.errors import GroundControlError
@@ -25,14 +26,19 @@ from dashboard.views.base import (
 )
 from fleet.services import attempts as attempt_services
 from hands.models import Membership, Role
-from leases import engine
+from leases import engine, queue
 
 
 @dashboard_view()
 def leases(request: HttpRequest, membership: Membership) -> HttpResponse:
-    return filtered_list(
-        request, membership, LeaseFilterForm, pages.resource_leases, "fleet/leases.html"
+    template = "fleet/leases.html#records" if request.htmx else "fleet/leases.html"
+    line = queue.line(workspace_id=membership.workspace_id)
+    response = filtered_list(
+        request, membership, LeaseFilterForm, pages.resource_leases, template, {"line": line}
     )
+    patch_vary_headers(response, ["HX-Request"])
+    patch_cache_control(response, no_store=True)
+    return response
 
 
 @dashboard_view(Role.SUPERVISOR)

@@ -40,6 +40,7 @@ def lease_json(lease: LeaseSnapshot) -> dict[str, Any]:
         "expires_at": lease.deadline if held else None,
         "expires_in_s": lease.expires_in_s if held else None,
         "released_at": lease.released_at,
+        "queued_at": lease.queued_at,
         "server_time": lease.server_time,
     }
 

@@ -17,12 +17,12 @@ from apikit.openapi import error_responses
 from fleet import selectors
 from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewAllIn, RenewIn
 from fleet.api.presenters import lease_json
-from fleet.api.schemas import CheckOut, LeaseOut, ReleasedOut, RenewedAllOut
+from fleet.api.schemas import CheckOut, LeaseOut, ReleasedOut, RenewedAllOut, WaiterOut
 from fleet.services import attempts as attempt_services
 from fleet.waits import wait_permit
 from hands import services as hand_services
 from hands.views import LEASES, SUPERVISE, HandAPIView
-from leases import names
+from leases import names, queue
 from leases import services as lease_services
 from leases.waiting import lease_acquire_waiting
 
@@ -187,6 +187,30 @@ class LeaseListApi(HandAPIView):
         return paginated(
             request, leases, lambda rows: [lease_json(s) for s in selectors.lease_snapshots(rows)]
         )
+
+
+class LeaseQueueApi(HandAPIView):
+    """The waiters in line for resources (`wait_s` acquires), oldest first."""
+
+    required_scope = (LEASES, SUPERVISE)
+
+    @extend_schema(
+        tags=["leases"],
+        parameters=[
+            OpenApiParameter(
+                "resource", str, description="Only waiters on this resource's line of the tree."
+            )
+        ],
+        responses={
+            200: WaiterOut(many=True),
+            **error_responses("scope_denied", "validation_error"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        resource = request.query_params.get("resource")
+        if resource is not None:
+            names.validate_resource(resource)
+        return Response(queue.line(workspace_id=self.workspace_id, resource=resource))
 
 
 class LeaseBreakApi(HandAPIView):

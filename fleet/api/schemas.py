@@ -60,7 +60,18 @@ class LeaseOut(serializers.Serializer):
     expires_at = serializers.DateTimeField(allow_null=True)
     expires_in_s = serializers.FloatField(allow_null=True)
     released_at = serializers.DateTimeField(allow_null=True)
+    queued_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the call joined the resource's queue, if it waited."
+    )
     server_time = serializers.DateTimeField()
+
+
+class WaiterOut(serializers.Serializer):
+    resource = serializers.CharField()
+    holder = serializers.CharField()
+    mode = serializers.ChoiceField(choices=LeaseMode.choices)
+    position = serializers.IntegerField(help_text="Among the waiters on its resource; 1: next.")
+    queued_at = serializers.DateTimeField()
 
 
 class SlotOut(serializers.Serializer):

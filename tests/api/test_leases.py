@@ -40,6 +40,7 @@ def test_it_acquires_a_free_resource_with_the_contract_lease_shape(
         "expires_at": "2030-01-01T12:01:00Z",
         "expires_in_s": 60,
         "released_at": None,
+        "queued_at": None,
         "server_time": "2030-01-01T12:00:00Z",
     }
     assert Event.objects.filter(kind="lease_acquired", resource="src/auth/", fence=1).count() == 1

@@ -20,7 +20,7 @@ from groundcontrol_client import (
     SlotTaken,
     ValidationFailed,
 )
-from groundcontrol_client.errors import describe
+from groundcontrol_client.errors import describe, error_from_response
 
 WAIT = "wait, pick other work, or escalate."
 
@@ -148,4 +148,49 @@ def test_it_says_who_holds_the_claim_on_a_process_mismatch() -> None:
         "attempt 41 is held by process 'h:1:2', not 'h:3:4': another process holds this claim, "
         "and only its reports renew it; report from that process, or record a report without "
         "a process identity."
+    )
+
+
+def test_a_denial_says_where_the_request_stands_in_line() -> None:
+    error = error_from_response(
+        409,
+        {
+            "error": {
+                "code": "lease_held",
+                "message": "tests is held by hand 'a' (fence 4)",
+                "resource": "tests",
+                "holder": "a",
+                "fence": 4,
+                "state": "live",
+                "expires_in_s": 20,
+                "requested": "tests",
+                "position": 2,
+                "ahead": ["a", "b"],
+                "estimated_wait_s": 130,
+            }
+        },
+    )
+    assert str(error).startswith(
+        "third in line for `tests` behind hands a and b, about 2 minutes: tests is held by "
+        "hand a (fence 4), renewing"
+    )
+
+
+def test_a_request_behind_waiters_only_names_them() -> None:
+    error = error_from_response(
+        409,
+        {
+            "error": {
+                "code": "lease_held",
+                "message": "tests is free, but 1 waiting request came first",
+                "requested": "tests",
+                "position": 2,
+                "ahead": ["b"],
+                "estimated_wait_s": None,
+            }
+        },
+    )
+    assert (
+        str(error)
+        == "second in line for `tests` behind hand b: wait, pick other work, or escalate."
     )

@@ -54,6 +54,7 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         "events": 6,
         "refusals": 3,
         "address_refusals": 0,
+        "waiters": 0,
         "webhook_deliveries": 0,
     }
     assert result.processed == 18

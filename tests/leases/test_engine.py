@@ -45,6 +45,10 @@ def test_it_denies_with_holder_fence_state_and_time_left(frozen_clock: datetime)
         "resource": "src/auth/",
         "mode": "exclusive",
         "others": 0,
+        "requested": "src/auth/",
+        "position": 1,
+        "ahead": ["a"],
+        "estimated_wait_s": 40,
     }
     assert "src/auth/ is held by hand 'a' (fence 1), renewing; its current window ends in 40 s" in (
         denied.value.message

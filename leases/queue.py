@@ -1,0 +1,184 @@
+"""The fair queue of `wait_s` acquires: first come, first served on each line of the tree.
+
+A call that must wait joins the queue (`join`: a `Waiter` row, its id the call's place). Every
+grant checks the queue in its one conditional statement (`leases.tree.conflict_free`): a request
+is granted only when no waiter that it conflicts with (on its line, in a conflicting mode) joined
+before it, so neither a newcomer nor a stream of shared requests passes an exclusive waiter. A
+waiter refreshes its `expires_at` while it waits (`stay`) and leaves when it is granted (in the
+granting transaction) or gives up (`leave`, which wakes those behind it); one whose process died
+stops counting when its `expires_at` passes (`WAITER_TTL_S`).
+
+`standing` says where a call stands: its position among the waiters, the hands ahead of it, and
+an estimate of the wait from the holders' windows and how long tenures of the node have lasted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from leases import engine, names, tree
+from leases.clock import now_expression, now_sql, parse_timestamp, plus_seconds_sql
+from leases.engine import LeaseSnapshot
+from leases.models import Lease, LeaseState, Waiter
+
+# How long a waiter counts without refreshing: a waiter whose process died leaves within it.
+WAITER_TTL_S = 5.0
+# Hands named in a standing (the queue may be longer).
+AHEAD_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class Ticket:
+    id: int
+    queued_at: datetime
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a request stands: `position` among the waiters (1: next once the way is clear),
+    `ahead` the hands before it (holders in the way, then waiters ahead, in order), and
+    `estimated_wait_s` (None when nothing is known to estimate from)."""
+
+    requested: str
+    position: int
+    ahead: list[str]
+    estimated_wait_s: float | None
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "requested": self.requested,
+            "position": self.position,
+            "ahead": self.ahead,
+            "estimated_wait_s": self.estimated_wait_s,
+        }
+
+
+def _expiry_sql() -> str:
+    return plus_seconds_sql(now_sql(), repr(WAITER_TTL_S))
+
+
+def join(*, workspace_id: int, resource: str, holder: str, process_id: str, mode: str) -> Ticket:
+    """Take a place at the end of the queue for `resource`."""
+    now = now_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {tree.WAITERS} (workspace_id, resource, mode, holder, process_id, "
+            f"queued_at, expires_at) VALUES (%s, %s, %s, %s, %s, {now}, {_expiry_sql()}) "
+            "RETURNING id, queued_at",
+            [workspace_id, resource, mode, holder, process_id],
+        )
+        ticket_id, queued_at = cursor.fetchone()
+    queued = parse_timestamp(queued_at)
+    assert queued is not None
+    return Ticket(id=int(ticket_id), queued_at=queued)
+
+
+def stay(ticket: Ticket) -> None:
+    """Keep the place: the waiter counts for another `WAITER_TTL_S`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {tree.WAITERS} SET expires_at = {_expiry_sql()} WHERE id = %s", [ticket.id]
+        )
+
+
+def served(ticket: Ticket) -> None:
+    """The waiter was granted: out of the queue, in the granting transaction."""
+    Waiter.objects.filter(id=ticket.id).delete()
+
+
+def leave(ticket: Ticket) -> bool:
+    """Give up the place; whether it was still held (then the waiters behind it must be woken:
+    it may have been all that stood in their way)."""
+    return bool(Waiter.objects.filter(id=ticket.id).delete()[0])
+
+
+def standing(
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    mode: str,
+    ticket: Ticket | None,
+    in_the_way: list[LeaseSnapshot],
+) -> Standing:
+    """Where `holder`'s request for `resource` in `mode` stands, behind the tenures `in_the_way`
+    (`leases.nodes.conflicts`) and the waiters ahead of `ticket` (all of them, without one)."""
+    params = {
+        "workspace_id": workspace_id,
+        "holder": holder,
+        "mode": mode,
+        **tree.tree_params(resource),
+        "ticket": ticket.id if ticket is not None else tree.NO_TICKET,
+    }
+    also = tree.in_the_way("%(holder)s", "ahead.") + " AND ahead.id < %(ticket)s"
+    ids = " UNION ".join(tree.waiting_on_line("%(workspace_id)s", also))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            engine.render(f"SELECT holder FROM {tree.WAITERS} WHERE id IN ({ids}) ORDER BY id"),
+            params,
+        )
+        waiting = [row[0] for row in cursor.fetchall()]
+    holders = list(dict.fromkeys(lease.holder for lease in in_the_way))
+    ahead = list(dict.fromkeys([*holders, *waiting]))[:AHEAD_SHOWN]
+    return Standing(
+        requested=resource,
+        position=len(waiting) + 1,
+        ahead=ahead,
+        estimated_wait_s=_estimate(workspace_id, resource, in_the_way, len(waiting)),
+    )
+
+
+def _estimate(
+    workspace_id: int, resource: str, in_the_way: list[LeaseSnapshot], waiting: int
+) -> float | None:
+    """Until the tenures in the way end (each lasts as long as tenures of the node have lasted,
+    at least until its current window ends), then a tenure's length per waiter ahead."""
+    mean = (
+        Lease.objects.filter(workspace_id=workspace_id, node=names.node_of(resource))
+        .exclude(tenure_mean_s=None)
+        .values_list("tenure_mean_s", flat=True)
+        .first()
+    )
+    per_tenure = mean if mean is not None else max((t.interval_s for t in in_the_way), default=None)
+    clearing = 0.0
+    for lease in in_the_way:
+        window = max(lease.expires_in_s or 0.0, 0.0)
+        held_for = (
+            (lease.server_time - lease.acquired_at).total_seconds() if lease.acquired_at else 0.0
+        )
+        expected = max(mean - held_for, 0.0) if mean is not None else 0.0
+        clearing = max(
+            clearing, window if lease.state != LeaseState.LIVE else max(window, expected)
+        )
+    if per_tenure is None:
+        return round(clearing, 1) if in_the_way else None
+    return round(clearing + waiting * per_tenure, 1)
+
+
+def line(*, workspace_id: int, resource: str | None = None) -> list[dict[str, Any]]:
+    """The waiters still in the queue, oldest first (of one resource's line, or all), with each
+    one's position among the waiters on its own resource."""
+    rows = Waiter.objects.filter(workspace_id=workspace_id, expires_at__gt=now_expression())
+    if resource is not None:
+        node = names.node_of(resource)
+        rows = [w for w in rows.order_by("id") if names.overlaps(w.node, node)]
+    else:
+        rows = list(rows.order_by("id"))
+    positions: dict[str, int] = {}
+    answer = []
+    for waiter in rows:
+        positions[waiter.node] = positions.get(waiter.node, 0) + 1
+        answer.append(
+            {
+                "resource": waiter.resource,
+                "holder": waiter.holder,
+                "mode": waiter.mode,
+                "position": positions[waiter.node],
+                "queued_at": waiter.queued_at,
+            }
+        )
+    return answer
