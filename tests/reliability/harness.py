@@ -191,7 +191,7 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
         if kind == "flat":
             target = (rng.choice(config.resources), "exclusive")
         elif kind == "tree":
-            target = (rng.choice(config.tree), rng.choice(["shared", "exclusive"]))
+            target = (rng.choice(config.tree), rng.choice(["shared", "shared", "exclusive"]))
         outcome, body = acquire(target, rng.choice([0, 0, 0, 0.5, config.ttl_s]))
         if outcome != "ok":
             time.sleep(rng.uniform(0, 0.1))

@@ -53,11 +53,12 @@ def test_it_keeps_every_promise_for_32_clients_frozen_past_their_ttl(
     codes = report["refusal_codes"]
     assert codes.get("lease_held", 0) >= 10 and codes.get("no_open_slot", 0) >= 1, codes
     assert codes.get("stale_fence", 0) + codes.get("lease_lost", 0) >= 5, codes
-    # The tree, both modes side by side, and the pool's members changing hands.
+    # The tree, both modes side by side, the pool's members changing hands, and waiters served
+    # in line (an exclusive waiter high on the tree holds back everything below it, so fewer).
     modes, tops = report["tenures_by_mode"], report["tenures_by_top"]
-    assert modes.get("shared", 0) >= 50 and modes.get("exclusive", 0) >= 50, modes
-    assert tops.get("repo", 0) >= 100 and report["pool_tenures"] >= 20, report
-    assert report["shared_overlaps"] >= 20, report
+    assert modes.get("shared", 0) >= 40 and modes.get("exclusive", 0) >= 50, modes
+    assert tops.get("repo", 0) >= 60 and report["pool_tenures"] >= 20, report
+    assert report["shared_overlaps"] >= 10 and report["fifo_pairs"] >= 5, report
 
 
 # --- The checkers on hand-made histories ---------------------------------------------------------
