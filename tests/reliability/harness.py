@@ -121,14 +121,22 @@ class Recorder:
             body = {"exception": type(error).__name__}
             outcome = "info"
         record = {
-            "c": self.index, "kind": kind, "invoke": invoke, "complete": time.time(),
-            "status": status, "outcome": outcome, **fields,
+            "c": self.index,
+            "kind": kind,
+            "invoke": invoke,
+            "complete": time.time(),
+            "status": status,
+            "outcome": outcome,
+            **fields,
         }
         if outcome == "fail":
             error = body.get("error", {}) if isinstance(body, dict) else {}
             record["code"] = error.get("code")
-            record["error"] = {k: error.get(k) for k in ("holder", "fence", "current_fence",
-                                                          "expires_in_s", "state") if k in error}
+            record["error"] = {
+                k: error.get(k)
+                for k in ("holder", "fence", "current_fence", "expires_in_s", "state")
+                if k in error
+            }
         elif outcome == "ok":
             record["body"] = body
         else:
@@ -137,8 +145,9 @@ class Recorder:
         return outcome, body
 
     def note(self, kind: str, **fields: Any) -> None:
-        self.out.write(json.dumps({"c": self.index, "kind": kind, "at": time.time(), **fields})
-                       + "\n")
+        self.out.write(
+            json.dumps({"c": self.index, "kind": kind, "at": time.time(), **fields}) + "\n"
+        )
 
 
 def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
@@ -161,25 +170,38 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
             pause = rng.uniform(0, limit / 10)
         time.sleep(pause)
 
-    def acquire(target: tuple[str, str] | None, wait: float,
-                held: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def acquire(
+        target: tuple[str, str] | None, wait: float, held: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """Take (or, `held`, take again) a `(resource, mode)`, or (None) a member of the pool."""
         if target is None:
             pool = spec["pool"]
             return rec.call(
                 "pool_acquire",
-                lambda: api.post(f"/pools/{pool}/acquire", {
-                    "process_id": process, "ttl_s": config.ttl_s, "wait_s": wait}),
-                pool=pool, wait_s=wait,
+                lambda: api.post(
+                    f"/pools/{pool}/acquire",
+                    {"process_id": process, "ttl_s": config.ttl_s, "wait_s": wait},
+                ),
+                pool=pool,
+                wait_s=wait,
                 **({"resource": held["resource"], "held_fence": held["fence"]} if held else {}),
             )
         resource, mode = target
         return rec.call(
             "acquire",
-            lambda: api.post("/leases/acquire", {
-                "resource": resource, "ttl_s": config.ttl_s, "process_id": process,
-                "wait_s": wait, "mode": mode}),
-            resource=resource, mode=mode, wait_s=wait,
+            lambda: api.post(
+                "/leases/acquire",
+                {
+                    "resource": resource,
+                    "ttl_s": config.ttl_s,
+                    "process_id": process,
+                    "wait_s": wait,
+                    "mode": mode,
+                },
+            ),
+            resource=resource,
+            mode=mode,
+            wait_s=wait,
             **({"held_fence": held["fence"]} if held else {}),
         )
 
@@ -203,15 +225,22 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
             if action == "write":
                 seq += 1
                 payload = {"resource": resource, "fence": fence, "client": index, "seq": seq}
-                rec.call("write", lambda p=payload: store.post("/write", json=p),
-                         resource=resource, fence=fence, seq=seq)
+                rec.call(
+                    "write",
+                    lambda p=payload: store.post("/write", json=p),
+                    resource=resource,
+                    fence=fence,
+                    seq=seq,
+                )
                 continue
             if action == "renew":
                 outcome, body = rec.call(
                     "renew",
-                    lambda f=fence, r=resource: api.post("/leases/renew", {
-                        "resource": r, "fence": f, "process_id": process}),
-                    resource=resource, fence=fence,
+                    lambda f=fence, r=resource: api.post(
+                        "/leases/renew", {"resource": r, "fence": f, "process_id": process}
+                    ),
+                    resource=resource,
+                    fence=fence,
                 )
             else:
                 outcome, body = acquire(target, 0, held={"resource": resource, "fence": fence})
@@ -220,9 +249,12 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
             # A re-acquire after losing it is a new tenure (of another member, maybe).
             resource, fence = body["resource"], body["fence"]
         if rng.random() < 0.8:
-            rec.call("release",
-                     lambda: api.post("/leases/release", {"resource": resource, "fence": fence}),
-                     resource=resource, fence=fence)
+            rec.call(
+                "release",
+                lambda: api.post("/leases/release", {"resource": resource, "fence": fence}),
+                resource=resource,
+                fence=fence,
+            )
         else:
             rec.note("abandon", resource=resource, fence=fence)
 
@@ -238,22 +270,45 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
             dawdle(config.slot_lost_after_s)
             outcome, body = rec.call(
                 "report",
-                lambda: api.post(f"/attempts/{attempt}/reports", {
-                    "fence": fence, "process_id": process, "kind": "heartbeat"}),
-                resource=resource, fence=fence, attempt=attempt,
+                lambda: api.post(
+                    f"/attempts/{attempt}/reports",
+                    {"fence": fence, "process_id": process, "kind": "heartbeat"},
+                ),
+                resource=resource,
+                fence=fence,
+                attempt=attempt,
             )
             if outcome != "ok":
                 return
         choice = rng.random()
         if choice < 0.45:
-            rec.call("finish", lambda: api.post(f"/attempts/{attempt}/finish", {
-                "fence": fence, "process_id": process,
-                "evidence": [{"kind": "pull_request", "url": f"https://x.example/pr/{index}"}]}),
-                resource=resource, fence=fence, attempt=attempt)
+            rec.call(
+                "finish",
+                lambda: api.post(
+                    f"/attempts/{attempt}/finish",
+                    {
+                        "fence": fence,
+                        "process_id": process,
+                        "evidence": [
+                            {"kind": "pull_request", "url": f"https://x.example/pr/{index}"}
+                        ],
+                    },
+                ),
+                resource=resource,
+                fence=fence,
+                attempt=attempt,
+            )
         elif choice < 0.85:
-            rec.call("release_slot", lambda: api.post(f"/attempts/{attempt}/release", {
-                "fence": fence, "process_id": process, "reason": "harness"}),
-                resource=resource, fence=fence, attempt=attempt)
+            rec.call(
+                "release_slot",
+                lambda: api.post(
+                    f"/attempts/{attempt}/release",
+                    {"fence": fence, "process_id": process, "reason": "harness"},
+                ),
+                resource=resource,
+                fence=fence,
+                attempt=attempt,
+            )
         else:
             rec.note("abandon", resource=resource, fence=fence, attempt=attempt)
 
@@ -301,8 +356,7 @@ class FencedStore:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     def _api(self) -> Api:
         if not hasattr(self._local, "api"):
@@ -316,8 +370,7 @@ class FencedStore:
         with lock:
             entry = {**payload, "checked_at": None, "applied": False}
             try:
-                response = self._api().post("/leases/check", {"resource": resource,
-                                                              "fence": fence})
+                response = self._api().post("/leases/check", {"resource": resource, "fence": fence})
                 body = response.json()
                 entry["check_status"] = response.status_code
             except (httpx.HTTPError, ValueError) as error:
@@ -364,13 +417,21 @@ def setup_fleet(boss: Api, config: Config, tag: str) -> Setup:
     """A lane, a package, a run with a few short slots, a pool, one hand and key per client,
     and the store's key, all through the API."""
     boss.ok("post", "/lanes", {"slug": f"harness-{tag}", "name": "Harness"})
-    package = boss.ok("post", f"/lanes/harness-{tag}/work-packages",
-                      {"title": "History", "key": f"history-{tag}"})
-    run = boss.ok("post", f"/work-packages/{package['id']}/runs", {
-        "title": "Slots under fire", "brief": "Claim, heartbeat, finish.", "slots": config.slots,
-        "heartbeat_interval_s": config.interval_s, "grace_s": config.grace_s,
-        "evidence_required": [],
-    })
+    package = boss.ok(
+        "post", f"/lanes/harness-{tag}/work-packages", {"title": "History", "key": f"history-{tag}"}
+    )
+    run = boss.ok(
+        "post",
+        f"/work-packages/{package['id']}/runs",
+        {
+            "title": "Slots under fire",
+            "brief": "Claim, heartbeat, finish.",
+            "slots": config.slots,
+            "heartbeat_interval_s": config.interval_s,
+            "grace_s": config.grace_s,
+            "evidence_required": [],
+        },
+    )
     hands, keys = [], []
     for i in range(config.clients):
         name = f"h{tag}-{i}"
@@ -380,8 +441,7 @@ def setup_fleet(boss: Api, config: Config, tag: str) -> Setup:
     boss.ok("post", "/hands", {"name": f"store-{tag}"})
     store_key = boss.ok("post", f"/hands/store-{tag}/keys", {"scopes": ["leases"]})["key"]
     pool = boss.ok("post", "/pools", {"name": f"ports-{tag}", "capacity": config.pool_capacity})
-    return Setup(run_id=run["id"], hands=hands, keys=keys, store_key=store_key,
-                 pool=pool["name"])
+    return Setup(run_id=run["id"], hands=hands, keys=keys, store_key=store_key, pool=pool["name"])
 
 
 @dataclass
@@ -394,8 +454,9 @@ class Faults:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _freezer(pids: list[int], config: Config, stop: threading.Event, faults: Faults,
-             rng: random.Random) -> None:
+def _freezer(
+    pids: list[int], config: Config, stop: threading.Event, faults: Faults, rng: random.Random
+) -> None:
     """SIGSTOP one client (not already frozen) for longer than a TTL, then SIGCONT it."""
     while not stop.wait(rng.expovariate(1 / config.stop_every_s)):
         with faults.lock:
@@ -419,8 +480,16 @@ def _freezer(pids: list[int], config: Config, stop: threading.Event, faults: Fau
             faults.log.append({"pid": pid, "from": started, "to": time.time()})
 
 
-def _breaker(boss_url: str, key: str, config: Config, names: list[str], stop: threading.Event,
-             faults: Faults, history: list[dict[str, Any]], rng: random.Random) -> None:
+def _breaker(
+    boss_url: str,
+    key: str,
+    config: Config,
+    names: list[str],
+    stop: threading.Event,
+    faults: Faults,
+    history: list[dict[str, Any]],
+    rng: random.Random,
+) -> None:
     """A supervisor breaks a random name's lease now and then: every tenure of its node ends
     (shared ones too), and its fence moves on."""
     boss = Api(boss_url, key)
@@ -428,11 +497,18 @@ def _breaker(boss_url: str, key: str, config: Config, names: list[str], stop: th
         resource = rng.choice(names)
         invoke = time.time()
         response = boss.post("/leases/break", {"resource": resource, "reason": "harness"})
-        history.append({"c": -1, "kind": "break", "resource": resource, "invoke": invoke,
-                        "complete": time.time(), "status": response.status_code,
-                        "outcome": "ok" if response.status_code < 300 else "fail",
-                        "code": None if response.status_code < 300
-                        else response.json()["error"]["code"]})
+        history.append(
+            {
+                "c": -1,
+                "kind": "break",
+                "resource": resource,
+                "invoke": invoke,
+                "complete": time.time(),
+                "status": response.status_code,
+                "outcome": "ok" if response.status_code < 300 else "fail",
+                "code": None if response.status_code < 300 else response.json()["error"]["code"],
+            }
+        )
         if response.status_code == 200:
             faults.breaks += 1
     boss.close()
@@ -449,31 +525,66 @@ def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[
     breaks: list[dict[str, Any]] = []
     started = time.time()
     with FencedStore(url, setup.store_key) as store:
-        spec = {"url": url, "keys": setup.keys, "store_url": store.url, "run_id": setup.run_id,
-                "pool": setup.pool, "config": asdict(config),
-                "deadline": started + config.seconds}
+        spec = {
+            "url": url,
+            "keys": setup.keys,
+            "store_url": store.url,
+            "run_id": setup.run_id,
+            "pool": setup.pool,
+            "config": asdict(config),
+            "deadline": started + config.seconds,
+        }
         spec_path = workdir / "spec.json"
         spec_path.write_text(json.dumps(spec))
         clients = [
             subprocess.Popen(
-                [sys.executable, "-m", "tests.reliability.harness", "client",
-                 "--spec", str(spec_path), "--index", str(i),
-                 "--out", str(workdir / f"client-{i}.jsonl")],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(workdir / f"client-{i}.err").open("w"),
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.reliability.harness",
+                    "client",
+                    "--spec",
+                    str(spec_path),
+                    "--index",
+                    str(i),
+                    "--out",
+                    str(workdir / f"client-{i}.jsonl"),
+                ],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=(workdir / f"client-{i}.err").open("w"),
             )
             for i in range(config.clients)
         ]
         stop = threading.Event()
         # A few freezers, each pausing one client at a time: several are frozen at once.
         threads = [
-            threading.Thread(target=_freezer, args=([c.pid for c in clients], config, stop,
-                                                    faults, random.Random(config.seed + n)))
+            threading.Thread(
+                target=_freezer,
+                args=(
+                    [c.pid for c in clients],
+                    config,
+                    stop,
+                    faults,
+                    random.Random(config.seed + n),
+                ),
+            )
             for n in range(1, config.freezers + 1)
         ]
         threads += [
-            threading.Thread(target=_breaker, args=(url, boss_key, config, setup.names(config),
-                                                    stop, faults, breaks,
-                                                    random.Random(config.seed))),
+            threading.Thread(
+                target=_breaker,
+                args=(
+                    url,
+                    boss_key,
+                    config,
+                    setup.names(config),
+                    stop,
+                    faults,
+                    breaks,
+                    random.Random(config.seed),
+                ),
+            ),
         ]
         for thread in threads:
             thread.start()
@@ -501,17 +612,21 @@ def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[
     # Let every tenure run out and the sweeps record it before reading the event log.
     time.sleep(max(config.ttl_s, config.slot_lost_after_s) + 3)
     history = load_history(workdir, config.clients) + breaks
-    events = [e for e in boss.pages("/events") if e["kind"] in (*GRANT_KINDS, *END_KINDS,
-                                                                 *WATCHED_KINDS)]
+    events = [
+        e for e in boss.pages("/events") if e["kind"] in (*GRANT_KINDS, *END_KINDS, *WATCHED_KINDS)
+    ]
     boss.close()
     (workdir / "events.json").write_text(json.dumps(events))
     (workdir / "store.json").write_text(json.dumps(store_log))
     paused = paused_clients(faults.log, {client.pid: i for i, client in enumerate(clients)})
     report = check(history, store_log, events, config, setup.hands, paused)
     report["anomalies"] += [f"client {i} crashed: {err}" for i, err in crashed]
-    report["faults"] = {"sigstops": faults.sigstops, "stopped_s": round(faults.stopped_s, 1),
-                        "breaks": faults.breaks,
-                        "sleeps_past_ttl": sum(1 for op in history if op["kind"] == "sleep")}
+    report["faults"] = {
+        "sigstops": faults.sigstops,
+        "stopped_s": round(faults.stopped_s, 1),
+        "breaks": faults.breaks,
+        "sleeps_past_ttl": sum(1 for op in history if op["kind"] == "sleep"),
+    }
     report["config"] = asdict(config)
     report["wall_s"] = round(time.time() - started, 1)
     (workdir / "report.json").write_text(json.dumps(report, indent=2))
@@ -540,7 +655,8 @@ def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     import psycopg
 
     base = args.database_url or os.environ.get(
-        "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+        "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+    )
     name = f"gc_harness_{os.getpid()}"
     admin_url = base.rsplit("/", 1)[0] + "/postgres"
     database = base.rsplit("/", 1)[0] + f"/{name}"
@@ -550,12 +666,30 @@ def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     env = server_env(database)
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-                       cwd=ROOT, env=env, check=True)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
         boot = subprocess.run(
-            [sys.executable, "manage.py", "bootstrap", "--workspace", "harness", "--username",
-             "harness", f"--password={secrets.token_urlsafe(16)}", "--json"],
-            cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+            [
+                sys.executable,
+                "manage.py",
+                "bootstrap",
+                "--workspace",
+                "harness",
+                "--username",
+                "harness",
+                f"--password={secrets.token_urlsafe(16)}",
+                "--json",
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         key = json.loads(boot.stdout)["supervisor_key"]
         with WebServer(env=env, log=workdir / "server.log", workers=args.workers) as server:
             return run_history(server.url, key, config, workdir)

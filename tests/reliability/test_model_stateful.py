@@ -316,11 +316,14 @@ class LeaseMachine(RuleBasedStateMachine):
         node.row.fence += 1
         assert broken.fence == node.row.fence
         events = Event.objects.filter(kind="lease_broken", fence=broken.fence)
-        assert sorted(
-            e.data["broken_fence"]
-            for e in events
-            if names.node_of(e.resource) == names.node_of(resource)
-        ) == ended
+        assert (
+            sorted(
+                e.data["broken_fence"]
+                for e in events
+                if names.node_of(e.resource) == names.node_of(resource)
+            )
+            == ended
+        )
 
     @rule(
         holder=st.sampled_from(HOLDERS), resource=st.sampled_from(NAMES), stale=st.integers(-1, 1)
