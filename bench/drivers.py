@@ -34,6 +34,15 @@ def _http(kind: str, base_url: str, headers: dict[str, str] | None = None) -> An
 # --- Ground Control over HTTP ----------------------------------------------------------------
 
 
+# Issue 20's tree block (`bench.report.TREE_OPS`): new names of no tree (`flat`), and new files
+# in the directories of a workspace that holds `TREE_LEASES` leases (`services.seed_tree`).
+TREE_DIRECTORIES = 50
+TREE_NAMES = {
+    "acquire-flat": "flat-{tag}-{i}-",
+    "acquire-tree": "tree/d{d}/new-{tag}/{i}/",
+}
+
+
 def gc_http(
     base_url: str, fixtures: dict[str, Any], operation: str, tag: str, http_client: str = "raw"
 ) -> ClientFactory:
@@ -60,9 +69,11 @@ def gc_http(
             def op() -> bool:
                 return post("/api/v1/leases/renew", content=body).status_code == 200
 
-        elif operation == "acquire":
+        elif operation in ("acquire", *TREE_NAMES):
             counter = itertools.count()
-            prefix = f"bench/acquire/{tag}/{i}/"
+            prefix = TREE_NAMES.get(operation, "bench/acquire/{tag}/{i}/").format(
+                tag=tag, i=i, d=i % TREE_DIRECTORIES
+            )
             tail = f', "ttl_s": {ACQUIRE_TTL_S}, "process_id": "{me["process_id"]}"}}'
 
             def op() -> bool:

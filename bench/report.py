@@ -218,6 +218,7 @@ def ratios(
         )
     targets.append(sweep_target(figures))
     targets.append(renew_all_target(rows, concurrencies, renew_all_pairs))
+    targets.append(tree_target(rows, concurrencies))
     return "\n".join(lines), targets
 
 
@@ -260,6 +261,33 @@ def renew_all_target(
         f"{_fmt(every.cpu_us if every else float('nan'), 0)} and "
         f"{_fmt(one.cpu_us if one else float('nan'), 0)} µs)",
         None if math.isnan(r) else r < RENEW_ALL_MAX,
+    )
+
+
+# Issue 20, item 1: "an acquire in a workspace holding 50,000 leases stays within 0.8 of a flat
+# acquire's throughput". `acquire-flat` takes new names of no tree; `acquire-tree` new files in
+# the directories of a workspace holding `TREE_LEASES` leases in a tree (`bench.services`).
+TREE_LEASES = 50_000
+TREE_MIN = 0.8
+TREE_OPS = ("acquire-flat", "acquire-tree")
+
+
+def tree_target(rows: list[Row], concurrencies: list[int]) -> Target:
+    """At `target_concurrency`, the median of the repeats' own ratios of the two rows' rates."""
+    c = target_concurrency(concurrencies)
+    flat = _find(rows, "Ground Control", "acquire-flat", c)
+    tree = _find(rows, "Ground Control", "acquire-tree", c)
+    r = paired_ratio(tree.runs, flat.runs) if flat and tree else float("nan")
+    rates = (
+        f"; {_fmt(tree.ops_per_s, 0)} against {_fmt(flat.ops_per_s, 0)} acquires/s"
+        if flat and tree
+        else ""
+    )
+    return Target(
+        f"GC acquire in a workspace holding {TREE_LEASES:,} leases in a tree >= {TREE_MIN:g} of a "
+        f"flat acquire's throughput ({c} clients)",
+        f"{_fmt(r, 2)}{rates}",
+        None if math.isnan(r) else r >= TREE_MIN,
     )
 
 

@@ -50,7 +50,7 @@ SCALE_DATABASE = "gc_bench_scale"
 GC_OPS = ("heartbeat", "acquire", "renew")
 MANY_OPS = (report.RENEW_ALL_OP, report.RENEW_ONE_OP)
 # What `--only` selects: the measured blocks, and the scale figures.
-BLOCKS = ("ground-control", "raw-sql", "redis", "etcd", "renew-all", "scale")
+BLOCKS = ("ground-control", "raw-sql", "redis", "etcd", "renew-all", "tree", "scale")
 
 
 def _args() -> argparse.Namespace:
@@ -338,6 +338,28 @@ class Bench:
             finally:
                 drivers.let_go(url, self.fixtures, held, http_client)
 
+    def tree(self, c: int) -> None:
+        """Issue 20: at the targets' concurrency, acquires of new names of no tree, then of new
+        files in a workspace holding `report.TREE_LEASES` leases in a tree (seeded before the
+        first tree row, kept after), each row on a freshly analyzed database."""
+        if c != report.target_concurrency(self.concurrencies):
+            return
+        with self.web_server() as (url, meter, _):
+            for operation in report.TREE_OPS:
+                if operation == "acquire-tree":
+                    seeded = services.seed_tree(
+                        self.database,
+                        self.fixtures["workspace_id"],
+                        report.TREE_LEASES,
+                        drivers.TREE_DIRECTORIES,
+                    )
+                    assert seeded >= report.TREE_LEASES, seeded
+                services.vacuum_if_autovacuum_is_off(self.database)
+                factory = drivers.gc_http(
+                    url, self.fixtures, operation, self.tag(), self.args.http_client
+                )
+                self.measure("Ground Control", operation, c, factory, meter)
+
     def raw_sql(self, c: int) -> None:
         for operation in self.ops():
             services.vacuum_if_autovacuum_is_off(self.database)  # as for Ground Control's rows
@@ -377,6 +399,7 @@ class Bench:
                 ("redis", self.redis),
                 ("etcd", self.etcd),
                 ("renew-all", self.renew_all),
+                ("tree", self.tree),
             ]
             if name in self.args.blocks
         ]
@@ -399,6 +422,7 @@ class Bench:
             "redis": [("Redis", "acquire"), ("Redis", "renew")],
             "etcd": [("etcd", "acquire"), ("etcd", "keepalive")],
             "renew-all": [("Ground Control", op) for op in MANY_OPS],
+            "tree": [("Ground Control", op) for op in report.TREE_OPS],
         }
         layout = [row for name, rows in layouts.items() if name in self.args.blocks for row in rows]
         for c in self.concurrencies:

@@ -134,6 +134,34 @@ def vacuum_if_autovacuum_is_off(database: str) -> bool:
     return True
 
 
+def seed_tree(database: str, workspace_id: int, leases: int, directories: int) -> int:
+    """Make the benchmark's workspace hold `leases` live leases in a tree under `tree/`
+    (`tree/d<k>/s<j>/f<n>`, `directories` directories of 20 subdirectories), once; their
+    holder is not a benchmark client and they last a day. The number held afterwards."""
+    import psycopg
+
+    with psycopg.connect(database, autocommit=True, connect_timeout=5) as conn:
+        held = conn.execute(
+            "SELECT count(*) FROM leases_lease WHERE workspace_id = %s AND holder = 'bench-tree'",
+            [workspace_id],
+        ).fetchone()[0]
+        if held < leases:
+            conn.execute(
+                "INSERT INTO leases_lease (workspace_id, resource, kind, status, holder, "
+                "process_id, fence, interval_s, grace_s, acquired_at, renewed_at, deadline, "
+                "noticed_state, next_check_at, mode, shared_by) "
+                "SELECT %s, 'tree/d' || (n %% %s) || '/s' || (n %% 20) || '/f' || n, "
+                "'resource', 'held', 'bench-tree', 'seed', 1, 86400, 0, now(), now(), "
+                "now() + interval '1 day', 'live', now() + interval '1 day', 'exclusive', '' "
+                "FROM generate_series(%s, %s) AS n ON CONFLICT DO NOTHING",
+                [workspace_id, directories, held + 1, leases],
+            )
+        return conn.execute(
+            "SELECT count(*) FROM leases_lease WHERE workspace_id = %s AND holder = 'bench-tree'",
+            [workspace_id],
+        ).fetchone()[0]
+
+
 # --- Redis and etcd --------------------------------------------------------------------------
 
 

@@ -288,6 +288,8 @@ def lease_acquire(
         in_the_way, count = nodes.conflicts(
             workspace_id=workspace_id, resource=resource, holder=holder, mode=mode
         )
+        if any(not lease.held for lease in in_the_way):
+            continue  # lost since the expiry step (or in its way): the next try records its end
         place = queue.standing(
             workspace_id=workspace_id,
             resource=resource,
@@ -299,15 +301,41 @@ def lease_acquire(
         if in_the_way:
             raise held_error(in_the_way[0], others=count - 1, standing=place)
         if place.position > 1:
-            raise LeaseHeld(
-                f"{resource} is free, but {place.position - 1} waiting "
-                f"request{'s' if place.position > 2 else ''} came first (hand "
-                f"'{place.ahead[0]}' is next): wait in line (wait_s), or pick other work",
+            raise queued_error(
+                workspace_id=workspace_id,
                 resource=resource,
+                holder=holder,
                 mode=mode,
-                **place.fields(),
+                ticket=ticket,
             )
     raise LeaseHeld(f"{resource} is changing hands too fast to take; try again", resource=resource)
+
+
+def queued_error(
+    *, workspace_id: int, resource: str, holder: str, mode: str, ticket: queue.Ticket | None
+) -> GroundControlError:
+    """The denial of a request that only waiters stand in the way of: where it stands, behind
+    the waiters and what they wait for (the tenures an exclusive taker would wait for)."""
+    line_waits_for, _ = nodes.conflicts(
+        workspace_id=workspace_id, resource=resource, holder=holder, mode=LeaseMode.EXCLUSIVE
+    )
+    place = queue.standing(
+        workspace_id=workspace_id,
+        resource=resource,
+        holder=holder,
+        mode=mode,
+        ticket=ticket,
+        in_the_way=line_waits_for,
+    )
+    waiting = place.position - 1
+    return LeaseHeld(
+        f"nothing held stands in the way of {resource}, but {waiting} waiting "
+        f"request{'s' if waiting != 1 else ''} came first: wait in line (wait_s), or pick other "
+        "work",
+        resource=resource,
+        mode=mode,
+        **place.fields(),
+    )
 
 
 def record_expiry(lease: LeaseSnapshot) -> None:

@@ -6,7 +6,7 @@
         attempt.attach("pull_request", url)
     # finished with the attached evidence, or released with the exception as the reason
 
-    with hand.lease("src/auth/", ttl=60) as lease:
+    with hand.lease("src/auth/", ttl=60) as lease:   # covers everything below src/auth/
         lease.check()                           # fenced write: is lease.fence still current?
 
 The client keeps the tenure's clock itself, on the monotonic clock (`tenure.TenureClock`, where
@@ -132,8 +132,7 @@ class _Keeper:
         """Start the clock at the granting request's send time, and the heartbeats."""
         self.tenure.start(sent_at=sent_at, interval_s=interval, grace_s=grace)
         if self.tenure.waited(sent_at, self._fraction):
-            # The grant waited (for an open slot, or a lease to free): it was granted late in the
-            # wait, not when it was sent. A renewal sent now pins the clock before anyone asks.
+            # A grant that waited came late in the wait: a renewal now pins the clock at once.
             self._renew_once(timeout=self.client.timeout)
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
         self._thread.start()
@@ -472,13 +471,8 @@ class HeldLease(_Keeper):
 
     def open(self) -> Self:
         sent_at = self.tenure.clock()
-        self._lease = self.client.lease_acquire(
-            self.resource,
-            ttl_s=self.ttl_s,
-            process_id=self.process_id,
-            wait_s=self.wait_s,
-            mode=self.mode,
-        )
+        asked = {"ttl_s": self.ttl_s, "wait_s": self.wait_s, "mode": self.mode}
+        self._lease = self.client.lease_acquire(self.resource, process_id=self.process_id, **asked)
         self._start(sent_at=sent_at, interval=self.ttl_s, grace=lease_grace_s(self._lease))
         return self
 
@@ -576,9 +570,8 @@ class Hand:
         self, resource: str, *, ttl: float, wait: float | None = None, mode: str | None = None
     ) -> HeldLease:
         """Hold `resource` (`mode="shared"` beside other shared holders) while the block runs."""
-        return HeldLease(
-            self.client, resource, ttl_s=ttl, wait_s=wait, mode=mode, **self._keeping()
-        )
+        asked = {"ttl_s": ttl, "wait_s": wait, "mode": mode}
+        return HeldLease(self.client, resource, **asked, **self._keeping())
 
     def lease_from_pool(
         self, pool: str, *, ttl: float = 60.0, wait: float | None = None

@@ -279,3 +279,17 @@ def test_only_selects_blocks_by_name(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setattr(sys, "argv", ["bench/run", "--only", "renew-everything"])
     with pytest.raises(SystemExit):
         run._args()
+
+
+def test_the_tree_target_is_the_repeats_own_ratio_of_acquire_rates() -> None:
+    def target(tree: list[float], flat: list[float]) -> report.Target:
+        rows = [
+            _row("acquire-flat", flat, [1.0] * len(flat)),
+            _row("acquire-tree", tree, [1.0] * len(tree)),
+        ]
+        return report.tree_target(rows, [16])
+
+    # Each repeat's own ratio: 0.8, 0.9, 0.75 -> 0.8 holds; a hair under does not.
+    assert target([800, 900, 1500], [1000, 1000, 2000]).holds is True
+    assert target([799, 900, 1500], [1000, 1000, 2000]).holds is False
+    assert report.tree_target([_row("acquire-flat", [1000], [1.0])], [16]).holds is None

@@ -37,6 +37,8 @@ TREE = [
     "repo/docs/",
     "repo/docs/guide.md",
     "other",
+    "misc/a",
+    "misc/b/",
 ]
 TTL_S = 1
 
@@ -59,7 +61,7 @@ def worker(index: int, workspace_id: int, tenures: list[Tenure], crashes: list) 
     try:
         while time.monotonic() < stop_at:
             resource = rng.choice(TREE)
-            mode = rng.choice(["exclusive", "shared", "shared"])
+            mode = rng.choice(["exclusive", "shared"])
             try:
                 lease = leases.lease_acquire(
                     workspace_id=workspace_id,

@@ -142,9 +142,10 @@ def test_a_celery_worker_killed_mid_sweep_leaves_the_rest_to_the_next_and_nothin
         cursor.execute(
             "INSERT INTO leases_lease (workspace_id, resource, kind, status, holder, process_id, "
             "fence, interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, "
-            "next_check_at) SELECT %s, 'due/' || g, 'resource', 'held', 'hand-a', 'p', 1, 5, 0, "
+            "next_check_at, mode, shared_by) "
+            "SELECT %s, 'due/' || g, 'resource', 'held', 'hand-a', 'p', 1, 5, 0, "
             "now() - interval '15 s', now() - interval '15 s', now() - interval '10 s', 'live', "
-            "now() - interval '10 s' FROM generate_series(1, %s) AS g",
+            "now() - interval '10 s', 'exclusive', '' FROM generate_series(1, %s) AS g",
             [workspace.pk, due],
         )
 

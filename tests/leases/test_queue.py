@@ -51,7 +51,9 @@ def test_a_newcomer_does_not_pass_a_waiter(frozen_clock: datetime) -> None:
         acquire("tests", "c")
     assert refused.value.fields["position"] == 2
     assert refused.value.fields["ahead"] == ["b"]
-    assert "1 waiting request came first (hand 'b' is next)" in refused.value.message
+    assert "nothing held stands in the way of tests, but 1 waiting request came first" in (
+        refused.value.message
+    )
     granted = acquire("tests", "b", ticket=first)
     assert (granted.holder, granted.queued_at) == ("b", first.queued_at)
     assert not Waiter.objects.exists()
@@ -83,7 +85,8 @@ def test_a_stream_of_shared_requests_does_not_starve_an_exclusive_waiter(
     # Compatible with the shared holder, but the exclusive waiter came first.
     with pytest.raises(LeaseHeld) as refused:
         acquire("docs/", "r2", mode="shared")
-    assert (refused.value.fields["ahead"], refused.value.fields["position"]) == (["w"], 2)
+    # In line behind the waiter, and what it waits for.
+    assert (refused.value.fields["ahead"], refused.value.fields["position"]) == (["a", "w"], 2)
     release("docs/", "a", reader.fence)
     assert acquire("docs/", "w", ticket=writer).holder == "w"
 

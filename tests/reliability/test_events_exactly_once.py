@@ -82,21 +82,22 @@ def test_a_tenure_that_runs_out_between_expire_and_take_still_records_its_end(
 ) -> None:
     """The clock crosses the deadline between the acquire's two statements: the take must not
     grab the lost row unrecorded; the next try records the expiry, then takes."""
-    from leases import engine
+    from leases import nodes
 
     leases.lease_acquire(
         workspace_id=workspace.pk, resource="r", holder="a", process_id="p", ttl_s=1
     )
-    real_expire = engine.expire
+    # The acquire's expiry step (every lost tenure on the resource's line of the tree).
+    real_expire = nodes.expire_tree
     calls: list[int] = []
 
     def expire_too_early(**kwargs: object):  # noqa: ANN202
         calls.append(1)
         if len(calls) == 1:
-            return None  # as if its clock read came a moment before the deadline
+            return []  # as if its clock read came a moment before the deadline
         return real_expire(**kwargs)
 
-    monkeypatch.setattr(engine, "expire", expire_too_early)
+    monkeypatch.setattr(nodes, "expire_tree", expire_too_early)
     with clock.travel(5):
         second = leases.lease_acquire(
             workspace_id=workspace.pk, resource="r", holder="b", process_id="p", ttl_s=60
