@@ -11,32 +11,22 @@ at a running server instead. tests/reliability/test_history.py runs it for a bou
 What happens:
 
 1. Each client is its own OS process (`python -m tests.reliability.harness client ...`). It
-   acquires, renews, re-acquires and releases a few shared resources, claims the slots of one
-   run, heartbeats and finishes or releases them, sometimes abandons a tenure, sometimes sleeps
-   longer than its TTL, and writes through a small protected store. Every call is recorded with
-   its invoke and complete times (the client's clock) and its result, including the database's
-   times the server reported.
+   acquires, renews, re-acquires and releases a few flat resources (exclusive), the nodes of a
+   small tree (`repo`, `repo/src/`, `repo/src/auth/login.py`, ...) in shared or exclusive mode,
+   and members of a pool (capacity 3, created by the coordinator with the supervisor's key);
+   it claims the slots of one run, heartbeats and finishes or releases them, sometimes abandons
+   a tenure, sometimes sleeps longer than its TTL, sometimes waits (`wait_s`) in the queue, and
+   writes through a small protected store. Every call is recorded with its invoke and complete
+   times (the client's clock) and its result, including the database's times the server
+   reported.
 2. The coordinator freezes random clients with SIGSTOP for longer than a TTL and thaws them
-   with SIGCONT (a GC pause, a swapped-out laptop), and a supervisor breaks a lease now and then.
+   with SIGCONT (a GC pause, a swapped-out laptop), and a supervisor breaks a lease now and then
+   (a flat resource, a node of the tree with its shared tenures, a pool's member).
 3. The store applies a write only after `POST /leases/check` says its fence is current; it holds
-   a per-resource lock from the check to the apply, so writes are applied in check order.
+   a per-node lock from the check to the apply, so writes are applied in check order.
 4. When the clients are done, every tenure is left to expire and the sweeps to record it; then
-   the checkers read the history, the store's log and the whole event log and report anomalies.
-
-The checkers, all by the database's times:
-
-- no two tenures of one resource overlapped (a grant never came before the previous tenure's
-  release, break, or deadline (plus grace));
-- fences strictly increase per resource in grant order;
-- no operation with a stale fence succeeded, and the store applied no write whose check came
-  after a newer fence was granted or after its own tenure had ended;
-- no renewal succeeded after its tenure was lost;
-- every grant reported a live lease with a full TTL ahead of it (never an expired one);
-- every state change has exactly one event: one grant event per tenure, one end (released,
-  finished, broken, expired or lost) per tenure, late and stalled at most once per episode
-  (a second one only after a renewal brought the holder back), each reported
-  grant and release matched by its event;
-- no call answered 5xx.
+   the checkers (tests/reliability/checkers.py, which lists them) read the history, the store's
+   log, the freezers' pauses and the whole event log and report anomalies.
 """
 
 from __future__ import annotations
@@ -52,19 +42,27 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from leases.names import node_of
+from tests.reliability.checkers import END_KINDS, GRANT_KINDS, WATCHED_KINDS, check, paused_clients
 from tests.reliability.live import ROOT, Api, WebServer, server_env
 
-GRANT_KINDS = ("lease_acquired", "claimed")
-END_KINDS = ("lease_released", "released", "finished", "lease_expired", "lost", "lease_broken")
+TREE = [
+    "repo",
+    "repo/src/",
+    "repo/src/auth/",
+    "repo/src/auth/login.py",
+    "repo/src/web.py",
+    "repo/docs/",
+    "repo/docs/guide.md",
+]
 
 
 @dataclass
@@ -72,25 +70,24 @@ class Config:
     clients: int = 32
     seconds: float = 40.0
     resources: list[str] = field(default_factory=lambda: ["src/auth/", "migrations", "dev-server"])
+    tree: list[str] = field(default_factory=lambda: list(TREE))  # shared or exclusive
+    pool_capacity: int = 3
+    # A client's next round: a flat resource, a node of the tree, a pool's member, or a slot.
+    rounds: dict[str, float] = field(
+        default_factory=lambda: {"flat": 0.2, "tree": 0.3, "pool": 0.15, "slot": 0.35}
+    )
     slots: int = 3
     ttl_s: float = 2.0  # resource leases (grace 0)
     interval_s: int = 2  # slot heartbeat interval (whole seconds, the API's bound)
     grace_s: int = 2
     freezers: int = 4  # threads that SIGSTOP clients, one at a time each
     stop_every_s: float = 0.5  # each freezer's mean wait between two SIGSTOPs
-    break_every_s: float = 4.0  # mean time between supervisor breaks
+    break_every_s: float = 1.5  # mean time between supervisor breaks
     seed: int = 7
 
     @property
     def slot_lost_after_s(self) -> float:
         return self.interval_s + self.grace_s
-
-
-# --- Times ---------------------------------------------------------------------------------------
-
-
-def ts(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
 
 
 # --- A client process ----------------------------------------------------------------------------
@@ -124,14 +121,22 @@ class Recorder:
             body = {"exception": type(error).__name__}
             outcome = "info"
         record = {
-            "c": self.index, "kind": kind, "invoke": invoke, "complete": time.time(),
-            "status": status, "outcome": outcome, **fields,
+            "c": self.index,
+            "kind": kind,
+            "invoke": invoke,
+            "complete": time.time(),
+            "status": status,
+            "outcome": outcome,
+            **fields,
         }
         if outcome == "fail":
             error = body.get("error", {}) if isinstance(body, dict) else {}
             record["code"] = error.get("code")
-            record["error"] = {k: error.get(k) for k in ("holder", "fence", "current_fence",
-                                                          "expires_in_s", "state") if k in error}
+            record["error"] = {
+                k: error.get(k)
+                for k in ("holder", "fence", "current_fence", "expires_in_s", "state")
+                if k in error
+            }
         elif outcome == "ok":
             record["body"] = body
         else:
@@ -140,12 +145,13 @@ class Recorder:
         return outcome, body
 
     def note(self, kind: str, **fields: Any) -> None:
-        self.out.write(json.dumps({"c": self.index, "kind": kind, "at": time.time(), **fields})
-                       + "\n")
+        self.out.write(
+            json.dumps({"c": self.index, "kind": kind, "at": time.time(), **fields}) + "\n"
+        )
 
 
 def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
-    """One hand's life: resource rounds and slot rounds until the deadline."""
+    """One hand's life: rounds on resources, the tree, the pool and slots until the deadline."""
     config = Config(**spec["config"])
     rng = random.Random(config.seed * 1000 + index)
     api = Api(spec["url"], spec["keys"][index], timeout=30)
@@ -164,51 +170,91 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
             pause = rng.uniform(0, limit / 10)
         time.sleep(pause)
 
-    def resource_round() -> None:
-        nonlocal seq
-        resource = rng.choice(config.resources)
-        wait = rng.choice([0, 0, 0, 0.5, config.ttl_s])
-        outcome, body = rec.call(
+    def acquire(
+        target: tuple[str, str] | None, wait: float, held: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Take (or, `held`, take again) a `(resource, mode)`, or (None) a member of the pool."""
+        if target is None:
+            pool = spec["pool"]
+            return rec.call(
+                "pool_acquire",
+                lambda: api.post(
+                    f"/pools/{pool}/acquire",
+                    {"process_id": process, "ttl_s": config.ttl_s, "wait_s": wait},
+                ),
+                pool=pool,
+                wait_s=wait,
+                **({"resource": held["resource"], "held_fence": held["fence"]} if held else {}),
+            )
+        resource, mode = target
+        return rec.call(
             "acquire",
-            lambda: api.post("/leases/acquire", {"resource": resource, "ttl_s": config.ttl_s,
-                                                 "process_id": process, "wait_s": wait}),
-            resource=resource, wait_s=wait,
+            lambda: api.post(
+                "/leases/acquire",
+                {
+                    "resource": resource,
+                    "ttl_s": config.ttl_s,
+                    "process_id": process,
+                    "wait_s": wait,
+                    "mode": mode,
+                },
+            ),
+            resource=resource,
+            mode=mode,
+            wait_s=wait,
+            **({"held_fence": held["fence"]} if held else {}),
         )
+
+    def resource_round(kind: str) -> None:
+        """A flat resource (exclusive), a node of the tree (shared or exclusive), or a member of
+        the pool: take it, renew, write, take again, then release or abandon it."""
+        nonlocal seq
+        target = None  # the pool
+        if kind == "flat":
+            target = (rng.choice(config.resources), "exclusive")
+        elif kind == "tree":
+            target = (rng.choice(config.tree), rng.choice(["shared", "shared", "exclusive"]))
+        outcome, body = acquire(target, rng.choice([0, 0, 0, 0.5, config.ttl_s]))
         if outcome != "ok":
             time.sleep(rng.uniform(0, 0.1))
             return
-        fence = body["fence"]
+        resource, fence = body["resource"], body["fence"]
         for _ in range(rng.randint(0, 3)):
             dawdle(config.ttl_s)
             action = rng.choice(["renew", "write", "write", "reacquire"])
             if action == "write":
                 seq += 1
                 payload = {"resource": resource, "fence": fence, "client": index, "seq": seq}
-                rec.call("write", lambda p=payload: store.post("/write", json=p),
-                         resource=resource, fence=fence, seq=seq)
+                rec.call(
+                    "write",
+                    lambda p=payload: store.post("/write", json=p),
+                    resource=resource,
+                    fence=fence,
+                    seq=seq,
+                )
                 continue
             if action == "renew":
                 outcome, body = rec.call(
                     "renew",
-                    lambda f=fence: api.post("/leases/renew", {
-                        "resource": resource, "fence": f, "process_id": process}),
-                    resource=resource, fence=fence,
+                    lambda f=fence, r=resource: api.post(
+                        "/leases/renew", {"resource": r, "fence": f, "process_id": process}
+                    ),
+                    resource=resource,
+                    fence=fence,
                 )
             else:
-                outcome, body = rec.call(
-                    "acquire",
-                    lambda: api.post("/leases/acquire", {"resource": resource,
-                                                         "ttl_s": config.ttl_s,
-                                                         "process_id": process}),
-                    resource=resource, wait_s=0, held_fence=fence,
-                )
+                outcome, body = acquire(target, 0, held={"resource": resource, "fence": fence})
             if outcome != "ok":
                 return
-            fence = body["fence"]  # a re-acquire after losing it is a new tenure
+            # A re-acquire after losing it is a new tenure (of another member, maybe).
+            resource, fence = body["resource"], body["fence"]
         if rng.random() < 0.8:
-            rec.call("release",
-                     lambda: api.post("/leases/release", {"resource": resource, "fence": fence}),
-                     resource=resource, fence=fence)
+            rec.call(
+                "release",
+                lambda: api.post("/leases/release", {"resource": resource, "fence": fence}),
+                resource=resource,
+                fence=fence,
+            )
         else:
             rec.note("abandon", resource=resource, fence=fence)
 
@@ -224,30 +270,55 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
             dawdle(config.slot_lost_after_s)
             outcome, body = rec.call(
                 "report",
-                lambda: api.post(f"/attempts/{attempt}/reports", {
-                    "fence": fence, "process_id": process, "kind": "heartbeat"}),
-                resource=resource, fence=fence, attempt=attempt,
+                lambda: api.post(
+                    f"/attempts/{attempt}/reports",
+                    {"fence": fence, "process_id": process, "kind": "heartbeat"},
+                ),
+                resource=resource,
+                fence=fence,
+                attempt=attempt,
             )
             if outcome != "ok":
                 return
         choice = rng.random()
         if choice < 0.45:
-            rec.call("finish", lambda: api.post(f"/attempts/{attempt}/finish", {
-                "fence": fence, "process_id": process,
-                "evidence": [{"kind": "pull_request", "url": f"https://x.example/pr/{index}"}]}),
-                resource=resource, fence=fence, attempt=attempt)
+            rec.call(
+                "finish",
+                lambda: api.post(
+                    f"/attempts/{attempt}/finish",
+                    {
+                        "fence": fence,
+                        "process_id": process,
+                        "evidence": [
+                            {"kind": "pull_request", "url": f"https://x.example/pr/{index}"}
+                        ],
+                    },
+                ),
+                resource=resource,
+                fence=fence,
+                attempt=attempt,
+            )
         elif choice < 0.85:
-            rec.call("release_slot", lambda: api.post(f"/attempts/{attempt}/release", {
-                "fence": fence, "process_id": process, "reason": "harness"}),
-                resource=resource, fence=fence, attempt=attempt)
+            rec.call(
+                "release_slot",
+                lambda: api.post(
+                    f"/attempts/{attempt}/release",
+                    {"fence": fence, "process_id": process, "reason": "harness"},
+                ),
+                resource=resource,
+                fence=fence,
+                attempt=attempt,
+            )
         else:
             rec.note("abandon", resource=resource, fence=fence, attempt=attempt)
 
+    kinds, weights = list(config.rounds), list(config.rounds.values())
     while time.time() < deadline:
-        if rng.random() < 0.65:
-            resource_round()
-        else:
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "slot":
             slot_round()
+        else:
+            resource_round(kind)
     rec.note("done")
 
 
@@ -256,7 +327,7 @@ def client_main(spec: dict[str, Any], index: int, out: Path) -> None:
 
 class FencedStore:
     """A tiny storage service that applies a write only after Ground Control's `check` says its
-    fence is current. A per-resource lock covers the check and the apply, so writes land in the
+    fence is current. A per-node lock covers the check and the apply, so writes land in the
     order of their checks."""
 
     def __init__(self, gc_url: str, key: str) -> None:
@@ -285,8 +356,7 @@ class FencedStore:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     def _api(self) -> Api:
         if not hasattr(self._local, "api"):
@@ -296,12 +366,11 @@ class FencedStore:
     def write(self, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         resource, fence = payload["resource"], payload["fence"]
         with self.guard:
-            lock = self.locks[resource]
+            lock = self.locks[node_of(resource)]  # one node, however it is spelled
         with lock:
             entry = {**payload, "checked_at": None, "applied": False}
             try:
-                response = self._api().post("/leases/check", {"resource": resource,
-                                                              "fence": fence})
+                response = self._api().post("/leases/check", {"resource": resource, "fence": fence})
                 body = response.json()
                 entry["check_status"] = response.status_code
             except (httpx.HTTPError, ValueError) as error:
@@ -336,19 +405,33 @@ class Setup:
     hands: list[str]
     keys: list[str]
     store_key: str
+    pool: str
+
+    def names(self, config: Config) -> list[str]:
+        """Every name a client may hold: what the supervisor breaks."""
+        members = [f"pool/{self.pool}/{n}" for n in range(1, config.pool_capacity + 1)]
+        return [*config.resources, *config.tree, *members]
 
 
 def setup_fleet(boss: Api, config: Config, tag: str) -> Setup:
-    """A lane, a package, a run with a few short slots, one hand and key per client, and the
-    store's key, all through the API."""
+    """A lane, a package, a run with a few short slots, a pool, one hand and key per client,
+    and the store's key, all through the API."""
     boss.ok("post", "/lanes", {"slug": f"harness-{tag}", "name": "Harness"})
-    package = boss.ok("post", f"/lanes/harness-{tag}/work-packages",
-                      {"title": "History", "key": f"history-{tag}"})
-    run = boss.ok("post", f"/work-packages/{package['id']}/runs", {
-        "title": "Slots under fire", "brief": "Claim, heartbeat, finish.", "slots": config.slots,
-        "heartbeat_interval_s": config.interval_s, "grace_s": config.grace_s,
-        "evidence_required": [],
-    })
+    package = boss.ok(
+        "post", f"/lanes/harness-{tag}/work-packages", {"title": "History", "key": f"history-{tag}"}
+    )
+    run = boss.ok(
+        "post",
+        f"/work-packages/{package['id']}/runs",
+        {
+            "title": "Slots under fire",
+            "brief": "Claim, heartbeat, finish.",
+            "slots": config.slots,
+            "heartbeat_interval_s": config.interval_s,
+            "grace_s": config.grace_s,
+            "evidence_required": [],
+        },
+    )
     hands, keys = [], []
     for i in range(config.clients):
         name = f"h{tag}-{i}"
@@ -357,7 +440,8 @@ def setup_fleet(boss: Api, config: Config, tag: str) -> Setup:
         hands.append(name)
     boss.ok("post", "/hands", {"name": f"store-{tag}"})
     store_key = boss.ok("post", f"/hands/store-{tag}/keys", {"scopes": ["leases"]})["key"]
-    return Setup(run_id=run["id"], hands=hands, keys=keys, store_key=store_key)
+    pool = boss.ok("post", "/pools", {"name": f"ports-{tag}", "capacity": config.pool_capacity})
+    return Setup(run_id=run["id"], hands=hands, keys=keys, store_key=store_key, pool=pool["name"])
 
 
 @dataclass
@@ -370,8 +454,9 @@ class Faults:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _freezer(pids: list[int], config: Config, stop: threading.Event, faults: Faults,
-             rng: random.Random) -> None:
+def _freezer(
+    pids: list[int], config: Config, stop: threading.Event, faults: Faults, rng: random.Random
+) -> None:
     """SIGSTOP one client (not already frozen) for longer than a TTL, then SIGCONT it."""
     while not stop.wait(rng.expovariate(1 / config.stop_every_s)):
         with faults.lock:
@@ -395,19 +480,35 @@ def _freezer(pids: list[int], config: Config, stop: threading.Event, faults: Fau
             faults.log.append({"pid": pid, "from": started, "to": time.time()})
 
 
-def _breaker(boss_url: str, key: str, config: Config, stop: threading.Event, faults: Faults,
-             history: list[dict[str, Any]], rng: random.Random) -> None:
-    """A supervisor breaks a random resource's lease now and then (its fence moves on)."""
+def _breaker(
+    boss_url: str,
+    key: str,
+    config: Config,
+    names: list[str],
+    stop: threading.Event,
+    faults: Faults,
+    history: list[dict[str, Any]],
+    rng: random.Random,
+) -> None:
+    """A supervisor breaks a random name's lease now and then: every tenure of its node ends
+    (shared ones too), and its fence moves on."""
     boss = Api(boss_url, key)
     while not stop.wait(rng.expovariate(1 / config.break_every_s)):
-        resource = rng.choice(config.resources)
+        resource = rng.choice(names)
         invoke = time.time()
         response = boss.post("/leases/break", {"resource": resource, "reason": "harness"})
-        history.append({"c": -1, "kind": "break", "resource": resource, "invoke": invoke,
-                        "complete": time.time(), "status": response.status_code,
-                        "outcome": "ok" if response.status_code < 300 else "fail",
-                        "code": None if response.status_code < 300
-                        else response.json()["error"]["code"]})
+        history.append(
+            {
+                "c": -1,
+                "kind": "break",
+                "resource": resource,
+                "invoke": invoke,
+                "complete": time.time(),
+                "status": response.status_code,
+                "outcome": "ok" if response.status_code < 300 else "fail",
+                "code": None if response.status_code < 300 else response.json()["error"]["code"],
+            }
+        )
         if response.status_code == 200:
             faults.breaks += 1
     boss.close()
@@ -424,29 +525,66 @@ def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[
     breaks: list[dict[str, Any]] = []
     started = time.time()
     with FencedStore(url, setup.store_key) as store:
-        spec = {"url": url, "keys": setup.keys, "store_url": store.url, "run_id": setup.run_id,
-                "config": asdict(config), "deadline": started + config.seconds}
+        spec = {
+            "url": url,
+            "keys": setup.keys,
+            "store_url": store.url,
+            "run_id": setup.run_id,
+            "pool": setup.pool,
+            "config": asdict(config),
+            "deadline": started + config.seconds,
+        }
         spec_path = workdir / "spec.json"
         spec_path.write_text(json.dumps(spec))
         clients = [
             subprocess.Popen(
-                [sys.executable, "-m", "tests.reliability.harness", "client",
-                 "--spec", str(spec_path), "--index", str(i),
-                 "--out", str(workdir / f"client-{i}.jsonl")],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(workdir / f"client-{i}.err").open("w"),
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.reliability.harness",
+                    "client",
+                    "--spec",
+                    str(spec_path),
+                    "--index",
+                    str(i),
+                    "--out",
+                    str(workdir / f"client-{i}.jsonl"),
+                ],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=(workdir / f"client-{i}.err").open("w"),
             )
             for i in range(config.clients)
         ]
         stop = threading.Event()
         # A few freezers, each pausing one client at a time: several are frozen at once.
         threads = [
-            threading.Thread(target=_freezer, args=([c.pid for c in clients], config, stop,
-                                                    faults, random.Random(config.seed + n)))
+            threading.Thread(
+                target=_freezer,
+                args=(
+                    [c.pid for c in clients],
+                    config,
+                    stop,
+                    faults,
+                    random.Random(config.seed + n),
+                ),
+            )
             for n in range(1, config.freezers + 1)
         ]
         threads += [
-            threading.Thread(target=_breaker, args=(url, boss_key, config, stop, faults, breaks,
-                                                    random.Random(config.seed))),
+            threading.Thread(
+                target=_breaker,
+                args=(
+                    url,
+                    boss_key,
+                    config,
+                    setup.names(config),
+                    stop,
+                    faults,
+                    breaks,
+                    random.Random(config.seed),
+                ),
+            ),
         ]
         for thread in threads:
             thread.start()
@@ -474,16 +612,21 @@ def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[
     # Let every tenure run out and the sweeps record it before reading the event log.
     time.sleep(max(config.ttl_s, config.slot_lost_after_s) + 3)
     history = load_history(workdir, config.clients) + breaks
-    events = [e for e in boss.pages("/events") if e["kind"] in (*GRANT_KINDS, *END_KINDS,
-                                                                 "late", "stalled")]
+    events = [
+        e for e in boss.pages("/events") if e["kind"] in (*GRANT_KINDS, *END_KINDS, *WATCHED_KINDS)
+    ]
     boss.close()
     (workdir / "events.json").write_text(json.dumps(events))
     (workdir / "store.json").write_text(json.dumps(store_log))
-    report = check(history, store_log, events, config, setup.hands)
+    paused = paused_clients(faults.log, {client.pid: i for i, client in enumerate(clients)})
+    report = check(history, store_log, events, config, setup.hands, paused)
     report["anomalies"] += [f"client {i} crashed: {err}" for i, err in crashed]
-    report["faults"] = {"sigstops": faults.sigstops, "stopped_s": round(faults.stopped_s, 1),
-                        "breaks": faults.breaks,
-                        "sleeps_past_ttl": sum(1 for op in history if op["kind"] == "sleep")}
+    report["faults"] = {
+        "sigstops": faults.sigstops,
+        "stopped_s": round(faults.stopped_s, 1),
+        "breaks": faults.breaks,
+        "sleeps_past_ttl": sum(1 for op in history if op["kind"] == "sleep"),
+    }
     report["config"] = asdict(config)
     report["wall_s"] = round(time.time() - started, 1)
     (workdir / "report.json").write_text(json.dumps(report, indent=2))
@@ -504,266 +647,6 @@ def load_history(workdir: Path, clients: int) -> list[dict[str, Any]]:
     return history
 
 
-# --- The checkers -------------------------------------------------------------------------------
-
-
-@dataclass
-class Tenure:
-    resource: str
-    fence: int
-    holder: str
-    start: datetime
-    slot: bool
-    length: timedelta  # from the grant to its first deadline, plus grace
-    ends: list[tuple[str, datetime, dict[str, Any]]] = field(default_factory=list)
-    # late and stalled: the `since` of each event of that kind
-    watched: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
-    renewed_at: list[datetime] = field(default_factory=list)  # successful renewals
-    lost_at: datetime = field(init=False)  # the latest deadline (+ grace) known
-
-    def __post_init__(self) -> None:
-        self.lost_at = self.start + self.length
-
-    def released_at(self) -> datetime | None:
-        """When the holder or a supervisor ended it (not by expiry)."""
-        times = [at for kind, at, _ in self.ends if kind not in ("lease_expired", "lost")]
-        return min(times) if times else None
-
-    def end(self) -> datetime:
-        """The end of its validity: release or break, else the latest known loss time (from a
-        reported deadline, or the `since` the sweep recorded)."""
-        released = self.released_at()
-        if released is not None:
-            return released
-        since = [ts(data["since"]) for kind, _, data in self.ends if data.get("since")]
-        return max([self.lost_at, *(t for t in since if t is not None)])
-
-
-def check(history: list[dict[str, Any]], store_log: list[dict[str, Any]],
-          events: list[dict[str, Any]], config: Config, hands: list[str]) -> dict[str, Any]:
-    anomalies: list[str] = []
-    ops = [op for op in history if "outcome" in op]
-
-    def flag(message: str) -> None:
-        if len(anomalies) < 200:
-            anomalies.append(message)
-
-    # 1. Tenures from the event log: one grant event each, one end each.
-    tenures: dict[tuple[str, int], Tenure] = {}
-    bumps: dict[str, list[tuple[int, datetime]]] = defaultdict(list)  # every fence change
-    for event in sorted(events, key=lambda e: e["id"]):
-        key = (event["resource"], event["fence"])
-        at = ts(event["at"])
-        assert at is not None
-        if event["kind"] in GRANT_KINDS:
-            if key in tenures:
-                flag(f"two grant events for {key}")
-                continue
-            slot = event["kind"] == "claimed"
-            length = (config.slot_lost_after_s if slot else config.ttl_s)
-            tenures[key] = Tenure(event["resource"], event["fence"], event["hand"], at,
-                                  slot=slot, length=timedelta(seconds=length))
-            bumps[event["resource"]].append((event["fence"], at))
-        elif event["kind"] == "lease_broken":
-            bumps[event["resource"]].append((event["fence"], at))
-            broken = (event["resource"], event["data"].get("broken_fence", event["fence"] - 1))
-            if broken in tenures:
-                tenures[broken].ends.append(("lease_broken", at, event["data"]))
-            else:
-                flag(f"a break of {broken} with no grant event")
-        elif event["kind"] in END_KINDS:
-            if key not in tenures:
-                flag(f"{event['kind']} event for {key} with no grant event")
-                continue
-            tenures[key].ends.append((event["kind"], at, event["data"]))
-        elif key in tenures:
-            since = ts(event["data"].get("since")) or at
-            tenures[key].watched[event["kind"]].append(since)
-
-    # 2. Each recorded success against its tenure, in the database's time order.
-    def lease_of(op: dict[str, Any]) -> dict[str, Any]:
-        body = op["body"]
-        if op["kind"] == "report":
-            return body["attempt"]["lease"]
-        if op["kind"] in ("claim", "finish", "release_slot", "release"):
-            return body["lease"]
-        return body
-
-    hand_of = dict(enumerate(hands))
-    grants = renewals = 0
-    uncertain: set[tuple[str, int]] = set()  # tenures with a renewal of unknown outcome
-    for op in ops:
-        fence = op.get("fence", op.get("held_fence"))
-        if op["outcome"] == "info" and op["kind"] in ("renew", "report", "acquire") and (
-            fence is not None
-        ):
-            uncertain.add((op["resource"], fence))
-        if op["status"] is not None and op["status"] >= 500:
-            flag(f"{op['kind']} answered {op['status']}: {op.get('code')}")
-    successes = []
-    for op in ops:
-        if op["outcome"] != "ok" or op["kind"] in ("write", "break"):
-            continue
-        lease = lease_of(op)
-        fence = op["body"]["fence"] if op["kind"] in ("claim", "acquire") else op["fence"]
-        resource = lease["resource"] if op["kind"] == "claim" else op["resource"]
-        now = ts(lease["server_time"])
-        assert now is not None
-        successes.append((now, op, (resource, fence), lease))
-    successes.sort(key=lambda s: s[0])
-
-    grace = {True: timedelta(seconds=config.grace_s), False: timedelta(0)}
-    seen: set[tuple[str, int]] = set()
-    checked: list[tuple[datetime, dict[str, Any], tuple[str, int]]] = []
-    for now, op, key, lease in successes:
-        tenure = tenures.get(key)
-        if tenure is None:
-            flag(f"{op['kind']} by client {op['c']} succeeded on {key}, which has no grant event")
-            continue
-        checked.append((now, op, key))
-        if tenure.holder != hand_of.get(op["c"]):
-            flag(f"{op['kind']} by client {op['c']} succeeded on {key} held by {tenure.holder}")
-        deadline = ts(lease.get("expires_at"))
-        if key not in seen:
-            seen.add(key)
-            if op["kind"] not in ("claim", "acquire"):
-                flag(f"{op['kind']} on {key} succeeded before any reported grant of it")
-            else:
-                grants += 1
-                # The grant: live, a full TTL ahead of the statement that made it, never an
-                # expired lease (however long a wait_s held the request).
-                acquired = ts(lease.get("acquired_at") or lease.get("claimed_at")) or ts(
-                    op["body"].get("claimed_at"))
-                length = config.interval_s if tenure.slot else config.ttl_s
-                state = op["body"]["state"] if op["kind"] == "claim" else lease["state"]
-                if acquired is None or not (
-                    timedelta(0) <= tenure.start - acquired < timedelta(seconds=1)
-                ):
-                    flag(f"grant of {key} reported acquired at {acquired}, its event says "
-                         f"{tenure.start}")
-                # The deadline is the TTL after the statement's own clock read; the stamp
-                # reported can be read a little later in the same statement (clock_timestamp()).
-                elif (
-                    state != "live"
-                    or deadline is None
-                    or not length - 1.0 < (deadline - acquired).total_seconds() <= length + 0.005
-                    or deadline <= now
-                    or not lease["expires_in_s"] > 0
-                ):
-                    flag(f"grant of {key} reported a lease that is not live for a full TTL: "
-                         f"{lease}")
-                else:
-                    tenure.start = min(tenure.start, acquired)
-                tenure.lost_at = max(tenure.lost_at, (deadline or now) + grace[tenure.slot])
-                continue
-        if op["kind"] in ("finish", "release_slot", "release"):
-            ended = [at for kind, at, _ in tenure.ends
-                     if kind in ("lease_released", "released", "finished")]
-            if len(ended) != 1:
-                flag(f"{op['kind']} of {key} succeeded with {len(ended)} matching events")
-            continue
-        if op["kind"] == "report" and not op["body"]["renewed"]:
-            continue
-        # 3. A renewal succeeds only while its tenure is alive.
-        renewals += 1
-        tenure.renewed_at.append(now)
-        if now > tenure.lost_at and key not in uncertain:
-            flag(f"{op['kind']} on {key} renewed at {now}, lost since {tenure.lost_at}")
-        if deadline is not None:
-            tenure.lost_at = max(tenure.lost_at, deadline + grace[tenure.slot])
-    for now, op, key in checked:
-        released = tenures[key].released_at()
-        if released is not None and now > released:
-            flag(f"{op['kind']} on {key} at {now} after it ended at {released}")
-
-    # 4. No overlap, fences increasing, every tenure ended exactly once.
-    for resource, changes in bumps.items():
-        ordered = sorted(changes, key=lambda c: c[1])
-        fences = [f for f, _ in ordered]
-        if fences != sorted(set(fences)):
-            flag(f"fences of {resource} did not strictly increase in time order: {fences}")
-    by_resource: dict[str, list[Tenure]] = defaultdict(list)
-    watched_again = 0  # late or stalled again after a renewal in the same tenure
-    for tenure in tenures.values():
-        by_resource[tenure.resource].append(tenure)
-        kinds = [kind for kind, _, _ in tenure.ends]
-        if len(kinds) != 1:
-            flag(f"tenure {(tenure.resource, tenure.fence)} ended {len(kinds)} times: {kinds}")
-        # A late or stalled holder that reports in is live again (rule 4) and can fall behind
-        # again: one event per episode, so two events of a kind need a renewal between them.
-        key = (tenure.resource, tenure.fence)
-        for kind, sinces in tenure.watched.items():
-            sinces.sort()
-            for first, second in zip(sinces, sinces[1:], strict=False):
-                if key in uncertain:
-                    continue
-                if any(first < renewed < second for renewed in tenure.renewed_at):
-                    watched_again += 1
-                else:
-                    flag(f"{kind} recorded twice for {key} with no renewal between "
-                         f"(since {first} and {second})")
-    overlaps_checked = 0
-    for resource, spans in by_resource.items():
-        spans.sort(key=lambda t: t.start)
-        for before, after in zip(spans, spans[1:], strict=False):
-            end = before.end()
-            overlaps_checked += 1
-            if after.start < end:
-                flag(f"{resource}: fence {after.fence} granted at {after.start} while fence "
-                     f"{before.fence} was valid until {end}")
-
-    # 5. Stale fences: no success, and no applied write, after a newer fence existed.
-    def newer_fence_at(resource: str, fence: int, at: datetime) -> int | None:
-        newer = [f for f, t in bumps[resource] if f > fence and t <= at]
-        return min(newer) if newer else None
-
-    for now, op, (resource, fence) in checked:
-        newer = newer_fence_at(resource, fence, now)
-        if newer is not None:
-            flag(f"{op['kind']} with fence {fence} on {resource} succeeded at {now} after "
-                 f"fence {newer}")
-    applied = refused_writes = 0
-    for entry in store_log:
-        if not entry["applied"]:
-            refused_writes += 1
-            continue
-        applied += 1
-        key, at = (entry["resource"], entry["fence"]), ts(entry["checked_at"])
-        assert at is not None
-        newer = newer_fence_at(entry["resource"], entry["fence"], at)
-        tenure = tenures.get(key)
-        end = tenure.end() if tenure else None
-        if newer is not None:
-            flag(f"store applied a write with fence {key} checked at {at} after fence {newer}")
-        elif tenure is None or at < tenure.start or (end is not None and at > end):
-            flag(f"store applied a write on {key} checked at {at} outside its tenure")
-    applied_fences: dict[str, list[int]] = defaultdict(list)
-    for entry in store_log:
-        if entry["applied"]:
-            applied_fences[entry["resource"]].append(entry["fence"])
-    for resource, writes in applied_fences.items():
-        if writes != sorted(writes):
-            flag(f"store applied fences out of order on {resource}")
-
-    outcomes = Counter(op["outcome"] for op in ops)
-    codes = Counter(op.get("code") for op in ops if op["outcome"] == "fail")
-    return {
-        "anomalies": anomalies,
-        "operations": len(ops),
-        "outcomes": dict(outcomes),
-        "refusal_codes": dict(codes),
-        "tenures": len(tenures),
-        "grants_reported": grants,
-        "renewals": renewals,
-        "overlaps_checked": overlaps_checked,
-        "behind_again": watched_again,
-        "writes_applied": applied,
-        "writes_refused": refused_writes,
-        "events": len(events),
-        "uncertain_tenures": len(uncertain),
-    }
-
-
 # --- Standalone -------------------------------------------------------------------------------
 
 
@@ -772,7 +655,8 @@ def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     import psycopg
 
     base = args.database_url or os.environ.get(
-        "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+        "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+    )
     name = f"gc_harness_{os.getpid()}"
     admin_url = base.rsplit("/", 1)[0] + "/postgres"
     database = base.rsplit("/", 1)[0] + f"/{name}"
@@ -782,12 +666,30 @@ def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     env = server_env(database)
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-                       cwd=ROOT, env=env, check=True)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
         boot = subprocess.run(
-            [sys.executable, "manage.py", "bootstrap", "--workspace", "harness", "--username",
-             "harness", f"--password={secrets.token_urlsafe(16)}", "--json"],
-            cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+            [
+                sys.executable,
+                "manage.py",
+                "bootstrap",
+                "--workspace",
+                "harness",
+                "--username",
+                "harness",
+                f"--password={secrets.token_urlsafe(16)}",
+                "--json",
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         key = json.loads(boot.stdout)["supervisor_key"]
         with WebServer(env=env, log=workdir / "server.log", workers=args.workers) as server:
             return run_history(server.url, key, config, workdir)

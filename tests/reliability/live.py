@@ -92,7 +92,10 @@ class WebServer:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "groundcontrol.server"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         self.wait_serving(ready_timeout)
@@ -142,7 +145,6 @@ class WebServer:
         self.stop()
 
 
-
 class Api:
     """A key's view of a live server: JSON in, JSON out, no retries (every answer counts)."""
 
@@ -154,8 +156,11 @@ class Api:
         )
 
     def post(self, path: str, body: Any = None, **headers: str) -> httpx.Response:
-        return self.http.post(path, content=json.dumps(body or {}), headers={
-            "Content-Type": "application/json", **headers})
+        return self.http.post(
+            path,
+            content=json.dumps(body or {}),
+            headers={"Content-Type": "application/json", **headers},
+        )
 
     def get(self, path: str, **params: Any) -> httpx.Response:
         return self.http.get(path, params=params)

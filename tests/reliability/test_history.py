@@ -1,8 +1,9 @@
 """The history harness (tests/reliability/harness.py), bounded for CI: 32 client processes against
-the production web server with several workers on PostgreSQL, frozen with SIGSTOP past their
-TTL, and every promise checked over the history and the event log. The checkers themselves are
-tested on small hand-made histories that break each promise, so a checker that cannot fail would
-show here."""
+the production web server with several workers on PostgreSQL, on flat resources, the nodes of a
+tree in both modes, a pool's members and a run's slots, frozen with SIGSTOP past their TTL, and
+every promise checked over the history and the event log (tests/reliability/checkers.py). The
+checkers themselves are tested on small hand-made histories that break each promise, so a
+checker that cannot fail would show here."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import pytest
 from django.conf import settings
 
 from hands import services as hand_services
-from tests.reliability.harness import Config, check, run_history
+from tests.reliability.checkers import check
+from tests.reliability.harness import Config, run_history
 from tests.reliability.live import ROOT, WebServer, database_url, server_env
 
 # 32 clients for 35 s of traffic, then the settling and the checks: under a minute in all.
@@ -51,13 +53,19 @@ def test_it_keeps_every_promise_for_32_clients_frozen_past_their_ttl(
     codes = report["refusal_codes"]
     assert codes.get("lease_held", 0) >= 10 and codes.get("no_open_slot", 0) >= 1, codes
     assert codes.get("stale_fence", 0) + codes.get("lease_lost", 0) >= 5, codes
+    # The tree, both modes side by side, the pool's members changing hands, and waiters served
+    # in line (an exclusive waiter high on the tree holds back everything below it, so fewer).
+    modes, tops = report["tenures_by_mode"], report["tenures_by_top"]
+    assert modes.get("shared", 0) >= 40 and modes.get("exclusive", 0) >= 50, modes
+    assert tops.get("repo", 0) >= 60 and report["pool_tenures"] >= 20, report
+    assert report["shared_overlaps"] >= 10 and report["fifo_pairs"] >= 5, report
 
 
 # --- The checkers on hand-made histories ---------------------------------------------------------
 
 T0 = datetime(2031, 1, 1, tzinfo=UTC)
 CONFIG = Config(clients=2, ttl_s=2.0, interval_s=2, grace_s=2)
-HANDS = ["h-0", "h-1"]
+HANDS = ["h-0", "h-1", "h-2"]
 
 
 def at(seconds: float) -> str:
@@ -101,28 +109,57 @@ class Story:
         ttl: float = 2.0,
         state: str = "live",
         resource: str = "r",
-    ) -> None:
+        mode: str = "exclusive",
+        **answer: Any,
+    ) -> dict[str, Any]:
         lease = {
             "resource": resource,
             "fence": fence,
+            "mode": mode,
             "state": state,
             "acquired_at": at(seconds),
             "server_time": at(seconds),
             "expires_at": at(seconds + ttl),
             "expires_in_s": ttl,
+            **answer,
         }
-        self.ops.append(
-            {
-                "c": client,
-                "kind": "acquire",
-                "resource": resource,
-                "outcome": "ok",
-                "status": 201,
-                "invoke": 0,
-                "complete": 0,
-                "body": lease,
-            }
-        )
+        op = {
+            "c": client,
+            "kind": "acquire",
+            "resource": resource,
+            "mode": mode,
+            "outcome": "ok",
+            "status": 201,
+            "invoke": seconds,
+            "complete": seconds,
+            "body": lease,
+        }
+        self.ops.append(op)
+        return op
+
+    def grant(
+        self,
+        client: int,
+        seconds: float,
+        fence: int,
+        resource: str,
+        mode: str = "exclusive",
+        ended: tuple[str, float] = ("lease_released", 1.0),
+        **answer: Any,
+    ) -> dict[str, Any]:
+        """A grant to client `client` (hand h-<client>), its event, and its end `ended`
+        (kind, seconds after the grant)."""
+        hand = HANDS[client]
+        self.event("lease_acquired", seconds, fence, hand=hand, resource=resource, mode=mode)
+        op = self.acquire(client, seconds, fence, resource=resource, mode=mode, **answer)
+        kind, after = ended
+        if kind == "lease_expired":
+            self.event(
+                kind, seconds + after, fence, hand=hand, resource=resource, since=at(seconds + 2)
+            )
+        elif kind:
+            self.event(kind, seconds + after, fence, hand=hand, resource=resource)
+        return op
 
     def renew(self, client: int, seconds: float, fence: int, resource: str = "r") -> None:
         lease = {
@@ -160,8 +197,11 @@ class Story:
             }
         )
 
-    def check(self) -> list[str]:
-        return check(self.ops, self.store, self.events, CONFIG, HANDS)["anomalies"]
+    def check(self, paused: dict[int, list[tuple[float, float]]] | None = None) -> list[str]:
+        return self.report(paused)["anomalies"]
+
+    def report(self, paused: dict[int, list[tuple[float, float]]] | None = None) -> dict[str, Any]:
+        return check(self.ops, self.store, self.events, CONFIG, HANDS, paused)
 
 
 def two_clean_tenures() -> Story:
@@ -285,3 +325,228 @@ def test_it_accepts_a_holder_late_again_after_it_reported_in() -> None:
 def test_it_flags_late_recorded_twice_for_one_episode() -> None:
     anomalies = late_twice(renewed_between=False).check()
     assert any("late recorded twice" in a and "no renewal between" in a for a in anomalies)
+
+
+# --- Trees, modes, pools and the queue ----------------------------------------------------------
+
+
+def pool_grant(
+    story: Story, client: int, seconds: float, fence: int, member: str, ended: float = 1.0
+) -> dict[str, Any]:
+    resource = f"pool/ports/{member}"
+    hand = HANDS[client]
+    story.event(
+        "lease_acquired", seconds, fence, hand=hand, resource=resource, pool="ports", member=member
+    )
+    op = story.acquire(client, seconds, fence, resource=resource, pool="ports", member=member)
+    op.update(kind="pool_acquire", pool="ports")
+    del op["resource"], op["mode"]
+    story.event("lease_released", seconds + ended, fence, hand=hand, resource=resource)
+    return op
+
+
+def a_tree_under_fire() -> Story:
+    """Shared tenures side by side on a node and on its line, a hand's own tenures nested, a
+    break of a shared node (one event per tenure, one fence), a lost tenure below a node
+    recorded by the acquire above it, a pool's members, and writes under shared tenures."""
+    story = Story()
+    story.grant(0, 0.0, 1, "repo/src/", "shared")  # until 1.0
+    story.grant(1, 0.2, 1, "repo/src/auth/login.py", "shared")  # until 1.2
+    story.grant(2, 0.3, 2, "repo/src/", "shared")  # until 1.3
+    story.grant(0, 0.5, 1, "repo/docs/", "exclusive")  # until 1.5
+    story.grant(0, 0.6, 1, "repo/docs/guide.md", "exclusive", ended=("lease_released", 0.8))
+    story.write(1, 0.5, "repo/src/")
+    story.write(2, 0.6, "repo/src/")
+    story.write(1, 0.7, "repo/src/")  # two shared tenures' writes may cross
+    story.grant(1, 2.0, 1, "repo", "exclusive")  # until 3.0
+    story.write(1, 2.5, "repo")
+    # Two shared tenures of one node (spelled two ways), broken at 4.0: the node's fence 3.
+    story.grant(0, 3.5, 1, "repo/src/auth/", "shared", ended=("", 0))
+    story.grant(1, 3.6, 2, "repo/src/auth", "shared", ended=("", 0))
+    story.event("lease_broken", 4.0, 3, hand="h-0", resource="repo/src/auth/", broken_fence=1)
+    story.event("lease_broken", 4.0, 3, hand="h-1", resource="repo/src/auth", broken_fence=2)
+    story.grant(2, 4.1, 4, "repo/src/auth/", "exclusive", ended=("lease_expired", 2.1))
+    # Lost at 7.0 below `repo`; the acquire of `repo` at 7.1 records its end first.
+    story.grant(0, 5.0, 2, "repo/docs/guide.md", "exclusive", ended=("", 0))
+    story.event("lease_expired", 7.1, 2, resource="repo/docs/guide.md", since=at(7.0))
+    story.grant(1, 7.1, 2, "repo", "exclusive", ended=("lease_released", 0.4))
+    pool_grant(story, 0, 0.0, 1, "1")  # until 1.0
+    pool_grant(story, 1, 0.1, 1, "2")
+    pool_grant(story, 2, 1.5, 2, "1")
+    return story
+
+
+def test_it_finds_nothing_wrong_with_a_tree_under_fire() -> None:
+    report = a_tree_under_fire().report()
+    assert report["anomalies"] == []
+    assert report["shared_overlaps"] >= 3 and report["breaks"] == 1, report
+
+
+def test_it_flags_an_exclusive_tenure_overlapping_a_shared_one_below_it() -> None:
+    story = a_tree_under_fire()
+    story.grant(0, 0.0, 1, "lib/a/b", "shared")  # until 1.0
+    story.grant(1, 0.5, 1, "lib/a/", "exclusive")
+    anomalies = story.check()
+    assert any(
+        a.startswith("lib/a fence 1 (exclusive, h-1) granted at")
+        and "while lib/a/b fence 1 (shared, h-0) on its line of the tree" in a
+        for a in anomalies
+    ), anomalies
+
+
+def test_it_flags_an_exclusive_tenure_overlapping_a_shared_one_above_it() -> None:
+    story = a_tree_under_fire()
+    story.grant(1, 0.4, 1, "repo/src/web.py", "exclusive", ended=("lease_released", 0.2))
+    anomalies = story.check()
+    assert any(
+        "repo/src/web.py fence 1 (exclusive, h-1)" in a and "repo/src fence 1 (shared, h-0)" in a
+        for a in anomalies
+    ), anomalies
+
+
+def test_it_flags_an_exclusive_and_a_shared_tenure_of_one_node_at_once() -> None:
+    story = a_tree_under_fire()
+    story.grant(2, 1.0, 2, "repo/docs/", "shared", ended=("lease_released", 0.2))
+    anomalies = story.check()
+    assert any(
+        a.startswith("repo/docs: fence 2 (shared, h-2) granted at") and "valid until" in a
+        for a in anomalies
+    ), anomalies
+
+
+def test_it_flags_a_pool_member_held_by_two_tenures_at_once() -> None:
+    story = a_tree_under_fire()
+    pool_grant(story, 2, 0.8, 2, "2")  # member 2 is held by h-1 until 1.1
+    anomalies = story.check()
+    assert any("pool ports member 2 held by two tenures at once" in a for a in anomalies)
+
+
+def test_it_flags_a_pool_grant_that_names_another_member_than_its_lease() -> None:
+    story = a_tree_under_fire()
+    story.ops[-1]["body"]["member"] = "3"
+    anomalies = story.check()
+    assert any("pool_acquire of ports answered pool ports, member 3" in a for a in anomalies)
+
+
+def test_it_flags_fences_of_a_node_that_go_backwards_whatever_its_spelling() -> None:
+    story = a_tree_under_fire()
+    story.grant(2, 9.0, 9, "repo/docs", "shared", ended=("lease_released", 0.1))
+    story.grant(1, 9.5, 8, "repo/docs/", "shared", ended=("lease_released", 0.1))
+    anomalies = story.check()
+    assert any("fences of repo/docs did not strictly increase" in a for a in anomalies)
+
+
+def test_it_flags_a_break_that_left_a_tenure_of_its_node_standing() -> None:
+    story = a_tree_under_fire()
+    story.events = [e for e in story.events if e["data"].get("broken_fence") != 2]
+    story.event("lease_released", 4.5, 2, hand="h-1", resource="repo/src/auth")
+    anomalies = story.check()
+    assert any(
+        "the break of repo/src/auth" in a and "left repo/src/auth fence 2 (shared, h-1)" in a
+        for a in anomalies
+    ), anomalies
+
+
+def test_it_flags_a_write_under_a_shared_tenure_after_its_node_was_broken() -> None:
+    story = a_tree_under_fire()
+    story.write(1, 4.05, "repo/src/auth/")
+    anomalies = story.check()
+    assert any(
+        "store applied a write with fence ('repo/src/auth', 1)" in a and "fence 3 (break)" in a
+        for a in anomalies
+    ), anomalies
+
+
+def test_it_flags_a_renewal_of_a_shared_tenure_after_its_node_was_broken() -> None:
+    story = a_tree_under_fire()
+    story.renew(1, 4.05, 2, resource="repo/src/auth")
+    anomalies = story.check()
+    assert any(
+        "renew with fence 2 on repo/src/auth succeeded" in a and "fence 3 (break)" in a
+        for a in anomalies
+    ), anomalies
+
+
+def test_it_flags_a_write_applied_after_its_tenure_was_lost_below_another_grant() -> None:
+    """Lost at 7.0 and recorded by the grant of `repo` above it: no newer fence of its own
+    node says so, only its tenure's end."""
+    story = a_tree_under_fire()
+    story.write(2, 6.9, "repo/docs/guide.md")
+    assert story.check() == []
+    story.write(2, 7.05, "repo/docs/guide.md")
+    anomalies = story.check()
+    assert any(
+        "store applied a write on ('repo/docs/guide.md', 2)" in a and "outside its tenure" in a
+        for a in anomalies
+    ), anomalies
+
+
+def test_it_flags_an_exclusive_write_applied_after_a_later_fences_write() -> None:
+    story = a_tree_under_fire()
+    story.grant(2, 8.0, 3, "repo", "shared", ended=("lease_released", 2))  # until 10
+    story.grant(0, 8.5, 4, "repo", "shared", ended=("lease_released", 1))  # until 9.5
+    story.write(4, 9.0, "repo")
+    story.write(3, 9.1, "repo")
+    assert story.check() == []  # two shared tenures' writes cross
+    story.write(2, 7.3, "repo")  # an exclusive tenure's, after fence 4's
+    anomalies = story.check()
+    assert any("store applied fences out of order on repo: 2 (exclusive)" in a for a in anomalies)
+
+
+def test_it_flags_a_tenure_broken_and_expired_or_broken_without_a_grant() -> None:
+    story = a_tree_under_fire()
+    story.event("lease_expired", 4.2, 1, hand="h-0", resource="repo/src/auth/", since=at(5.5))
+    story.event("lease_broken", 9.0, 7, hand="h-2", resource="repo/docs", broken_fence=6)
+    anomalies = story.check()
+    assert any("tenure ('repo/src/auth', 1) ended 2 times" in a for a in anomalies)
+    assert any("a break of ('repo/docs', 6) with no grant event" in a for a in anomalies)
+
+
+def test_it_keeps_a_known_engine_bug_apart_from_the_anomalies() -> None:
+    """A hand's own shared tenure, and its exclusive one of the same node granted beside it by
+    the hot path (tests/api/test_hot_path_modes.py): known, not new."""
+    story = a_tree_under_fire()
+    story.grant(2, 9.0, 5, "repo/src/web.py", "shared", ended=("lease_expired", 2))
+    story.grant(2, 9.5, 6, "repo/src/web.py", "exclusive", ended=("lease_released", 0.5))
+    report = story.report()
+    assert report["anomalies"] == []
+    assert len(report["known_anomalies"]) == 1, report["known_anomalies"]
+
+
+def waiters(paused: bool = False, second: str = "repo/src/auth/", mode: str = "shared") -> Story:
+    """Three clients wait for `repo/src/` while h-0 holds it: h-1 (exclusive, joined at 1.0),
+    then h-2 (`mode` on `second`, joined at 1.5); h-2 is served first, at 2.0."""
+    story = Story()
+    story.grant(0, 0.0, 1, "repo/src/", "exclusive", ended=("lease_released", 2.0))
+    first = story.grant(1, 2.5, 3, "repo/src/", "exclusive", queued_at=at(1.0))
+    later = story.grant(
+        2,
+        2.0,
+        2 if second == "repo/src/" else 1,
+        second,
+        mode,
+        queued_at=at(1.5),
+        ended=("lease_released", 0.4),
+    )
+    first["invoke"], later["invoke"] = 1.0, 1.5
+    story.ops.sort(key=lambda op: op["body"]["acquired_at"])
+    return story
+
+
+def test_it_flags_a_waiter_served_before_a_conflicting_one_that_joined_first() -> None:
+    anomalies = waiters().check()
+    assert any(
+        a.startswith("FIFO: repo/src (exclusive) for h-1 queued at")
+        and "before repo/src/auth (shared) for h-2" in a
+        for a in anomalies
+    ), anomalies
+
+
+def test_it_lets_a_waiter_paused_while_it_waited_lose_its_place() -> None:
+    assert waiters().check(paused={1: [(1.2, 1.4)]}) == []
+    assert waiters().check(paused={2: [(0.0, 1.55)]}) == []
+    assert waiters().check(paused={2: [(0.0, 1.0)]}) != []  # thawed before it asked
+
+
+def test_it_keeps_no_order_between_requests_that_do_not_conflict() -> None:
+    assert waiters(second="repo/docs/", mode="exclusive").check() == []
