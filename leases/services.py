@@ -484,6 +484,9 @@ def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) ->
     canonical or not (one taken before names had to be)."""
     validate_stored_resource(resource)
     with transaction.atomic():
+        # After any grant of the node in flight (it holds the node's lock until it commits), so
+        # the break ends the tenure that grant made too.
+        tree.lock_tree(workspace_id=workspace_id, resource=resource)
         broken = nodes.break_(workspace_id=workspace_id, resource=resource)
         if broken is None:
             raise NotFound(f"no held lease on {resource!r}")

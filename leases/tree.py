@@ -44,10 +44,13 @@ def held_on_line(workspace: str, also: str = "") -> list[str]:
 
 def in_the_way(holder: str, alias: str = "other.") -> str:
     """SQL on the row at `alias`: another holder's, which a grant in mode `%(mode)s` conflicts
-    with (an exclusive grant with any tenure, a shared one with exclusive ones)."""
+    with (an exclusive grant with any tenure, a shared one with exclusive ones); or the caller's
+    own on the very node, which it renews rather than hold a second tenure of (a hand's own
+    leases never conflict, but it holds one tenure per node)."""
     return (
-        f" AND {alias}holder <> {holder} AND (%(mode)s = '{LeaseMode.EXCLUSIVE.value}' "
-        f"OR {alias}mode = '{LeaseMode.EXCLUSIVE.value}')"
+        f" AND ({alias}holder <> {holder} OR {alias}node = %(node)s) "
+        f"AND (%(mode)s = '{LeaseMode.EXCLUSIVE.value}' "
+        f"OR {alias}mode = '{LeaseMode.EXCLUSIVE.value}' OR {alias}holder = {holder})"
     )
 
 

@@ -3,7 +3,9 @@ contract renews what it holds, in the mode it holds it (`leases.services.lease_a
 tests/leases/test_trees.py::test_asking_again_renews_what_the_hand_holds_whatever_mode_it_asks).
 Found by the history harness (tests/reliability): a client abandoned a shared tenure of
 `repo/src/web.py` and, within its TTL, asked for the node exclusive; the hot path granted a
-second tenure of the node (the next fence, exclusive) beside the live shared one."""
+second tenure of the node (the next fence, exclusive) beside the live shared one. Fixed: the
+caller's own tenure on the very node is in the way of a grant (`leases.tree.in_the_way`), so the
+hot statement matches nothing and the DRF view renews it."""
 
 from __future__ import annotations
 
@@ -14,17 +16,11 @@ from tests.api.conftest import Api
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
-HOT_PATH_BUG = (
-    "fleet.hot's Acquire runs INSERT/TAKE on the node's own row only: TAKE matches a free node "
-    "row whose only other tenure is the caller's own shared one (not in the way), so the hot "
-    "path grants a new exclusive tenure (fence + 1) where lease_acquire's renew_holder renews "
-    "the shared tenure; the hand then holds two tenures of one node"
-)
 
 
 @pytest.mark.parametrize(
     "hot_path",
-    [pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=HOT_PATH_BUG)), False],
+    [True, False],
     ids=["hot path", "drf view"],
 )
 def test_asking_exclusive_over_ones_own_shared_tenure_renews_it(api_a: Api, hot_path: bool) -> None:

@@ -59,10 +59,6 @@ MAX_ANOMALIES = 200
 # waiters' ids (`leases.queue`), and two concurrent joins may take their ids and read the clock
 # for `queued_at` in opposite orders.
 QUEUE_TIE_S = 0.005
-# An engine bug this harness found, with its strict xfail test: reported under
-# `known_anomalies`, not `anomalies`, until the test passes (then drop this and `known`).
-KNOWN_HOT_PATH_MODES = "tests/api/test_hot_path_modes.py"
-
 Key = tuple[str, int]  # (node, fence): one tenure
 
 
@@ -170,7 +166,6 @@ class Checker:
         self.config = config
         self.hand_of = dict(enumerate(hands))
         self.anomalies: list[str] = []
-        self.known: list[str] = []  # anomalies of a known engine bug (KNOWN_HOT_PATH_MODES)
         self.tenures: dict[Key, Tenure] = {}
         self.bumps: dict[str, list[Bump]] = defaultdict(list)  # node -> every fence change
         self.breaks: dict[Key, datetime] = {}  # (node, the break's fence) -> when
@@ -416,12 +411,7 @@ class Checker:
             for i, tenure in enumerate(group):
                 active = [e for e in active if ends[id(e)] > tenure.start]
                 for earlier in active:
-                    if conflicting(earlier, tenure) and self.hot_path_modes(earlier, tenure):
-                        self.known.append(
-                            f"{KNOWN_HOT_PATH_MODES}: "
-                            + self.overlap(earlier, tenure, ends[id(earlier)])
-                        )
-                    elif conflicting(earlier, tenure):
+                    if conflicting(earlier, tenure):
                         self.flag(self.overlap(earlier, tenure, ends[id(earlier)]))
                     elif earlier.holder != tenure.holder and overlaps(earlier.node, tenure.node):
                         self.stats["shared_overlaps"] += 1  # both shared: allowed, and seen
@@ -431,16 +421,6 @@ class Checker:
                         self.stats["overlaps_checked"] += 1
                         break
                 active.append(tenure)
-
-    @staticmethod
-    def hot_path_modes(before: Tenure, after: Tenure) -> bool:
-        """The known bug's one shape: a hand granted an exclusive tenure of a node (by the hot
-        path) while its own shared tenure of that node was held."""
-        return (
-            before.node == after.node
-            and before.holder == after.holder
-            and (before.mode, after.mode) == (SHARED, EXCLUSIVE)
-        )
 
     @staticmethod
     def overlap(before: Tenure, after: Tenure, end: datetime) -> str:
@@ -609,7 +589,6 @@ def check(
     stats = checker.stats
     return {
         "anomalies": checker.anomalies,
-        "known_anomalies": checker.known[:MAX_ANOMALIES],
         "operations": len(ops),
         "outcomes": dict(outcomes),
         "refusal_codes": dict(codes),
