@@ -104,9 +104,11 @@ def standing(
     mode: str,
     ticket: Ticket | None,
     in_the_way: list[LeaseSnapshot],
+    first_free: bool = False,
 ) -> Standing:
     """Where `holder`'s request for `resource` in `mode` stands, behind the tenures `in_the_way`
-    (`leases.nodes.conflicts`) and the waiters ahead of `ticket` (all of them, without one)."""
+    (`leases.nodes.conflicts`; all of them must end, or only one: `first_free`, a pool's
+    members) and the waiters ahead of `ticket` (all of them, without one)."""
     params = {
         "workspace_id": workspace_id,
         "holder": holder,
@@ -128,15 +130,20 @@ def standing(
         requested=resource,
         position=len(waiting) + 1,
         ahead=ahead,
-        estimated_wait_s=_estimate(workspace_id, resource, in_the_way, len(waiting)),
+        estimated_wait_s=_estimate(workspace_id, resource, in_the_way, len(waiting), first_free),
     )
 
 
 def _estimate(
-    workspace_id: int, resource: str, in_the_way: list[LeaseSnapshot], waiting: int
+    workspace_id: int,
+    resource: str,
+    in_the_way: list[LeaseSnapshot],
+    waiting: int,
+    first_free: bool,
 ) -> float | None:
     """Until the tenures in the way end (each lasts as long as tenures of the node have lasted,
-    at least until its current window ends), then a tenure's length per waiter ahead."""
+    at least until its current window ends; the first of them, `first_free`), then a tenure's
+    length per waiter ahead."""
     mean = (
         Lease.objects.filter(workspace_id=workspace_id, node=names.node_of(resource))
         .exclude(tenure_mean_s=None)
@@ -144,16 +151,18 @@ def _estimate(
         .first()
     )
     per_tenure = mean if mean is not None else max((t.interval_s for t in in_the_way), default=None)
-    clearing = 0.0
+    ends = []
     for lease in in_the_way:
         window = max(lease.expires_in_s or 0.0, 0.0)
         held_for = (
             (lease.server_time - lease.acquired_at).total_seconds() if lease.acquired_at else 0.0
         )
+        # A live holder renews: it keeps the lease about as long as tenures last; a late one
+        # is gone when its window (and grace) runs out unless it comes back.
         expected = max(mean - held_for, 0.0) if mean is not None else 0.0
-        clearing = max(
-            clearing, window if lease.state != LeaseState.LIVE else max(window, expected)
-        )
+        live = lease.state == LeaseState.LIVE
+        ends.append(max(window, expected) if live else window)
+    clearing = (min(ends) if first_free else max(ends)) if ends else 0.0
     if per_tenure is None:
         return round(clearing, 1) if in_the_way else None
     return round(clearing + waiting * per_tenure, 1)

@@ -20,6 +20,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, TypeVar
 
 from django.db import DatabaseError, connection
 
@@ -29,6 +30,7 @@ from leases.engine import Guard, LeaseSnapshot
 from leases.errors import LeaseHeld
 
 MAX_WAIT_S = 60
+T = TypeVar("T")
 _BACKOFF_START_S = 0.05
 _BACKOFF_MAX_S = 1.0
 # Past its deadline a resource lease (grace 0) is lost; look a moment after, not exactly at it.
@@ -147,11 +149,10 @@ def lease_acquire_waiting(
     wait first enters `permit()` (which may refuse it: fleet/waits.py), and holds it until it
     ends; one granted on its first try needs none."""
     # Imported here: leases.services imports this module for notify_freed.
-    from leases.services import lease_acquire, validate_seconds
+    from leases.services import lease_acquire
 
     # The undecorated service: a denial on the way is not the call's answer, so not a refusal.
     acquire = lease_acquire.__wrapped__  # type: ignore[attr-defined]
-    wait_s = validate_seconds(wait_s, field="wait_s", minimum=0, maximum=MAX_WAIT_S)
     options = {
         "workspace_id": workspace_id,
         "resource": resource,
@@ -161,9 +162,39 @@ def lease_acquire_waiting(
         "mode": mode,
         "guard": guard,
     }
+    return wait_in_line(
+        lambda ticket: acquire(**options, ticket=ticket),
+        wait_s=wait_s,
+        place={
+            "workspace_id": workspace_id,
+            "resource": resource,
+            "holder": holder,
+            "process_id": process_id,
+            "mode": mode,
+        },
+        channels=waiting_channels(workspace_id=workspace_id, resource=resource),
+        permit=permit,
+    )
+
+
+def wait_in_line(
+    attempt: Callable[[queue.Ticket | None], T],
+    *,
+    wait_s: float,
+    place: dict[str, Any],
+    channels: list[str],
+    permit: Callable[[], AbstractContextManager[object]] | None = None,
+) -> T:
+    """`attempt(ticket)` (which raises `LeaseHeld` when denied) until it grants or `wait_s` has
+    passed: first without a place; then with a place in the line (`queue.join(**place)`), kept
+    while it waits and given up when it ends, waking when one of `channels` is notified, when the
+    denial says the way may clear (`expires_in_s`), and at least twice per waiter TTL."""
+    from leases.services import validate_seconds
+
+    wait_s = validate_seconds(wait_s, field="wait_s", minimum=0, maximum=MAX_WAIT_S)
     give_up_at = time.monotonic() + wait_s
     try:
-        return acquire(**options)
+        return attempt(None)
     except LeaseHeld:
         if wait_s == 0:
             raise
@@ -171,28 +202,21 @@ def lease_acquire_waiting(
     with (
         permit() if permit is not None else nullcontext(),
         # Listening before the next try: a release committed after it wakes the wait.
-        listening(waiting_channels(workspace_id=workspace_id, resource=resource)) as wait,
+        listening(channels) as wait,
     ):
-        ticket = queue.join(
-            workspace_id=workspace_id,
-            resource=resource,
-            holder=holder,
-            process_id=process_id,
-            mode=mode,
-        )
+        ticket = queue.join(**place)
         served = False
         try:
             while True:
                 try:
-                    lease = acquire(**options, ticket=ticket)
+                    granted = attempt(ticket)
                     served = True
-                    return lease
+                    return granted
                 except LeaseHeld as denied:
                     remaining = give_up_at - time.monotonic()
                     if remaining <= 0:
                         raise
                     queue.stay(ticket)
-                    # Look again at least twice per waiter TTL, so the place is kept.
                     remaining = min(remaining, queue.WAITER_TTL_S / 2)
                     expires_in = denied.fields.get("expires_in_s")
                     if isinstance(expires_in, int | float):
@@ -201,7 +225,7 @@ def lease_acquire_waiting(
                     backoff = min(backoff * 2, _BACKOFF_MAX_S)
         finally:
             if not served:
-                _leave(ticket, workspace_id=workspace_id, resource=resource)
+                _leave(ticket, workspace_id=place["workspace_id"], resource=place["resource"])
 
 
 def _leave(ticket: queue.Ticket, *, workspace_id: int, resource: str) -> None:

@@ -22,16 +22,16 @@ Every grant writes `lease_acquired` (with `pool` and `member`) in its transactio
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
 from apikit.errors import NotFound, ScopeDenied, ValidationFailed
 from hands.models import Workspace
-from leases import engine
+from leases import engine, queue, tree
 from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseHeld
@@ -44,7 +44,7 @@ from leases.services import (
     validate_name,
     validate_seconds,
 )
-from leases.waiting import MAX_WAIT_S, listening, subtree_channel
+from leases.waiting import subtree_channel, wait_in_line
 from pools.errors import PoolExists
 from pools.models import POOL_PREFIX, Pool
 from pools.selectors import member_json, member_of, members_sql, read_members
@@ -52,10 +52,6 @@ from pools.selectors import member_json, member_of, members_sql, read_members
 MAX_MEMBERS = 256
 # Members a full pool's message names one by one; `members` in the refusal lists them all.
 _NAMED_IN_MESSAGE = 5
-_BACKOFF_START_S = 0.05
-_BACKOFF_MAX_S = 1.0
-# Past its deadline a member's lease (grace 0) is lost; look a moment after, not exactly at it.
-_EXPIRY_MARGIN_S = 0.02
 
 
 # --- Names ---------------------------------------------------------------------------------------
@@ -220,6 +216,7 @@ def take_member(
     process_id: str,
     interval_s: float,
     guard: engine.Guard | None = None,
+    ticket: queue.Ticket | None = None,
 ) -> LeaseSnapshot | None:
     """Take the lowest free member's lease in one statement: a new tenure, fence + 1.
 
@@ -228,8 +225,18 @@ def take_member(
     locked (another take or a release holds the row for a moment), the statement runs once more
     with a plain FOR UPDATE, which waits for the lock rather than call a pool with a free member
     full. SQLite runs one writer at a time. A lost member is not taken here: `expire_lost` frees
-    it first, so that its end is recorded (`leases.engine.take` says why)."""
+    it first, so that its end is recorded (`leases.engine.take` says why). Nor is one taken
+    while a waiter of the pool that joined the line before `ticket` (every waiter, without one)
+    still waits: first come, first served (`leases.queue`)."""
     members, params = members_sql(pool)
+    params = {
+        **params,
+        **tree.tree_params(pool_node(pool)),
+        "ticket": ticket.id if ticket is not None else tree.NO_TICKET,
+    }
+    ahead = " AND ahead.id < %(ticket)s AND ahead.holder <> {caller_holder}"
+    waiting = tree.waiting_on_line("{caller_workspace}", ahead)
+    line_clear = "".join(f" AND NOT EXISTS ({select})" for select in waiting)
     lock_modes = (
         (" FOR UPDATE SKIP LOCKED", " FOR UPDATE") if connection.vendor == "postgresql" else ("",)
     )
@@ -243,7 +250,7 @@ def take_member(
             "WHERE id = (SELECT id FROM {table} WHERE workspace_id = {caller_workspace} "
             f"AND kind = 'resource' AND {members} AND status = 'free' "
             f"ORDER BY id LIMIT 1{lock}) "
-            "AND status = 'free'{caller_guard} "
+            f"AND status = 'free'{line_clear}{{caller_guard}} "
             "RETURNING {columns}, {now} AS server_time",
             **_caller(guard),
         )
@@ -295,7 +302,14 @@ def expire_lost(pool: Pool) -> list[LeaseSnapshot]:
     return expired
 
 
-def full_error(pool: Pool, leases: list[LeaseSnapshot]) -> LeaseHeld:
+def pool_node(pool: Pool) -> str:
+    """The pool's node of the tree: its waiters wait on it, its members are below it."""
+    return f"{POOL_PREFIX}{pool.name}"
+
+
+def full_error(
+    pool: Pool, leases: list[LeaseSnapshot], standing: queue.Standing | None = None
+) -> LeaseHeld:
     """The denial of a full pool: every member's holder, fence, state and window (`members`),
     and, as a resource's denial has them, the fields of the member whose window ends first."""
     held = [lease for lease in leases if lease.held]
@@ -316,6 +330,8 @@ def full_error(pool: Pool, leases: list[LeaseSnapshot]) -> LeaseHeld:
         "pool": pool.name,
         "members": [member_json(pool, lease) for lease in leases],
     }
+    if standing is not None:
+        fields.update(standing.fields())
     if soonest is not None:
         fields.update(
             holder=soonest.holder,
@@ -348,9 +364,11 @@ def pool_acquire(
     process_id: str,
     ttl_s: float,
     guard: engine.Guard | None = None,
+    ticket: queue.Ticket | None = None,
 ) -> tuple[Pool, LeaseSnapshot]:
-    """One member of pool `name` for `holder` (see the module's steps). With a `guard` every
-    granting statement checks it too, and a grant it prevented raises what it explains."""
+    """One member of pool `name` for `holder` (see the module's steps), unless waiters of the
+    pool joined the line before `ticket`. With a `guard` every granting statement checks it too,
+    and a grant it prevented raises what it explains."""
     pool = pool_get(workspace_id=workspace_id, name=name)
     validate_name(process_id, field="process_id")
     ttl_s = validate_seconds(ttl_s, field="ttl_s", minimum=1)
@@ -362,13 +380,16 @@ def pool_acquire(
             renewed = renew_own_member(guard=guard, **options)
             if renewed is not None:
                 return pool, renewed  # the holder's process asked again: a renewal, no event
-            lease = take_member(guard=guard, **options)
+            lease = take_member(guard=guard, ticket=ticket, **options)
             if lease is None:
                 refusal = guard.explain() if guard is not None else None
                 if refusal is not None:
                     raise refusal
                 if expire_lost(pool):
-                    lease = take_member(guard=guard, **options)
+                    lease = take_member(guard=guard, ticket=ticket, **options)
+            if lease is not None and ticket is not None:
+                queue.served(ticket)
+                lease = dataclasses.replace(lease, queued_at=ticket.queued_at)
             if lease is not None:
                 record_event(
                     workspace_id=workspace_id,
@@ -387,8 +408,27 @@ def pool_acquire(
                 )
                 return pool, lease
         leases = read_members(pool)
-        if all(lease.held for lease in leases):
-            break
+        held = [lease for lease in leases if lease.held]
+        place = queue.standing(
+            workspace_id=workspace_id,
+            resource=pool_node(pool),
+            holder=holder,
+            mode="exclusive",
+            ticket=ticket,
+            in_the_way=held,
+            first_free=True,
+        )
+        if len(held) == len(leases):
+            raise full_error(pool, leases, place)
+        if place.position > 1:
+            raise LeaseHeld(
+                f"pool {pool.name} has {len(leases) - len(held)} free member(s), but "
+                f"{place.position - 1} waiting request(s) came first: wait in line (wait_s), or "
+                "pick other work",
+                pool=pool.name,
+                members=[member_json(pool, lease) for lease in leases],
+                **place.fields(),
+            )
     raise full_error(pool, leases)
 
 
@@ -410,7 +450,6 @@ def pool_acquire_waiting(
     wakes when the soonest member's window ends. Denials on the way are not refusals; a call
     that must wait first enters `permit()`."""
     acquire = pool_acquire.__wrapped__  # type: ignore[attr-defined]
-    wait_s = validate_seconds(wait_s, field="wait_s", minimum=0, maximum=MAX_WAIT_S)
     options = {
         "workspace_id": workspace_id,
         "name": name,
@@ -419,24 +458,17 @@ def pool_acquire_waiting(
         "ttl_s": ttl_s,
         "guard": guard,
     }
-    give_up_at = time.monotonic() + wait_s
-    try:
-        return acquire(**options)
-    except LeaseHeld:
-        if wait_s == 0:
-            raise
-    channel = subtree_channel(workspace_id=workspace_id, node=f"{POOL_PREFIX}{name}")
-    backoff = _BACKOFF_START_S
-    with permit() if permit is not None else nullcontext(), listening([channel]) as wait:
-        while True:
-            try:
-                return acquire(**options)
-            except LeaseHeld as denied:
-                remaining = give_up_at - time.monotonic()
-                if remaining <= 0:
-                    raise
-                expires_in = denied.fields.get("expires_in_s")
-                if isinstance(expires_in, int | float):
-                    remaining = min(remaining, max(expires_in, 0.0) + _EXPIRY_MARGIN_S)
-                wait(remaining, backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+    node = f"{POOL_PREFIX}{name}"
+    return wait_in_line(
+        lambda ticket: acquire(**options, ticket=ticket),
+        wait_s=wait_s,
+        place={
+            "workspace_id": workspace_id,
+            "resource": node,
+            "holder": holder,
+            "process_id": process_id,
+            "mode": "exclusive",
+        },
+        channels=[subtree_channel(workspace_id=workspace_id, node=node)],
+        permit=permit,
+    )
