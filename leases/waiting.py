@@ -172,7 +172,7 @@ def lease_acquire_waiting(
             "process_id": process_id,
             "mode": mode,
         },
-        channels=waiting_channels(workspace_id=workspace_id, resource=resource),
+        channels=lambda: waiting_channels(workspace_id=workspace_id, resource=resource),
         permit=permit,
     )
 
@@ -182,12 +182,13 @@ def wait_in_line(
     *,
     wait_s: float,
     place: dict[str, Any],
-    channels: list[str],
+    channels: Callable[[], list[str]],
     permit: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> T:
     """`attempt(ticket)` (which raises `LeaseHeld` when denied) until it grants or `wait_s` has
     passed: first without a place; then with a place in the line (`queue.join(**place)`), kept
-    while it waits and given up when it ends, waking when one of `channels` is notified, when the
+    while it waits and given up when it ends, waking when one of `channels()` is notified (asked
+    once the first try has validated the call), when the
     denial says the way may clear (`expires_in_s`), and at least twice per waiter TTL."""
     from leases.services import validate_seconds
 
@@ -202,7 +203,7 @@ def wait_in_line(
     with (
         permit() if permit is not None else nullcontext(),
         # Listening before the next try: a release committed after it wakes the wait.
-        listening(channels) as wait,
+        listening(channels()) as wait,
     ):
         ticket = queue.join(**place)
         served = False

@@ -469,6 +469,6 @@ def pool_acquire_waiting(
             "process_id": process_id,
             "mode": "exclusive",
         },
-        channels=[subtree_channel(workspace_id=workspace_id, node=node)],
+        channels=lambda: [subtree_channel(workspace_id=workspace_id, node=node)],
         permit=permit,
     )
