@@ -24,7 +24,7 @@ from groundcontrol_client.cli_leases import (
     cmd_lease_release,
     cmd_lease_renew,
 )
-from groundcontrol_client.cli_wrappers import cmd_hold, cmd_mcp, cmd_run
+from groundcontrol_client.cli_wrappers import cmd_hold, cmd_hook, cmd_mcp, cmd_run
 
 # `gctl hold` and `gctl lease acquire` take a lease for this long unless told (seconds).
 DEFAULT_TTL_S = 60.0
@@ -191,6 +191,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared", action="store_true", help=shared_help)
     p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)
     add("mcp", cmd_mcp, "serve the Model Context Protocol on stdio")
+    p = add(
+        "hook",
+        cmd_hook,
+        "an agent harness's hook: the event on stdin, the answer on stdout (docs/agents.md)",
+    )
+    p.add_argument("harness", choices=["claude-code"], help="whose hook protocol")
+    p.add_argument(
+        "--release-on-stop",
+        action="store_true",
+        help="release the session's leases on Stop too, not only on SessionEnd",
+    )
     return parser
 
 

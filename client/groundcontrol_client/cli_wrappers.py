@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from groundcontrol_client import wrappers
+from groundcontrol_client import hooks, wrappers
 from groundcontrol_client.cli_environment import wrapper_process_id
 from groundcontrol_client.cli_output import UsageError, waiting_notice, wrapper_log
 from groundcontrol_client.client import Client
@@ -84,6 +84,10 @@ def cmd_hold(client: Client, args: argparse.Namespace) -> int:
     outcome = wrappers.hold_lease(lease, cmd, kill_after_s=args.kill_after, log=log)
     log(f"{lease.resource} {outcome.status}", {"status": outcome.status, **outcome.detail})
     return outcome.exit_code
+
+
+def cmd_hook(client: Client, args: argparse.Namespace) -> int:
+    return hooks.claude_code(client, release_on_stop=args.release_on_stop)
 
 
 def cmd_mcp(client: Client, args: argparse.Namespace) -> int:
