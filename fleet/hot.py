@@ -166,6 +166,17 @@ def _renew_template() -> str:
     )
 
 
+def _renew_all_template() -> str:
+    """Every live lease of the process renewed, and those it has lost, in one statement: both
+    read one snapshot, in which a renewed lease is alive and a lost one is not."""
+    return (
+        f"WITH {_key_cte(Scope.LEASES)}, renewed AS ({engine.RENEW_ALL}), "
+        f"lost AS ({engine.HELD_LOST}) "
+        f"SELECT renewed.*, true AS renewed_now, {_KEY_COLUMNS} FROM renewed, key "
+        f"UNION ALL SELECT lost.*, false, {_KEY_COLUMNS} FROM lost, key"
+    )
+
+
 def _acquire_template() -> str:
     """A new resource (INSERT) or a free one (UPDATE), whichever matches, and its event. Both run
     on one snapshot: a row that exists makes the INSERT do nothing, a row that does not is
@@ -194,6 +205,8 @@ def statement(name: str, clock: str) -> str:
         return engine.render(_renew_template(), **_KEY_CALLER)
     if name == "acquire":
         return engine.render(_acquire_template(), **_KEY_CALLER)
+    if name == "renew_all":
+        return engine.render(_renew_all_template(), **_KEY_CALLER)
     return report_services.report_statement(
         with_percent=name == "report_percent",
         bare=name == "heartbeat",
@@ -203,8 +216,8 @@ def statement(name: str, clock: str) -> str:
 
 
 def run_statement(
-    db: Any, sql: str, params: dict[str, Any], *, prelude: str | None = None
-) -> tuple[Any, ...] | None:
+    db: Any, sql: str, params: dict[str, Any], *, prelude: str | None = None, many: bool = False
+) -> Any:
     """One prepared statement with server-side parameters: PostgreSQL plans it once per
     connection instead of on every call (Django binds on the client and never prepares; for
     these CTEs planning cost more than running them). Binary results: timestamps arrive
@@ -219,7 +232,7 @@ def run_statement(
     with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         if prelude is None:
             cursor.execute(sql, params, prepare=True, binary=True)
-            return cursor.fetchone()
+            return (cursor.fetchall() or None) if many else cursor.fetchone()
         with psycopg.Cursor(raw) as first, raw.transaction():
             first.execute(prelude, params, prepare=True)
             cursor.execute(sql, params, prepare=True, binary=True)
@@ -248,6 +261,7 @@ def _stamp_key(row: tuple[Any, ...], server_time_at: int) -> tuple[Any, ...]:
 
 _REPORT_TIME = report_services.REPORT_ANSWER_LEASE.index("server_time")
 _LEASE_TIME = len(engine.COLUMNS)
+_COLUMN = {name: i for i, name in enumerate(engine.COLUMNS)}
 
 # --- The three calls ------------------------------------------------------------------------------
 # Each parses the body into its statement and parameters (None: not plain, for the DRF view) and
@@ -275,6 +289,8 @@ class HotCall:
 
     # A statement to run first, in one transaction with the call's (the locks it needs).
     prelude: str | None = None
+    # Its statement answers many rows (`answer` gets the list; none at all: the DRF view).
+    many = False
 
 
 class Renew(HotCall):
@@ -354,6 +370,41 @@ def _reserved(resource: str) -> bool:
     except GroundControlError:
         return True
     return False
+
+
+class RenewAll(HotCall):
+    """A process's leases renewed in one call. None renewed and none lost answers nothing here:
+    the DRF view says so (or refuses the key)."""
+
+    many = True
+
+    def parse(self, data: dict[str, Any], **kwargs: Any) -> Prepared | None:
+        process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
+        if process_id is None or set(data) != {"process_id"}:
+            return None
+        return Prepared("renew_all", {"process_id": process_id})
+
+    def answer(self, rows: Any, prepared: Prepared) -> Answer:
+        first = rows[0]
+        _stamp_key(first, _LEASE_TIME)
+        renewed: list[engine.LeaseSnapshot] = []
+        lost: list[engine.LeaseSnapshot] = []
+        for row in sorted(rows, key=lambda row: row[_COLUMN["resource"]]):
+            lease = engine.snapshot(row[: _LEASE_TIME + 1])
+            (renewed if row[_LEASE_TIME + 1] else lost).append(lease)
+        not_renewed = []
+        for lease in lost:
+            # Explained as a renewal of it would be (the DRF view's `lease_renew_all` words).
+            error = lease_services.diagnose(
+                lease, resource=lease.resource, holder=lease.holder, fence=lease.fence
+            )
+            not_renewed.append(
+                {"lease": lease_json(lease), "code": error.code, "message": error.message}
+            )
+        return 200, {
+            "renewed": [lease_json(lease) for lease in renewed],
+            "not_renewed": not_renewed,
+        }
 
 
 class Report(HotCall):
@@ -487,7 +538,9 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
     request.META[RATE_COUNTED] = True
     params = {"key_prefix": prefix, "key_secret_hash": secret_hash, **prepared.params}
     try:
-        row = run_statement(db, statement(prepared.name, now_sql()), params, prelude=call.prelude)
+        row = run_statement(
+            db, statement(prepared.name, now_sql()), params, prelude=call.prelude, many=call.many
+        )
     except (OperationalError, InterfaceError):
         # The database is out of reach, perhaps after applying the statement: answered 503 by
         # the middleware (apikit.api), never tried again by the DRF view.
@@ -523,4 +576,4 @@ def serving(api_view: Any, call: HotCall) -> Callable[..., HttpResponse]:
     return csrf_exempt(view)
 
 
-renew, acquire, report = Renew(), Acquire(), Report()
+renew, acquire, report, renew_all = Renew(), Acquire(), Report(), RenewAll()

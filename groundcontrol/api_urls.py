@@ -54,7 +54,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "leases/renew", hot.serving(resources_api.LeaseRenewApi, hot.renew), name="api-lease-renew"
     ),
     path("leases/queue", resources_api.LeaseQueueApi.as_view(), name="api-lease-queue"),
-    path("leases/renew-all", resources_api.LeaseRenewAllApi.as_view(), name="api-lease-renew-all"),
+    path(
+        "leases/renew-all",
+        hot.serving(resources_api.LeaseRenewAllApi, hot.renew_all),
+        name="api-lease-renew-all",
+    ),
     path("leases/release", resources_api.LeaseReleaseApi.as_view(), name="api-lease-release"),
     path("leases/check", resources_api.LeaseCheckApi.as_view(), name="api-lease-check"),
     path("leases/break", resources_api.LeaseBreakApi.as_view(), name="api-lease-break"),

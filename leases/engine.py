@@ -452,9 +452,17 @@ def renew(
 RENEW_ALL = (
     "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
     "noticed_state = 'live' "
-    "WHERE workspace_id = %(workspace_id)s AND holder = %(holder)s "
-    "AND process_id = %(process_id)s AND kind = %(kind)s AND {alive} "
+    "WHERE workspace_id = {caller_workspace} AND holder = {caller_holder} "
+    "AND process_id = %(process_id)s AND kind = 'resource' AND {alive} "
     "RETURNING {columns}, {now} AS server_time"
+)
+# The resource leases of that process held on paper but lost (past the deadline, not yet
+# recorded by the sweep or a takeover): what a renew-all answers as not renewed.
+HELD_LOST = (
+    "SELECT {columns}, {now} AS server_time FROM {table} "
+    "WHERE workspace_id = {caller_workspace} AND holder = {caller_holder} "
+    "AND process_id = %(process_id)s AND kind = 'resource' AND status = 'held' "
+    "AND NOT {alive}"
 )
 
 
@@ -467,15 +475,7 @@ def renew_all(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseS
 def held_lost(*, workspace_id: int, holder: str, process_id: str) -> list[LeaseSnapshot]:
     """The resource leases `holder`'s process still holds on paper but has lost (past the
     deadline, not yet recorded by the sweep or a takeover)."""
-    return all_rows(
-        _sql(
-            "SELECT {columns}, {now} FROM {table} "
-            "WHERE workspace_id = %(workspace_id)s AND holder = %(holder)s "
-            "AND process_id = %(process_id)s AND kind = %(kind)s AND status = 'held' "
-            "AND NOT {alive}"
-        ),
-        _process_params(workspace_id, holder, process_id),
-    )
+    return all_rows(_sql(HELD_LOST), _process_params(workspace_id, holder, process_id))
 
 
 def _process_params(workspace_id: int, holder: str, process_id: str) -> dict[str, Any]:
@@ -484,7 +484,6 @@ def _process_params(workspace_id: int, holder: str, process_id: str) -> dict[str
         "workspace_id": workspace_id,
         "holder": holder,
         "process_id": process_id,
-        "kind": LeaseKind.RESOURCE.value,
     }
 
 

@@ -117,6 +117,13 @@ class Lease(models.Model):
             # hand that has just taken thousands of leases, could pick this index for a renewal
             # and filter every lease of the hand (docs/performance.md).
             models.Index(fields=["workspace_id", "holder", "resource"], name="lease_holder_idx"),
+            # A renew-all's (leases.engine.RENEW_ALL, HELD_LOST): the leases one holder's process
+            # holds; `kind` in the predicate for the reason below.
+            models.Index(
+                fields=["workspace_id", "holder", "process_id"],
+                name="lease_process_idx",
+                condition=models.Q(status="held", kind="resource"),
+            ),
             # The tree's conflict lookups (leases.engine): held tenures on a node's line, and the
             # range of its descendants (code point order: the column is COLLATE "C" on PostgreSQL).
             # `kind` in the predicate, which only those lookups state, keeps every other

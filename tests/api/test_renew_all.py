@@ -93,9 +93,13 @@ def test_slot_leases_are_renewed_by_their_reports_only(api_a: Api, run) -> None:
 
 
 def test_it_costs_two_statements_however_many_leases(api_a: Api) -> None:
+    """The DRF view's two statements (the hot view's one, through psycopg itself, is out of
+    Django's sight: tests/leases/test_plans.py reads its plan)."""
+    drf = Api(api_a.key, api_a.hand, hot_path=False)
+
     def statements() -> int:
         with CaptureQueriesContext(connection) as queries:
-            renew_all(api_a)
+            renew_all(drf)
         # Leave out authentication's own (the key, with any lease a bound key lives by).
         return sum(
             1
@@ -152,3 +156,20 @@ def test_a_renew_all_racing_a_break_never_revives_the_broken_tenure(api_a: Api, 
         # Whichever came first, the break ended the tenure: nothing renewed it afterwards.
         assert lease.status == LeaseStatus.FREE and lease.fence == held["fence"] + 1
         api_a.post("/leases/release", {"resource": resource, "fence": held["fence"]})
+
+
+def test_the_hot_view_answers_as_the_drf_view_does(api_a: Api, frozen_clock) -> None:  # noqa: ANN001
+    """The same leases, renewed and lost, through both views: the same answer."""
+    for name in ("b", "a/x", "c"):
+        take(api_a, name)
+    take(api_a, "d", ttl=1)
+    clock.advance(5)
+    answers = []
+    for hot_path in (True, False):
+        caller = Api(api_a.key, api_a.hand, hot_path=hot_path)
+        answers.append(renew_all(caller))
+    assert answers[0] == answers[1]
+    assert [lease["resource"] for lease in answers[0]["renewed"]] == ["a/x", "b", "c"]
+    assert [(lost["lease"]["resource"], lost["code"]) for lost in answers[0]["not_renewed"]] == [
+        ("d", "lease_lost")
+    ]

@@ -49,7 +49,7 @@ def generic_plan(statement: str, *, seqscan: bool = True) -> str:
             cursor.execute("DEALLOCATE plan_probe")
 
 
-HOT_STATEMENTS = ["renew", "acquire", "heartbeat", "report", "report_percent"]
+HOT_STATEMENTS = ["renew", "acquire", "renew_all", "heartbeat", "report", "report_percent"]
 
 
 def lease_lookups(plan: str) -> list[tuple[str, str]]:
@@ -77,7 +77,7 @@ def test_a_plan_made_on_small_tables_never_reads_through_the_jobs_indexes(
         assert condition.startswith("Index Cond"), plan
 
 
-@pytest.mark.parametrize("name", HOT_STATEMENTS)
+@pytest.mark.parametrize("name", [name for name in HOT_STATEMENTS if name != "renew_all"])
 def test_with_statistics_a_plan_reaches_each_lease_by_its_key(
     name: str, on_postgres: bool, workspace, owner
 ) -> None:
@@ -112,7 +112,35 @@ def test_with_statistics_a_plan_reaches_each_lease_by_its_key(
         on_line = "lease_held_node_idx" in scan and (
             "(node)::text = ANY" in condition or "(node)::text >= " in condition
         )
-        assert by_id or by_key or on_line, plan
+        # A renew-all reads every lease of one process, by its own index.
+        by_process = "lease_process_idx" in scan and "(process_id)::text = " in condition
+        assert by_id or by_key or on_line or by_process, plan
+
+
+def test_a_renew_all_reads_its_process_leases_through_their_index(
+    on_postgres: bool, workspace, owner
+) -> None:
+    """A renew-all reads a range by nature: the leases of one process, and only those, through
+    `lease_process_idx`, however many the hand holds in other processes."""
+    if not on_postgres:
+        pytest.skip("the hot path's statements are PostgreSQL's")
+    Lease.objects.bulk_create(
+        Lease(
+            workspace_id=workspace.id,
+            resource=f"grown/{n}",
+            kind=LeaseKind.RESOURCE,
+            status=LeaseStatus.HELD,
+            holder=owner.name,
+            process_id=f"p:{n % 50}",
+            fence=1,
+        )
+        for n in range(1000)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE leases_lease, fleet_handkey, fleet_attempt")
+    plan = generic_plan(hot.statement("renew_all", now_sql()))
+    reads = [scan for scan, _ in lease_lookups(plan) if "bl " not in scan]
+    assert reads and all("lease_process_idx" in scan for scan in reads), plan
 
 
 def test_the_jobs_still_find_their_rows_through_their_indexes(on_postgres: bool) -> None:
