@@ -76,7 +76,7 @@ def parse_fence(value: object, index: int) -> tuple[str, int]:
         problem = "must be a string '<resource>@<fence>'"
     else:
         resource, _, digits = value.rpartition("@")
-        name_problem = names.resource_problem(resource, field="its resource")
+        name_problem = names.resource_problem(resource, field="resource")
         if name_problem is not None:
             problem = name_problem
         elif resource.strip().lower().startswith("run/"):
@@ -86,7 +86,7 @@ def parse_fence(value: object, index: int) -> tuple[str, int]:
         else:
             return resource, int(digits)
     shown = repr(value)[:MAX_RESOURCE_LENGTH] if isinstance(value, str) else type(value).__name__
-    message = f"fences[{index}] {shown} {problem}"
+    message = f"fences[{index}] {shown}: {problem}"
     raise ValidationFailed(message, fields={"fences": [message]})
 
 
@@ -134,6 +134,8 @@ def _passed_at(*, workspace_id: int, node: str, fence: int) -> tuple[datetime | 
             since = event.data.get("since") if event.kind == EventKind.LEASE_EXPIRED else None
             at = datetime.fromisoformat(since) if isinstance(since, str) else event.at
             found.append((at, "released" if event.kind == EventKind.LEASE_RELEASED else "lost"))
+        elif event.fence == fence and event.kind == EventKind.LEASE_BROKEN:
+            return None, "never granted"  # a break counted this fence out; no tenure took it
         elif event.fence is not None and event.fence > fence and event.kind in _PASSES:
             how = "broken" if event.kind == EventKind.LEASE_BROKEN else "taken"
             found.append((event.at, how))
@@ -165,6 +167,9 @@ def answer_of(*, workspace_id: int, resource: str, found: Standing) -> dict[str,
         when, how = _passed_at(
             workspace_id=workspace_id, node=names.node_of(resource), fence=found.fence
         )
+    if how == "never granted":
+        answer.update(status=str(FenceStatus.UNKNOWN))
+        return answer
     answer.update(when=when.isoformat() if when else None, ended=how or "ended")
     return answer
 

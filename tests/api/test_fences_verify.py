@@ -79,6 +79,8 @@ def test_it_answers_superseded_broken_with_the_breaks_time(
     assert answer["ended"] == "broken"
     assert answer["current_fence"] == fence + 1
     assert answer["when"] is not None
+    # The fence the break counted out was never any tenure's.
+    assert verify(boss, f"src/auth/@{fence + 1}")[0]["status"] == "unknown"
 
 
 def test_it_answers_superseded_released_while_nobody_took_it_since(api_a: Api) -> None:
