@@ -15,6 +15,7 @@ from django.db.models import Case, CharField, F, Q, QuerySet, Value, When
 from apikit.errors import NotFound
 from fleet.models import Attempt, AttemptEnd, Run, RunState, Slot, SlotState, WorkPackage
 from hands.models import Hand, HandKey, Lane
+from leases import names
 from leases.clock import db_now, now_expression
 from leases.engine import LeaseSnapshot
 from leases.models import Event, Lease, LeaseKind, LeaseState, LeaseStatus, Refusal
@@ -327,6 +328,12 @@ def tenure_state_sql(now: str, *, attempt: str, lease: str) -> str:
     )
 
 
+def covering_nodes(name: str) -> list[str]:
+    """The nodes whose leases cover `name`: its own and every ancestor's."""
+    node = names.node_of(name)
+    return [*names.ancestors_of(node), node]
+
+
 def leases_list(
     *,
     workspace_id: int,
@@ -334,8 +341,14 @@ def leases_list(
     holder: str = "",
     state: str = "",
     kind: str = LeaseKind.RESOURCE,
+    covering: list[str] | None = None,
 ) -> QuerySet[Lease]:
+    """`covering`: only leases on those names' nodes or a directory above one (the leases that
+    cover a file: `src/auth/` covers `src/auth/login.py`)."""
     leases = Lease.objects.filter(workspace_id=workspace_id, kind=kind)
+    if covering:
+        line = {node for name in covering for node in covering_nodes(name)}
+        leases = leases.filter(node__in=sorted(line))
     if prefix:
         leases = leases.filter(resource__startswith=prefix)
     if holder:

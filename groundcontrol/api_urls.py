@@ -10,6 +10,7 @@ from apikit.api import NotFoundView
 from evidence import api as evidence
 from fleet import hot
 from fleet.api import attempts as attempts_api
+from fleet.api import fences as fences_api
 from fleet.api import records as records_api
 from fleet.api import resources as resources_api
 from fleet.api import runs as runs_api
@@ -62,6 +63,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("leases/release", resources_api.LeaseReleaseApi.as_view(), name="api-lease-release"),
     path("leases/check", resources_api.LeaseCheckApi.as_view(), name="api-lease-check"),
     path("leases/break", resources_api.LeaseBreakApi.as_view(), name="api-lease-break"),
+    # Fences at the repository: are a commit's fences still current?
+    path("fences/verify", fences_api.FencesVerifyApi.as_view(), name="api-fences-verify"),
     # Pools: a free member of a named set, as a lease of its own
     path("pools", pools_api.PoolsApi.as_view(), name="api-pools"),
     path("pools/<str:name>", pools_api.PoolApi.as_view(), name="api-pool"),

@@ -89,6 +89,8 @@ class Scope(models.TextChoices):
     PLAN = "plan"
     HANDS = "hands"
     SUPERVISE = "supervise"
+    # Ask whether fences a commit carried are still current (`POST /fences/verify`): CI's key.
+    VERIFY = "verify"
 
 
 class HandKey(models.Model):

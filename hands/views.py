@@ -91,6 +91,9 @@ HANDS = Scope.HANDS.value
 SUPERVISE = Scope.SUPERVISE.value
 
 
+VERIFY = Scope.VERIFY.value
+
+
 READ_ATTEMPT = (WORK, SUPERVISE)
 
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from leases.models import AddressRefusal, Event, Lease, Refusal
+from leases.models import AddressRefusal, Event, FenceVerification, Lease, Refusal
 
 
 class StampedAdmin(admin.ModelAdmin):
@@ -42,6 +42,19 @@ class RefusalAdmin(admin.ModelAdmin):
     list_filter = ("code",)
     search_fields = ("hand", "key_prefix", "request_id")
     readonly_fields = [f.name for f in Refusal._meta.fields]
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False
+
+
+@admin.register(FenceVerification)
+class FenceVerificationAdmin(admin.ModelAdmin):
+    """What each `POST /fences/verify` was told, one row per fence asked about."""
+
+    list_display = ("at", "resource", "fence", "status", "current_fence", "workspace_id", "hand")
+    list_filter = ("status",)
+    search_fields = ("resource", "hand", "key_prefix")
+    readonly_fields = [f.name for f in FenceVerification._meta.fields]
 
     def has_add_permission(self, request):  # noqa: ANN001, ANN201
         return False

@@ -179,6 +179,16 @@ class Event(models.Model):
             models.Index(fields=["workspace_id", "-id"], name="event_ws_idx"),
             models.Index(fields=["workspace_id", "kind", "-id"], name="event_ws_kind_idx"),
             models.Index(fields=["at"], name="event_at_idx"),
+            # A fence's end, for `POST /fences/verify` (leases.verification): the events that
+            # end a tenure or take its node past it, by name and fence. Partial, so that only
+            # acquires, releases, expiries and breaks pay for it (a renewal writes no event).
+            models.Index(
+                fields=["workspace_id", "resource", "fence"],
+                name="event_fence_idx",
+                condition=models.Q(
+                    kind__in=["lease_acquired", "lease_released", "lease_expired", "lease_broken"]
+                ),
+            ),
             # The webhook dispatcher's WHERE: events no notifier has claimed yet.
             models.Index(
                 fields=["id"],
@@ -189,6 +199,36 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.resource or self.hand} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class FenceStatus(models.TextChoices):
+    CURRENT = "current"
+    SUPERSEDED = "superseded"
+    UNKNOWN = "unknown"
+
+
+class FenceVerification(models.Model):
+    """One fence a key asked about (`POST /fences/verify`), and the answer it was given: the
+    record of what CI (or a push) was told about a commit's fences."""
+
+    workspace_id = models.BigIntegerField()
+    at = models.DateTimeField(db_default=Now())
+    key_prefix = models.CharField(max_length=32, blank=True, default="")
+    hand = models.CharField(max_length=200, blank=True, default="")
+    resource = models.CharField(max_length=512)
+    fence = models.BigIntegerField()
+    status = models.CharField(max_length=16, choices=FenceStatus.choices)
+    current_fence = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["workspace_id", "-id"], name="fence_verification_ws_idx"),
+            # Retention's WHERE and ORDER BY (`ops.jobs.records_prune`).
+            models.Index(fields=["at"], name="fence_verification_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource}@{self.fence} {self.status}"
 
 
 class Refusal(models.Model):

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from apikit.errors import GroundControlError, NotFound, ValidationFailed
-from leases import engine, names, nodes, queue, tree
+from leases import engine, names, nodes, queue, tree, verification
 from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseHeld, LeaseLost, NotHolder, ProcessMismatch, StaleFence
 from leases.fences import stale_fence, validate_fence
-from leases.models import EventKind, LeaseKind, LeaseMode, LeaseState
+from leases.models import EventKind, FenceStatus, LeaseKind, LeaseMode, LeaseState
 from leases.names import MAX_RESOURCE_LENGTH, validate_resource
 from leases.state import seconds_until, thresholds
 from leases.waiting import notify_freed
@@ -461,15 +461,14 @@ def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapsho
     validate_resource(resource)
     refuse_slot_resource(resource)
     validate_fence(fence)
-    lease = nodes.read_tenure(
-        workspace_id=workspace_id, resource=resource, fence=fence, settled=True
-    )
-    if lease is not None and lease.held:
-        return lease
-    node = engine.read(workspace_id=workspace_id, resource=resource, settled=True)
+    found = verification.standing(workspace_id=workspace_id, resource=resource, fence=fence)
+    if found.status == FenceStatus.CURRENT:
+        assert found.tenure is not None
+        return found.tenure
+    node = found.node
     if node is None:
         raise NotFound(f"no lease on {resource!r}")
-    if lease is None or node.fence > fence:
+    if found.tenure is None or node.fence > fence:
         raise StaleFence(
             f"fence {fence} is not the current fence {node.fence} of {resource!r}",
             current_fence=node.fence,

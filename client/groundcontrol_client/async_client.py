@@ -48,6 +48,7 @@ from groundcontrol_client.models import (
     Attempt,
     Brief,
     Evidence,
+    FenceAnswer,
     Lease,
     Me,
     RenewedAll,
@@ -371,7 +372,22 @@ class AsyncClient:
         return Lease.from_wire(data["lease"])
 
     async def leases(
-        self, *, prefix: str | None = None, holder: str | None = None, state: str | None = None
+        self,
+        *,
+        prefix: str | None = None,
+        holder: str | None = None,
+        state: str | None = None,
+        covering: Iterable[str] | None = None,
     ) -> list[Lease]:
-        params = {"prefix": prefix, "holder": holder, "state": state}
+        """The workspace's resource leases; `covering`: only those on these names or a directory
+        above one (at most 100 names)."""
+        params: dict[str, Any] = {"prefix": prefix, "holder": holder, "state": state}
+        if covering is not None:
+            params["covering"] = list(covering)
         return [Lease.from_wire(item) for item in await self._list("leases", params)]
+
+    async def fences_verify(self, fences: Iterable[str]) -> list[FenceAnswer]:
+        """Where each `<resource>@<fence>` stands (scope `verify`, `leases` or `supervise`), in
+        the order given: `current`, `superseded` or `unknown` (at most 500 in one call)."""
+        data = await self.request("POST", "fences/verify", json={"fences": list(fences)})
+        return [FenceAnswer.from_wire(item) for item in data["fences"]]

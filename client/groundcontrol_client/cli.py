@@ -7,7 +7,7 @@ Exit codes (the same for every command):
     2  usage or configuration: bad arguments, GC_URL or GC_KEY missing
     3  denied: someone else holds it (lease_held, no_open_slot, slot_taken, run_closed)
     4  lease lost: the tenure is over or not yours (lease_lost, stale_fence, process_mismatch,
-       not_holder), or the client's own deadline passed
+       not_holder), or the client's own deadline passed; `gctl verify`: a stale fence
     5  auth: the key is invalid, revoked, expired, or lacks the scope
     6  stopped: `gctl run` stopped the command because the supervisor's directive was stop
     127  `gctl run` or `gctl hold` could not start the command (the claim or lease is released)
@@ -50,8 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = dict(os.environ)
         if args.url:
             env["GC_URL"] = args.url
-        with Client.from_env(env) as client:
-            outcome = args.handler(client, args)
+        if getattr(args, "offline", False):  # `gctl git install` asks no server
+            outcome = args.handler(None, args)
+        else:
+            with Client.from_env(env) as client:
+                outcome = args.handler(client, args)
     except UsageError as error:
         parser.print_usage(sys.stderr)
         print(f"gctl: {error}", file=sys.stderr)

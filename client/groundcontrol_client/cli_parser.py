@@ -17,6 +17,7 @@ from groundcontrol_client.cli_attempts import (
     cmd_runs,
     cmd_slots,
 )
+from groundcontrol_client.cli_git import add_git_commands
 from groundcontrol_client.cli_leases import (
     cmd_lease_acquire,
     cmd_lease_check,
@@ -34,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gctl",
         description="Ground Control for agents. Configured by GC_URL and GC_KEY.",
-        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 denied, 4 lease lost, 5 auth, 6 stopped",
+        epilog="exit codes: 0 ok, 1 error (a hook's refusal too), 2 usage, 3 denied, 4 lease lost "
+        "or a stale fence, 5 auth, 6 stopped",
     )
     json_help = 'machine-readable output: the server\'s JSON, or {"error": {...}}'
     parser.add_argument("--json", action="store_true", help=json_help)
@@ -202,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="release the session's leases on Stop too, not only on SessionEnd",
     )
+    add_git_commands(sub, common)
     return parser
 
 

@@ -212,6 +212,42 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class FenceAnswer:
+    """Where one `<resource>@<fence>` stands (`POST /fences/verify`): `current`, `superseded`
+    (the node's fence now, `when` it stopped being current and how it `ended`) or `unknown`."""
+
+    fence: str
+    resource: str
+    fence_number: int
+    status: str
+    current_fence: int | None
+    when: datetime | None
+    ended: str
+    holder: str
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def current(self) -> bool:
+        return self.status == "current"
+
+    @classmethod
+    @_parsing("fence answer")
+    def from_wire(cls, data: dict[str, Any]) -> FenceAnswer:
+        current = data.get("current_fence")
+        return cls(
+            fence=str(data["fence"]),
+            resource=str(data["resource"]),
+            fence_number=_int(data, "fence_number"),
+            status=str(data["status"]),
+            current_fence=current if isinstance(current, int) else None,
+            when=_time(data.get("when")),
+            ended=str(data.get("ended") or ""),
+            holder=str(data.get("holder") or ""),
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
 class NotRenewed:
     """A lease a renew-all could not renew, and why (its `code`: `lease_lost`)."""
 

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apikit.api import paginated
+from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
 from fleet import selectors
@@ -25,6 +26,19 @@ from hands.views import LEASES, SUPERVISE, HandAPIView
 from leases import names, queue
 from leases import services as lease_services
 from leases.waiting import lease_acquire_waiting
+
+MAX_COVERING = 100
+
+
+def covering_param(request: Request) -> list[str]:
+    """The `covering` names: canonical, at most `MAX_COVERING`."""
+    covering = request.query_params.getlist("covering")
+    if len(covering) > MAX_COVERING:
+        raise ValidationFailed(
+            f"covering is repeated {len(covering)} times; at most {MAX_COVERING}",
+            fields={"covering": [f"At most {MAX_COVERING} names."]},
+        )
+    return [names.validate_resource(name, field="covering") for name in covering]
 
 
 class LeaseAcquireApi(HandAPIView):
@@ -172,6 +186,13 @@ class LeaseListApi(HandAPIView):
             OpenApiParameter("prefix", str, description="Resources starting with this."),
             OpenApiParameter("holder", str, description="A hand's name."),
             OpenApiParameter("state", str, enum=selectors.LEASE_STATES),
+            OpenApiParameter(
+                "covering",
+                str,
+                many=True,
+                description="Only leases that cover this name: on its node or a directory "
+                f"above it (repeatable, at most {MAX_COVERING}; a canonical name each).",
+            ),
             *PAGE_PARAMS,
         ],
         responses={200: LeaseOut(many=True), **error_responses("scope_denied", "validation_error")},
@@ -183,6 +204,7 @@ class LeaseListApi(HandAPIView):
             prefix=names.validate_prefix(params.get("prefix", "")),
             holder=params.get("holder", ""),
             state=choice_param(request, "state", selectors.LEASE_STATES),
+            covering=covering_param(request),
         )
         return paginated(
             request, leases, lambda rows: [lease_json(s) for s in selectors.lease_snapshots(rows)]

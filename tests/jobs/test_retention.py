@@ -1,4 +1,5 @@
-"""Retention: reports, events, refusals and finished deliveries past their age, in batches."""
+"""Retention: reports, events, refusals, fence verifications and finished deliveries past their
+age, in batches."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.test import override_settings
 
 from fleet.models import Report
 from leases.clock import db_now
-from leases.models import Event, Refusal
+from leases.models import Event, FenceVerification, Refusal
 from ops import jobs as ops_jobs
 from webhooks.models import Webhook, WebhookDelivery
 
@@ -45,19 +46,22 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
     Event.objects.all().delete()
     aged(Event, workspace_id=1, kind="late")
     aged(Refusal, code="lease_held")
+    aged(FenceVerification, workspace_id=1, resource="src/", fence=1, status="current")
     result = ops_jobs.records_prune(batch=2)
     assert ages_left(Report) == [5]
     assert ages_left(Event) == [5, 15]
     assert ages_left(Refusal) == [5, 15, 25]
+    assert ages_left(FenceVerification) == [5, 15]  # kept as long as the events
     assert result.deleted == {
         "reports": 9,
         "events": 6,
         "refusals": 3,
         "address_refusals": 0,
+        "fence_verifications": 6,
         "waiters": 0,
         "webhook_deliveries": 0,
     }
-    assert result.processed == 18
+    assert result.processed == 24
     assert ops_jobs.records_prune(batch=2).processed == 0
 
 

@@ -1,0 +1,80 @@
+"""gctl's repository commands: `gctl git install|pre-commit|commit-msg|pre-push` (the hooks) and
+`gctl verify` (CI), over `groundcontrol_client.git_fences`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from groundcontrol_client import git_fences
+from groundcontrol_client.cli_output import UsageError
+from groundcontrol_client.client import Client
+
+
+def cmd_git(client: Client | None, args: argparse.Namespace) -> int:
+    try:
+        if args.action == "install":
+            for line in git_fences.install(args.repo):
+                print(line)
+            return 0
+        assert client is not None
+        if args.action == "pre-commit":
+            return git_fences.pre_commit(client)
+        if args.action == "commit-msg":
+            if not args.hook_args:
+                raise UsageError("commit-msg takes the message file")
+            return git_fences.commit_msg(args.hook_args[0])
+        remote = args.hook_args[0] if args.hook_args else "origin"
+        return git_fences.pre_push(client, remote, sys.stdin)
+    except git_fences.GitError as error:
+        print(f"gctl git: {error}", file=sys.stderr)
+        return 1
+
+
+def cmd_verify(client: Client | None, args: argparse.Namespace) -> int:
+    assert client is not None
+    if args.commit and args.range:
+        raise UsageError("give --commit REV or --range A..B, not both")
+    try:
+        data, text, code = git_fences.verify(client, commit=args.commit, range_=args.range)
+    except git_fences.GitError as error:
+        print(f"gctl verify: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(text, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+def add_git_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    git = sub.add_parser(
+        "git",
+        help="fences at the repository: hooks that refuse a commit or push without them",
+        description="fences at the repository (docs/agents.md)",
+    ).add_subparsers(dest="action", required=True, title="actions", help="an action")
+    p = git.add_parser(
+        "install",
+        parents=[common],
+        help="put the pre-commit, commit-msg and pre-push hooks into a repository",
+    )
+    p.add_argument("--repo", help="the repository (default: the current directory's)")
+    p.set_defaults(handler=cmd_git, offline=True)
+    for name, help_text in (
+        ("pre-commit", "the pre-commit hook: refuse paths under another hand's lease"),
+        ("commit-msg", "the commit-msg hook: add the Ground-Control-Fence trailers"),
+        ("pre-push", "the pre-push hook: refuse a push carrying a stale fence"),
+    ):
+        p = git.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.add_argument("hook_args", nargs="*", help="what git passes the hook")
+        p.set_defaults(handler=cmd_git)
+    p = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="are a commit's Ground-Control-Fence trailers still current? (exit 4 if not)",
+        description="for CI: check a commit's (or a range's) fences; exit 4 on a stale one",
+    )
+    p.add_argument("--commit", help="the commit (default: HEAD)")
+    p.add_argument("--range", help="every commit of A..B")
+    p.set_defaults(handler=cmd_verify)
