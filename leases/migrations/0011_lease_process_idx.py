@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leases', '0009_waiter'),
+        ('leases', '0010_fence_verification'),
     ]
 
     operations = [
