@@ -39,6 +39,7 @@ from fleet.selectors import (
     tenure_state_expression,
     work_package_get,
 )
+from hands import keys as keys_rule
 from hands.models import Hand, HandKey, Lane, Membership, Role
 from hands.selectors import lane_get
 from leases.clock import db_now
@@ -469,7 +470,14 @@ def hand_page(*, workspace_id: int, hand_id: int) -> HandPage:
     except (Hand.DoesNotExist, ValueError, OverflowError):
         raise NotFound(f"no hand {hand_id}") from None
     now = db_now()
-    keys = list(HandKey.objects.filter(hand=hand).select_related("lane").order_by("-id"))
+    keys = list(
+        HandKey.objects.filter(hand=hand).select_related("lane", "bound_lease").order_by("-id")
+    )
+    for key in keys:
+        # A key bound to a tenure lives by it (hands.keys): the page says whether it still does.
+        key.bound_live = key.bound_lease is None or keys_rule.bound_alive(
+            key.bound_lease, key.bound_fence, now
+        )
     attempts = _with_timeline_data(_attempts_for_pages().filter(hand=hand).order_by("-id"))
     rows = attempt_rows(attempts[:TIMELINE_ATTEMPTS], now)
     refusals = list(
