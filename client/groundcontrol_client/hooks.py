@@ -12,7 +12,8 @@ Every call is a new process, so the session's process identity is its id: `claud
   pass untouched (no output: the session's own permission rules decide).
 - While the session holds leases, a small background process (`keep`) renews them all in one
   call (`POST /leases/renew-all`) every third of their TTL, and ends by itself once the session
-  holds nothing or its renewals have failed for a whole TTL.
+  holds nothing, at the first refusal (a revoked key), or when its renewals have failed for a
+  whole TTL.
 - `SessionEnd` (and `Stop`, with `--release-on-stop`): release every lease the session holds and
   end its background process.
 
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from groundcontrol_client.client import Client
-from groundcontrol_client.errors import GroundControlError, describe
+from groundcontrol_client.errors import GroundControlError, describe, is_transient
 
 # Each tool that writes a file, and the field of its input that names the file.
 WRITING_TOOLS = {
@@ -219,8 +220,9 @@ def keep(session: str, ttl: float) -> int:
                 time.sleep(ttl / 3)
                 try:
                     renewed = client.lease_renew_all(process_id=process_id)
-                except GroundControlError:
-                    if time.monotonic() - last_ok > ttl:
+                except GroundControlError as error:
+                    # A refusal (a revoked key, say) ends it at once; an outage after a ttl.
+                    if not is_transient(error) or time.monotonic() - last_ok > ttl:
                         return 1
                     continue
                 last_ok = time.monotonic()
