@@ -14,6 +14,7 @@ an estimate of the wait from the holders' windows and how long tenures of the no
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -85,9 +86,13 @@ def stay(ticket: Ticket) -> None:
         )
 
 
-def served(ticket: Ticket) -> None:
-    """The waiter was granted: out of the queue, in the granting transaction."""
+def served(ticket: Ticket | None, lease: LeaseSnapshot) -> LeaseSnapshot:
+    """`lease` was granted to the waiter `ticket` (if it waited): out of the line, in the
+    granting transaction; the lease says when it joined."""
+    if ticket is None:
+        return lease
     Waiter.objects.filter(id=ticket.id).delete()
+    return dataclasses.replace(lease, queued_at=ticket.queued_at)
 
 
 def leave(ticket: Ticket) -> bool:

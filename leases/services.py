@@ -6,7 +6,6 @@ in the same transaction, and the precise refusal when the statement matched no r
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -267,10 +266,8 @@ def lease_acquire(
                 lease = engine.insert(
                     kind=LeaseKind.RESOURCE, guard=guard, ticket=place, **options
                 ) or engine.take(guard=guard, ticket=place, **options)
-            if lease is not None and ticket is not None:
-                queue.served(ticket)
-                lease = dataclasses.replace(lease, queued_at=ticket.queued_at)
             if lease is not None:
+                lease = queue.served(ticket, lease)
                 record_event(
                     workspace_id=workspace_id,
                     kind=EventKind.LEASE_ACQUIRED,

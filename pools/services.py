@@ -22,7 +22,6 @@ Every grant writes `lease_acquired` (with `pool` and `member`) in its transactio
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -387,10 +386,8 @@ def pool_acquire(
                     raise refusal
                 if expire_lost(pool):
                     lease = take_member(guard=guard, ticket=ticket, **options)
-            if lease is not None and ticket is not None:
-                queue.served(ticket)
-                lease = dataclasses.replace(lease, queued_at=ticket.queued_at)
             if lease is not None:
+                lease = queue.served(ticket, lease)
                 record_event(
                     workspace_id=workspace_id,
                     kind=EventKind.LEASE_ACQUIRED,
