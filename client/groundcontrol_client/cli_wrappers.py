@@ -92,7 +92,25 @@ def cmd_hook(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_mcp(client: Client, args: argparse.Namespace) -> int:
     # Imported here: only `gctl mcp` needs the MCP SDK; the other commands start without it.
-    from groundcontrol_client.mcp_server import serve
+    from groundcontrol_client.mcp_server import serve, serve_wrapping
 
-    serve(client, process_id=wrapper_process_id(args))
-    return EXIT_OK
+    if not args.wrap:
+        if args.cmd:
+            raise UsageError("to serve another MCP server's tools: gctl mcp --wrap -- CMD...")
+        serve(client, process_id=wrapper_process_id(args))
+        return EXIT_OK
+    from groundcontrol_client.mcp_proxy import write_tools
+
+    cmd = _wrapped_command(args)
+    try:
+        table = write_tools(args.write_tool)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return serve_wrapping(
+        client,
+        cmd,
+        process_id=wrapper_process_id(args),
+        root=args.root,
+        table=table,
+        ttl_s=args.ttl,
+    )
