@@ -5,6 +5,7 @@ process, not its parent's: it lives as long as what it holds."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from groundcontrol_client import hooks, wrappers
 from groundcontrol_client.cli_environment import wrapper_process_id
@@ -106,11 +107,15 @@ def cmd_mcp(client: Client, args: argparse.Namespace) -> int:
         table = write_tools(args.write_tool)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    return serve_wrapping(
-        client,
-        cmd,
-        process_id=wrapper_process_id(args),
-        root=args.root,
-        table=table,
-        ttl_s=args.ttl,
-    )
+    try:
+        return serve_wrapping(
+            client,
+            cmd,
+            process_id=wrapper_process_id(args),
+            root=args.root,
+            table=table,
+            ttl_s=args.ttl,
+        )
+    except OSError as error:  # CMD could not be started
+        print(f"gctl mcp: could not start {cmd[0]}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_ERROR
