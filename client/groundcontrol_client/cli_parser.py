@@ -192,7 +192,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", type=float, metavar="S", help=lease_wait_help)
     p.add_argument("--shared", action="store_true", help=shared_help)
     p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)
-    add("mcp", cmd_mcp, "serve the Model Context Protocol on stdio")
+    p = add(
+        "mcp",
+        cmd_mcp,
+        "serve the Model Context Protocol on stdio (gctl mcp; gctl mcp --wrap -- CMD... serves "
+        "another MCP server's tools through Ground Control)",
+    )
+    p.add_argument(
+        "--wrap",
+        action="store_true",
+        help="start CMD (after --), an MCP server on stdio, and serve its tools beside Ground "
+        "Control's: each write-shaped call takes a lease on its paths first (docs/agents.md)",
+    )
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="with --wrap: lease names are paths relative to DIR (default: CMD's first "
+        "argument that is an existing directory, else the working directory)",
+    )
+    p.add_argument(
+        "--write-tool",
+        action="append",
+        default=[],
+        metavar="NAME=ARG[,ARG...]",
+        help="with --wrap: CMD's tool NAME writes the paths in these arguments (adds to or "
+        "replaces the filesystem server's table; NAME= makes NAME a read); repeatable",
+    )
+    p.add_argument(
+        "--ttl",
+        type=float,
+        default=120.0,
+        help="with --wrap: seconds a write's lease lasts without renewal (renewed in the "
+        "background while the session lasts; default 120)",
+    )
     p = add(
         "hook",
         cmd_hook,
@@ -208,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-WRAPPERS = ("run", "hold")
+WRAPPERS = ("run", "hold", "mcp")
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:

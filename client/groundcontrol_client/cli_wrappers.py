@@ -5,6 +5,7 @@ process, not its parent's: it lives as long as what it holds."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from groundcontrol_client import hooks, wrappers
 from groundcontrol_client.cli_environment import wrapper_process_id
@@ -92,7 +93,29 @@ def cmd_hook(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_mcp(client: Client, args: argparse.Namespace) -> int:
     # Imported here: only `gctl mcp` needs the MCP SDK; the other commands start without it.
-    from groundcontrol_client.mcp_server import serve
+    from groundcontrol_client.mcp_server import serve, serve_wrapping
 
-    serve(client, process_id=wrapper_process_id(args))
-    return EXIT_OK
+    if not args.wrap:
+        if args.cmd:
+            raise UsageError("to serve another MCP server's tools: gctl mcp --wrap -- CMD...")
+        serve(client, process_id=wrapper_process_id(args))
+        return EXIT_OK
+    from groundcontrol_client.mcp_proxy import write_tools
+
+    cmd = _wrapped_command(args)
+    try:
+        table = write_tools(args.write_tool)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
+        return serve_wrapping(
+            client,
+            cmd,
+            process_id=wrapper_process_id(args),
+            root=args.root,
+            table=table,
+            ttl_s=args.ttl,
+        )
+    except OSError as error:  # CMD could not be started
+        print(f"gctl mcp: could not start {cmd[0]}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_ERROR

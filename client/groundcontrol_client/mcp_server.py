@@ -14,15 +14,22 @@ and what it takes, never with a validator's raw text.
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
+from typing import TYPE_CHECKING
+
+import anyio
 
 from groundcontrol_client.client import Client
+
+if TYPE_CHECKING:
+    from groundcontrol_client.mcp_proxy import WriteTool
 from groundcontrol_client.mcp_session import Session
 from groundcontrol_client.mcp_tools import build_server
 
 # Re-exported: the tests build a server for a session from here, as before the split.
-__all__ = ["Session", "build_server", "serve"]
+__all__ = ["Session", "build_server", "serve", "serve_wrapping"]
 
 
 def serve(client: Client, *, process_id: str) -> None:
@@ -32,5 +39,30 @@ def serve(client: Client, *, process_id: str) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         build_server(session).run("stdio")
+    finally:
+        session.close()
+
+
+def serve_wrapping(
+    client: Client,
+    command: list[str],
+    *,
+    process_id: str,
+    root: str | None = None,
+    table: dict[str, WriteTool] | None = None,
+    ttl_s: float = 120.0,
+) -> int:
+    """`gctl mcp --wrap -- CMD...`: serve CMD's tools beside Ground Control's (mcp_proxy) until
+    the host ends the session (0) or CMD dies (1); then release what was held."""
+    from groundcontrol_client import mcp_proxy
+
+    session = Session(client, process_id=process_id)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        return anyio.run(
+            functools.partial(
+                mcp_proxy.serve_wrapped, session, command, root=root, table=table, ttl_s=ttl_s
+            )
+        )
     finally:
         session.close()

@@ -139,6 +139,11 @@ class Session:
                         f"NOTICE: {_cap(gone.sentence())} ({why}.) Do not write to it any more."
                     )
 
+    def notify(self, line: str) -> None:
+        """Queue a notice for the top of the next answer (said once)."""
+        with self.lock:
+            self._pending.append(line)
+
     def notices(self) -> list[str]:
         """Lost leases and changed directives since the last answer (each said once)."""
         self.observe()
@@ -173,6 +178,35 @@ class Session:
             if resource in self.lost_leases:
                 raise LookupError(_cap(self.lost_leases[resource].sentence()))
             raise LookupError(f"This session holds no lease on {resource}.")
+
+    def hold(
+        self,
+        resource: str,
+        *,
+        ttl_s: float,
+        wait_s: float | None = None,
+        shared: bool = False,
+    ) -> tuple[HeldLease, bool]:
+        """The session's lease on `resource`: the one it holds already (and False), else a new
+        one, taken now and kept alive in the background until it is released or the session
+        ends (and True). A denial raises, as the acquire does (`LeaseHeld`)."""
+        with self.lock:
+            held = self.leases.get(resource)
+        if held is not None:
+            return held, False
+        lease = HeldLease(
+            self.client,
+            resource,
+            ttl_s=ttl_s,
+            process_id=self.process_id,
+            wait_s=wait_s,
+            mode="shared" if shared else None,
+        )
+        lease.open()
+        with self.lock:
+            self.leases[resource] = lease
+            self.lost_leases.pop(resource, None)
+        return lease, True
 
     def close(self) -> None:
         """Release what the session still holds: it cannot be renewed after the session ends."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, ParamSpec
+from typing import Annotated, Any, Literal, ParamSpec, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
+from mcp.types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
 from groundcontrol_client.client import __version__
@@ -28,7 +29,7 @@ from groundcontrol_client.mcp_parameters import (
 from groundcontrol_client.mcp_session import Session, logger
 from groundcontrol_client.models import Evidence, describe_lease, describe_run
 from groundcontrol_client.pool_leases import PoolLease
-from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
+from groundcontrol_client.runtime import ClaimedAttempt
 
 INSTRUCTIONS = """\
 Ground Control coordinates you with other agents. Find work with `list_runs`, claim a slot of a
@@ -51,15 +52,51 @@ def _text(text: str, *, error: bool = False) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
 
 
+class WrappedTools(Protocol):
+    """Tools served beside Ground Control's own, by another MCP server (`gctl mcp --wrap`)."""
+
+    instructions: str
+
+    async def list_tools(self) -> list[MCPTool]: ...
+
+    def input_schema(self, name: str) -> dict[str, Any] | None: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult: ...
+
+
 class GroundControlMCP(MCPServer):
     """The SDK's server, with argument errors answered as a sentence (the SDK answers
-    pydantic's text, links included)."""
+    pydantic's text, links included), and another server's tools beside its own when it wraps
+    one (a name of its own wins)."""
 
-    def __init__(self, answer: Callable[[str, bool], CallToolResult], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        answer: Callable[[str, bool], CallToolResult],
+        wrapped: WrappedTools | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._answer = answer
+        self._wrapped = wrapped
+
+    def _is_wrapped(self, name: str) -> bool:
+        return self._wrapped is not None and self._tool_manager.get_tool(name) is None
+
+    async def list_tools(self) -> list[MCPTool]:
+        own = await super().list_tools()
+        if self._wrapped is None:
+            return own
+        names = {tool.name for tool in own}
+        return own + [t for t in await self._wrapped.list_tools() if t.name not in names]
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        if self._wrapped is not None and self._is_wrapped(name):
+            return self._wrapped.input_schema(name)
+        return super()._tool_input_schema(name)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self._wrapped is not None and self._is_wrapped(name):
+            return await self._wrapped.call_tool(name, arguments)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
@@ -69,19 +106,31 @@ class GroundControlMCP(MCPServer):
             return self._answer(invalid_arguments(name, error.__cause__, tool.parameters), True)
 
 
+def with_notices(session: Session, result: CallToolResult) -> CallToolResult:
+    """`result` with the session's notices first, as every answer of Ground Control's tools."""
+    notices = session.notices()
+    if not notices:
+        return result
+    blocks = [TextContent(type="text", text="\n".join(notices)), *result.content]
+    return result.model_copy(update={"content": blocks})
+
+
 # --- the tools ---------------------------------------------------------------------------------
 
 
-def build_server(session: Session) -> MCPServer:
+def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPServer:
+    """Ground Control's tools for `session`; with `wrapped`, another server's tools beside."""
+
     def answer(text: str, error: bool) -> CallToolResult:
         return _text("\n".join([*session.notices(), text]), error=error)
 
     # WARNING: stderr is the host's log; a line per HTTP request would drown what matters.
     server = GroundControlMCP(
         answer,
+        wrapped,
         name="groundcontrol",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + (f"\n{wrapped.instructions}" if wrapped else ""),
         log_level="WARNING",
     )
 
@@ -321,22 +370,9 @@ def build_server(session: Session) -> MCPServer:
         """Take a lease on a resource (a path like src/auth/, a lock's name) before you change
         it, so no other agent changes it meanwhile. A lease on a directory (src/auth/) covers
         every name below it. Kept alive in the background until you release it."""
-        with session.lock:
-            held = session.leases.get(resource)
-        if held is not None:
-            return f"You already hold {resource} at fence {held.fence}; it is kept alive for you."
-        lease = HeldLease(
-            session.client,
-            resource,
-            ttl_s=ttl_s,
-            process_id=session.process_id,
-            wait_s=wait_s,
-            mode="shared" if shared else None,
-        )
-        lease.open()
-        with session.lock:
-            session.leases[resource] = lease
-            session.lost_leases.pop(resource, None)
+        lease, taken = session.hold(resource, ttl_s=ttl_s, wait_s=wait_s, shared=shared)
+        if not taken:
+            return f"You already hold {resource} at fence {lease.fence}; it is kept alive for you."
         how = " (shared)" if shared else ""
         return (
             f"Acquired {resource}{how} at fence {lease.fence}; it is kept alive for you. Release "

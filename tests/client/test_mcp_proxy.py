@@ -1,0 +1,270 @@
+"""`gctl mcp --wrap -- CMD...` against the real filesystem server from the npm registry
+(`@modelcontextprotocol/server-filesystem`), driven by the SDK's own stdio client, with two
+proxy sessions as two hands over one directory, against the live server."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from groundcontrol_client import Client
+from groundcontrol_client.mcp_proxy import WRITE_TOOLS, WriteTool, resource_for, write_tools
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult
+
+from tests.client.conftest import GCTL, Fleet, wait_for
+
+# The npm package under test, installed once into the repository's test cache (gitignored).
+PACKAGE = "@modelcontextprotocol/server-filesystem"
+VERSION = "2026.8.31"
+NPM_DIR = Path(__file__).resolve().parents[2] / ".cache" / "npm"
+ENTRY = (
+    NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+)
+HERE = Path(__file__).resolve().parent
+
+
+def text(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content)  # type: ignore[union-attr]
+
+
+def _installed_version() -> str | None:
+    try:
+        return json.loads((ENTRY.parents[1] / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@pytest.fixture(scope="session")
+def filesystem_server() -> Path:
+    """The filesystem server's entry point, installed from the npm registry when missing; the
+    test is skipped, saying why, when node or npm is missing or the registry is unreachable."""
+    if _installed_version() != VERSION:
+        if not (shutil.which("npm") and shutil.which("node")):
+            pytest.skip(f"node and npm are needed to install {PACKAGE}")
+        NPM_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            subprocess.run(
+                [
+                    "npm",
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--fetch-retries=1",
+                    "--prefix",
+                    str(NPM_DIR),
+                ]  # noqa: S607
+                + [f"{PACKAGE}@{VERSION}"],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        except subprocess.CalledProcessError as error:
+            tail = (error.stderr or error.stdout or "").strip().splitlines()[-3:]
+            pytest.skip(f"npm could not install {PACKAGE}@{VERSION}: {' / '.join(tail)}")
+        except subprocess.TimeoutExpired:
+            pytest.skip(f"npm could not install {PACKAGE}@{VERSION} within 300 s")
+    return ENTRY
+
+
+def proxy(gc: Fleet, key: str, *command: str, options: tuple[str, ...] = ()) -> Any:
+    # PYTHONPATH passes through: the gctl under test runs this checkout's client (a worktree's).
+    path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    return StdioServerParameters(
+        command=GCTL,
+        args=["mcp", *options, "--wrap", "--", *command],
+        env={"GC_URL": gc.url, "GC_KEY": key, **path},
+    )
+
+
+def in_thread(main: Callable[[], Awaitable[Any]]) -> Any:
+    # Its own thread: a loop another test left running in this one must not stop it starting.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, main).result()
+
+
+@contextlib.asynccontextmanager
+async def connected(params: StdioServerParameters) -> Any:
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def live_leases(client: Client) -> dict[str, str]:
+    return {
+        lease.resource: lease.holder
+        for lease in client.leases()
+        if lease.holder and lease.state not in ("free", "lost")
+    }
+
+
+# --- the table and the names, in process -------------------------------------------------------
+
+
+def test_the_write_tools_table_is_small_and_overridable() -> None:
+    assert WRITE_TOOLS == {
+        "write_file": WriteTool(("path",)),
+        "edit_file": WriteTool(("path",)),
+        "move_file": WriteTool(("source", "destination")),
+        "create_directory": WriteTool(("path",), held=False),
+    }
+    table = write_tools(["put=key", "edit_file=", "write_file=path, target"])
+    assert table["put"] == WriteTool(("key",))
+    assert "edit_file" not in table
+    assert table["write_file"] == WriteTool(("path", "target"))
+    with pytest.raises(ValueError, match="NAME=ARG"):
+        write_tools(["write_file"])
+
+
+def test_a_lease_is_named_by_the_path_below_the_root(tmp_path: Path) -> None:
+    root = str(tmp_path.resolve())
+    (tmp_path / "src").mkdir()
+    assert resource_for("src/a.txt", root) == "src/a.txt"
+    assert resource_for(f"{root}/src/a.txt", root) == "src/a.txt"
+    assert resource_for("src", root) == "src/"  # an existing directory
+    assert resource_for("./new/../src/b.txt", root) == "src/b.txt"
+    for outside in ("/etc/passwd", "../elsewhere.txt", ".", root):
+        with pytest.raises(LookupError, match="no lease can name it"):
+            resource_for(outside, root)
+
+
+# --- the real filesystem server, two hands, the live server ------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_hands_through_the_proxy_over_one_directory(
+    gc: Fleet, filesystem_server: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    fs = ("node", str(filesystem_server), str(root))
+    a_client, b_client = Client(gc.url, gc.key_a), Client(gc.url, gc.key_b)
+    a_file, b_file = root / "src" / "a.txt", root / "src" / "b.txt"
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with connected(StdioServerParameters(command=fs[0], args=list(fs[1:]))) as direct:
+            seen["theirs"] = {t.name: t for t in (await direct.list_tools()).tools}
+        async with contextlib.AsyncExitStack() as b_stack:
+            b = await b_stack.enter_async_context(connected(proxy(gc, gc.key_b, *fs)))
+            async with connected(proxy(gc, gc.key_a, *fs)) as a:
+                seen["tools"] = {t.name: t for t in (await a.list_tools()).tools}
+                # create_directory takes src/ only for the call: it keeps nobody out of src/.
+                seen["mkdir"] = await a.call_tool("create_directory", {"path": "src"})
+                seen["a_write"] = await a.call_tool(
+                    "write_file", {"path": "src/a.txt", "content": "from A"}
+                )
+                seen["after_a_write"] = live_leases(a_client)
+                seen["b_write"] = await b.call_tool(
+                    "write_file", {"path": "src/a.txt", "content": "from B"}
+                )
+                seen["b_read"] = await b.call_tool("read_file", {"path": "src/a.txt"})
+                seen["b_other"] = await b.call_tool(
+                    "write_file", {"path": "src/b.txt", "content": "B's own"}
+                )
+                # A directory above: A's lease on docs/ (the proxy's own lease tool) covers it.
+                seen["a_docs"] = await a.call_tool("acquire_lease", {"resource": "docs/"})
+                seen["b_docs"] = await b.call_tool(
+                    "write_file", {"path": f"{root}/docs/x.txt", "content": "x"}
+                )
+                seen["b_move"] = await b.call_tool(
+                    "move_file", {"source": "src/b.txt", "destination": "src/a.txt"}
+                )
+                seen["a_status"] = await a.call_tool("status", {})
+            # A's session has ended: what it held is released.
+            seen["after_a"] = wait_for(lambda: "src/a.txt" not in live_leases(b_client) or None)
+            seen["b_again"] = await b.call_tool(
+                "write_file", {"path": "src/a.txt", "content": "from B"}
+            )
+            seen["b_mine"] = await b.call_tool("list_my_leases", {})
+
+    in_thread(main)
+
+    # CMD's tools under their own names, schemas and descriptions, beside Ground Control's.
+    theirs, tools = seen["theirs"], seen["tools"]
+    assert {"claim", "report_progress", "finish", "acquire_lease", "status"} <= set(tools)
+    for name, tool in theirs.items():
+        assert tools[name].description == tool.description
+        assert tools[name].input_schema == tool.input_schema
+    assert not seen["mkdir"].is_error, text(seen["mkdir"])
+    assert (root / "src").is_dir()
+
+    # A writes src/a.txt: granted, written, and A holds its lease (its directory's is gone).
+    assert not seen["a_write"].is_error, text(seen["a_write"])
+    assert seen["after_a_write"] == {"src/a.txt": "hand-a"}
+
+    # B's write of the same file is refused with the denial sentence; the file is A's still.
+    denied = text(seen["b_write"])
+    assert seen["b_write"].is_error
+    assert denied.startswith("src/a.txt is held by hand hand-a (fence "), denied
+    assert "renewing; its current window ends in " in denied
+    assert denied.endswith(
+        ": wait, pick other work, or escalate. (write_file was not run: nothing was written.)"
+    )
+    # B's read passes through; B writes another file fine.
+    assert not seen["b_read"].is_error and text(seen["b_read"]) == "from A"
+    assert not seen["b_other"].is_error, text(seen["b_other"])
+    assert b_file.read_text() == "B's own"
+
+    # A directory above the file, held by A, refuses B's write below it; so does a move onto
+    # A's file (its destination), which leaves the source where it was.
+    assert not seen["a_docs"].is_error, text(seen["a_docs"])
+    assert seen["b_docs"].is_error
+    assert text(seen["b_docs"]).startswith("docs/ is held by hand hand-a (fence ")
+    assert not (root / "docs").exists()
+    assert seen["b_move"].is_error
+    assert text(seen["b_move"]).startswith("src/a.txt is held by hand hand-a (fence ")
+    assert b_file.read_text() == "B's own"
+    assert "lease src/a.txt" in text(seen["a_status"])
+    assert "lease docs/" in text(seen["a_status"])
+
+    # A's session ended: its leases were released; then B may write src/a.txt.
+    assert not seen["b_again"].is_error, text(seen["b_again"])
+    assert a_file.read_text() == "from B"
+    assert "src/a.txt at fence" in text(seen["b_mine"]) and "src/b.txt at fence" in text(
+        seen["b_mine"]
+    )
+    # And when B's session ends, B's are released too.
+    assert wait_for(lambda: live_leases(b_client) == {} or None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_says_so_and_ends_when_the_wrapped_server_dies(gc: Fleet) -> None:
+    dying = (sys.executable, str(HERE / "mcp_dying_server.py"))
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with connected(proxy(gc, gc.key_a, *dying)) as a:
+            seen["echo"] = await a.call_tool("echo", {"text": "hi"})
+            seen["lease"] = await a.call_tool("acquire_lease", {"resource": "src/"})
+            seen["die"] = await a.call_tool("die", {})
+            with anyio.fail_after(10):
+                while True:  # the proxy ends: its connection closes
+                    try:
+                        await a.send_ping()
+                    except Exception as error:  # noqa: BLE001
+                        seen["ended"] = error
+                        break
+                    await anyio.sleep(0.2)
+
+    in_thread(main)
+    assert text(seen["echo"]) == "hi"
+    assert not seen["lease"].is_error, text(seen["lease"])
+    assert seen["die"].is_error
+    assert text(seen["die"]).startswith("The wrapped MCP server (")
+    assert "has ended: it closed its connection" in text(seen["die"])
+    assert "ended" in seen
+    # What the session held was released as the proxy ended.
+    assert wait_for(lambda: live_leases(Client(gc.url, gc.key_a)) == {} or None)
