@@ -45,7 +45,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 
-from groundcontrol_client.errors import GroundControlError, describe
+from groundcontrol_client.errors import AuthFailed, GroundControlError, describe
 from groundcontrol_client.mcp_session import Session
 from groundcontrol_client.mcp_tools import build_server, with_notices
 from groundcontrol_client.models import Lease
@@ -213,7 +213,10 @@ class Wrapped:
         self.tools = tools
 
     async def watch(self) -> None:
-        """Ping CMD between calls; end the proxy when it is gone."""
+        """Ping CMD between calls; end the proxy when it is gone. Ask Ground Control every
+        heartbeat (a third of the write leases' ttl) whether the key still works: stop means
+        stop, so a revoked or expired key ends CMD and the proxy, saying why."""
+        asked_at = anyio.current_time()
         while self.ended is None:
             await anyio.sleep(WATCH_S)
             try:
@@ -221,15 +224,28 @@ class Wrapped:
                     await self.upstream.send_ping()
             except MCPError as error:
                 self._failed(error)
+            if anyio.current_time() - asked_at >= self.ttl_s / 3:
+                asked_at = anyio.current_time()
+                try:
+                    await anyio.to_thread.run_sync(self.session.client.me)
+                except AuthFailed as refused:
+                    self._end(f"Ground Control refused this session's key ({refused.message})")
+                except GroundControlError:
+                    pass  # an outage: the leases' own clocks decide what is lost
 
     def _failed(self, error: MCPError) -> bool:
         """True (and the proxy ends shortly) when `error` says CMD's connection is closed."""
         if error.code != CONNECTION_CLOSED:
             return False
+        self._end("it closed its connection (it exited or crashed)")
+        return True
+
+    def _end(self, why: str) -> None:
+        """End the proxy (and with it CMD) shortly, saying `why` to the host and the model."""
         if self.ended is None:
-            self.ended = "it closed its connection (it exited or crashed)"
+            self.ended = why
             print(
-                f"gctl mcp: the wrapped server ({self.command}) ended: {self.ended}; "
+                f"gctl mcp: the wrapped server ({self.command}) ends: {self.ended}; "
                 "ending the proxy.",
                 file=sys.stderr,
             )
@@ -241,7 +257,6 @@ class Wrapped:
             self.session.notify(f"NOTICE: {self._gone()}")
             if self.group is not None:
                 self.group.start_soon(end, self.group)
-        return True
 
     def _gone(self) -> str:
         return (

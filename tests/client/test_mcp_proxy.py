@@ -268,3 +268,39 @@ def test_it_says_so_and_ends_when_the_wrapped_server_dies(gc: Fleet) -> None:
     assert "ended" in seen
     # What the session held was released as the proxy ended.
     assert wait_for(lambda: live_leases(Client(gc.url, gc.key_a)) == {} or None)
+
+
+def test_a_revoked_key_ends_the_wrapped_server_and_the_proxy_within_a_heartbeat(
+    gc: Fleet,
+) -> None:
+    """Stop means stop (issue 21, item 6): the proxy asks every third of its ttl whether its
+    key still works, and a revoked one ends CMD and the proxy."""
+    from hands import services as hand_services
+    from hands.models import HandKey
+
+    dying = (sys.executable, str(HERE / "mcp_dying_server.py"))
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with connected(proxy(gc, gc.key_a, *dying, options=("--ttl", "3"))) as a:
+            seen["echo"] = await a.call_tool("echo", {"text": "hi"})
+            prefix = gc.key_a.split("_", 2)[1]
+            key = await anyio.to_thread.run_sync(lambda: HandKey.objects.get(prefix=prefix))
+            await anyio.to_thread.run_sync(
+                lambda: hand_services.key_revoke(
+                    workspace_id=key.hand.workspace_id, prefix=prefix, actor="boss"
+                )
+            )
+            started = anyio.current_time()
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        await a.send_ping()
+                    except Exception:  # noqa: BLE001
+                        break
+                    await anyio.sleep(0.2)
+            seen["after_s"] = anyio.current_time() - started
+
+    in_thread(main)
+    assert text(seen["echo"]) == "hi"
+    assert seen["after_s"] < 3 / 3 + 1 + 2, seen["after_s"]
