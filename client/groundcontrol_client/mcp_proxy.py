@@ -224,6 +224,9 @@ class Wrapped:
                     await self.upstream.send_ping()
             except MCPError as error:
                 self._failed(error)
+            ended = self._claim_ended()
+            if ended is not None:
+                self._end(ended)
             if anyio.current_time() - asked_at >= self.ttl_s / 3:
                 asked_at = anyio.current_time()
                 try:
@@ -239,6 +242,18 @@ class Wrapped:
             return False
         self._end("it closed its connection (it exited or crashed)")
         return True
+
+    def _claim_ended(self) -> str | None:
+        """Why the work CMD serves must stop: a claim the supervisor says stop to, or one that
+        was lost (its heartbeats run in the background and say so within one interval)."""
+        with self.session.lock:
+            attempts = list(self.session.attempts.values())
+        for attempt in attempts:
+            if attempt.lost:
+                return f"attempt {attempt.id} was lost"
+            if attempt.directive == "stop":
+                return f"the supervisor's directive for attempt {attempt.id} is stop"
+        return None
 
     def _end(self, why: str) -> None:
         """End the proxy (and with it CMD) shortly, saying `why` to the host and the model."""

@@ -23,7 +23,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
 
-from tests.client.conftest import GCTL, Fleet, wait_for
+from tests.client.conftest import GCTL, INTERVAL_S, Fleet, wait_for
 
 # The npm package under test, installed once into the repository's test cache (gitignored).
 PACKAGE = "@modelcontextprotocol/server-filesystem"
@@ -304,3 +304,40 @@ def test_a_revoked_key_ends_the_wrapped_server_and_the_proxy_within_a_heartbeat(
     in_thread(main)
     assert text(seen["echo"]) == "hi"
     assert seen["after_s"] < 3 / 3 + 1 + 2, seen["after_s"]
+
+
+def test_a_stop_directive_ends_the_wrapped_server_and_the_proxy(gc: Fleet) -> None:
+    """Stop means stop (issue 21, item 6): the supervisor says stop to the session's claim, and
+    the proxy ends CMD and itself within a heartbeat, saying why."""
+    from fleet.models import Attempt
+    from fleet.services import attempts as attempt_services
+
+    run = gc.run()
+    dying = (sys.executable, str(HERE / "mcp_dying_server.py"))
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with connected(proxy(gc, gc.key_a, *dying)) as a:
+            seen["claim"] = await a.call_tool("claim", {"run_id": run.pk})
+            record = await anyio.to_thread.run_sync(lambda: Attempt.objects.get(run=run))
+            await anyio.to_thread.run_sync(
+                lambda: attempt_services.attempt_set_directive(
+                    workspace_id=run.workspace_id,
+                    attempt_id=record.pk,
+                    directive="stop",
+                    actor="boss",
+                )
+            )
+            started = anyio.current_time()
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        await a.send_ping()
+                    except Exception:  # noqa: BLE001
+                        break
+                    await anyio.sleep(0.2)
+            seen["after_s"] = anyio.current_time() - started
+
+    in_thread(main)
+    assert not seen["claim"].is_error, text(seen["claim"])
+    assert seen["after_s"] < INTERVAL_S + 1 + 2, seen["after_s"]
