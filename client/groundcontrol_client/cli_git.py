@@ -105,7 +105,7 @@ def add_git_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentP
         metavar="URL",
         help="the commit or pull request URL, as the hand's evidence has it",
     )
-    p.add_argument("--result", required=True, choices=["pass", "fail"])
+    p.add_argument("--result", required=True, choices=["pass", "fail"], help="what CI saw")
     p.add_argument("--kind", help="what the URL is (commit, pull_request): recorded only")
     p.add_argument("--note", help="e.g. the CI job's link")
     p.set_defaults(handler=cmd_attest)
