@@ -146,6 +146,7 @@ def run_plan(
     evidence_required: Iterable[str] = (),
     heartbeat_interval_s: int | None = None,
     grace_s: int | None = None,
+    evidence_grades: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The body that plans a run (`run_create`); unset timings take the lane's."""
     return _drop_none(
@@ -156,6 +157,7 @@ def run_plan(
             "evidence_required": list(evidence_required),
             "heartbeat_interval_s": heartbeat_interval_s,
             "grace_s": grace_s,
+            "evidence_grades": dict(evidence_grades) if evidence_grades else None,
         }
     )
 

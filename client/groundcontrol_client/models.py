@@ -516,19 +516,19 @@ def describe_slot(slot: Slot) -> str:
     return f"slot {slot.index}: {slot.state}" + (f" ({', '.join(facts)})" if facts else "")
 
 
+def describe_required(kinds: list[str], grades: dict[str, str]) -> str:
+    """The evidence a run requires, each kind with the least grade it needs: "pull_request
+    (seen by ci), commit", or "none"."""
+    described = [kind + (f" (seen by {grades[kind]})" if kind in grades else "") for kind in kinds]
+    return ", ".join(described) or "none"
+
+
 def describe_run(run: Run) -> str:
     counts = run.slots
     state = "" if run.state == "open" else f" [{run.state}]"
     package = run.work_package.get("key") or run.work_package.get("title") or "?"
     taken = [f"{n} {name}" for n, name in ((counts.held, "held"), (counts.done, "done")) if n]
-    grades = run.evidence_grades
-    evidence = (
-        ", ".join(
-            kind + (f" (seen by {grades[kind]})" if kind in grades else "")
-            for kind in run.evidence_required
-        )
-        or "none"
-    )
+    evidence = describe_required(run.evidence_required, run.evidence_grades)
     return (
         f"run {run.id}{state}: {run.title} (lane {run.lane}, work package {package}): "
         f"{counts.open} of {counts.total} slot{'' if counts.total == 1 else 's'} open"
