@@ -30,6 +30,7 @@ from django.db.models import (
 )
 
 from apikit.errors import NotFound
+from evidence.models import Evidence
 from fleet.models import Attempt, Report, Run, Slot, SlotState, WorkPackage
 from fleet.selectors import (
     ATTEMPT_STATES,
@@ -185,6 +186,8 @@ class AttemptRow:
             self.lease.fence,
             self.lease.deadline,
             a.run.state,  # the run's badge: done by its last finish, reopened by a supervisor
+            # Its evidence's grades: an attestation after the finish regrades them.
+            tuple(item.grade for item in a.evidence.all()),
         )
 
 
@@ -196,8 +199,15 @@ def attempt_rows(attempts: Iterable[Attempt], now: datetime) -> list[AttemptRow]
     return rows
 
 
+def _evidence_prefetch() -> Prefetch:
+    """An attempt's evidence with the attestation that graded it (one query per page)."""
+    return Prefetch(
+        "evidence", queryset=Evidence.objects.select_related("attestation").order_by("pk")
+    )
+
+
 def _attempts_for_pages() -> QuerySet[Attempt]:
-    return Attempt.objects.select_related(
+    return Attempt.objects.prefetch_related(_evidence_prefetch()).select_related(
         "lease", "hand", "run", "run__work_package", "lane", "slot"
     )
 
@@ -283,7 +293,7 @@ def _group(rows: list[AttemptRow]) -> list[LaneGroup]:
 def board(*, workspace_id: int, filters: BoardFilters, page_size: int = BOARD_PAGE_SIZE) -> Board:
     """The fleet board: counts by state (SQL aggregate) and one page of attempts.
 
-    Queries: the time, the lanes (for the filter), the counts, the page of rows.
+    Queries: the time, the lanes (for the filter), the counts, the page of rows, their evidence.
     """
     now = db_now()
     lanes = list(Lane.objects.filter(workspace_id=workspace_id).order_by("slug"))
@@ -298,6 +308,7 @@ def board(*, workspace_id: int, filters: BoardFilters, page_size: int = BOARD_PA
     offset = (page - 1) * page_size
     attempts = (
         queryset.select_related("lease", "hand", "run", "run__work_package", "lane", "slot")
+        .prefetch_related(_evidence_prefetch())
         # Within a run: open tenures first, by slot; then the recently ended, newest first.
         .annotate(ended=Case(When(end__isnull=True, then=Value(0)), default=Value(1)))
         .order_by("lane__slug", "lane_id", "run_id", "ended", "slot__index", "-id")
@@ -416,7 +427,7 @@ def _with_timeline_data(queryset: QuerySet[Attempt]) -> QuerySet[Attempt]:
     relation whatever the number of attempts)."""
     latest_reports = Report.objects.order_by("-at", "-id")[:TICKS_PER_ATTEMPT]
     return queryset.prefetch_related(
-        "evidence", Prefetch("reports", queryset=latest_reports, to_attr="latest_reports")
+        Prefetch("reports", queryset=latest_reports, to_attr="latest_reports")
     )
 
 

@@ -43,12 +43,29 @@ class WorkPackage(models.Model):
         return f"{self.lane.slug}/{self.key}"
 
 
+class EvidenceGrade(models.TextChoices):
+    """Who observed a piece of evidence, weakest first: the hand said so; `gctl run` saw the
+    command exit 0 and read what it wrote (the client's word: the server cannot tell a wrapper
+    from a hand); a separate key with the `attest` scope (CI) posted a passing result for its
+    URL. Here, not in `evidence`, because a run names the grade it requires."""
+
+    HAND = "hand"
+    WRAPPER = "wrapper"
+    CI = "ci"
+
+
+GRADE_ORDER = [grade.value for grade in EvidenceGrade]
+
+
 class Run(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     work_package = models.ForeignKey(WorkPackage, on_delete=models.CASCADE, related_name="runs")
     title = models.CharField(max_length=200)
     brief = models.TextField(blank=True, default="")
     evidence_required = models.JSONField(default=list, blank=True)
+    # The least grade (EvidenceGrade) a finish's evidence of a kind must have, by kind; every
+    # kind named is also in `evidence_required`.
+    evidence_grades = models.JSONField(default=dict, blank=True)
     heartbeat_interval_s = models.PositiveIntegerField(default=DEFAULT_HEARTBEAT_INTERVAL_S)
     grace_s = models.PositiveIntegerField(default=DEFAULT_GRACE_S)
     slot_count = models.PositiveIntegerField(default=1)

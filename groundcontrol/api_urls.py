@@ -36,6 +36,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="api-reports",
     ),
     path("attempts/<int:attempt_id>/finish", evidence.FinishApi.as_view(), name="api-finish"),
+    path("attestations", evidence.AttestationsApi.as_view(), name="api-attestations"),
     path(
         "attempts/<int:attempt_id>/release", attempts_api.ReleaseApi.as_view(), name="api-release"
     ),

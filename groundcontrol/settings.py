@@ -327,6 +327,9 @@ SPECTACULAR_SETTINGS.update(
             "SlotStateEnum": "fleet.api.inputs.SLOT_STATES",
             "PlanStateEnum": "fleet.models.PlanState",
             "RunStateEnum": "fleet.models.RunState",
+            "EvidenceGradeEnum": "fleet.models.GRADE_ORDER",
+            "ObservedByEnum": "evidence.services.OBSERVERS",
+            "AttestationResultEnum": "evidence.models.AttestationResult",
         },
         "TAGS": [
             {"name": "hand", "description": "A hand's calls on its slots and attempts (work)."},
@@ -334,6 +337,7 @@ SPECTACULAR_SETTINGS.update(
             {"name": "plan", "description": "Lanes, work packages and runs (plan)."},
             {"name": "hands", "description": "Hands and their keys (hands)."},
             {"name": "supervisor", "description": "Watch and steer the fleet (supervise)."},
+            {"name": "ci", "description": "CI's word on commits and pull requests (attest)."},
         ],
     }
 )

@@ -91,6 +91,9 @@ class Scope(models.TextChoices):
     SUPERVISE = "supervise"
     # Ask whether fences a commit carried are still current (`POST /fences/verify`): CI's key.
     VERIFY = "verify"
+    # Say that CI observed a commit or pull request URL pass or fail (`POST /attestations`),
+    # which grades the evidence carrying it `ci`: CI's key, never a hand's.
+    ATTEST = "attest"
 
 
 class HandKey(models.Model):

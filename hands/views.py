@@ -94,6 +94,9 @@ SUPERVISE = Scope.SUPERVISE.value
 VERIFY = Scope.VERIFY.value
 
 
+ATTEST = Scope.ATTEST.value
+
+
 READ_ATTEMPT = (WORK, SUPERVISE)
 
 

@@ -157,6 +157,7 @@ class EventKind(models.TextChoices):
     RUN_DONE = "run_done"
     SLOT_REOPENED = "slot_reopened"
     SLOTS_ADDED = "slots_added"
+    ATTESTED = "attested"
 
 
 class Event(models.Model):

@@ -34,6 +34,7 @@ from groundcontrol_client.errors import (
     Unavailable,
     ValidationFailed,
 )
+from groundcontrol_client.grades import Attestation, GradedEvidence, describe_evidence
 from groundcontrol_client.identity import process_identity
 from groundcontrol_client.models import (
     Attempt,
@@ -65,6 +66,7 @@ __all__ = [
     "AsyncHeldLease",
     "AsyncPoolLease",
     "Attempt",
+    "Attestation",
     "AuthFailed",
     "Brief",
     "ClaimedAttempt",
@@ -77,6 +79,7 @@ __all__ = [
     "EvidenceMissing",
     "FenceAnswer",
     "GatewayUnavailable",
+    "GradedEvidence",
     "GroundControlError",
     "Hand",
     "HeldLease",
@@ -113,5 +116,6 @@ __all__ = [
     "Unavailable",
     "ValidationFailed",
     "__version__",
+    "describe_evidence",
     "process_identity",
 ]

@@ -44,6 +44,7 @@ from groundcontrol_client.errors import (
     SlotTaken,
     error_from_response,
 )
+from groundcontrol_client.grades import Attestation, GradedEvidence
 from groundcontrol_client.models import (
     Attempt,
     Brief,
@@ -281,13 +282,17 @@ class AsyncClient:
         process_id: str,
         evidence: Iterable[Evidence | Mapping[str, str]],
         summary: str | None = None,
+        observed_by: str | None = None,
     ) -> Attempt:
+        """`observed_by="wrapper"`: the caller ran the command and read its evidence (the
+        server takes the client's word); None: the hand's word."""
         body = _drop_none(
             {
                 "fence": fence,
                 "process_id": process_id,
                 "evidence": _evidence_items(evidence),
                 "summary": summary,
+                "observed_by": observed_by,
             }
         )
         data = await self.request("POST", f"attempts/{int(attempt_id)}/finish", json=body)
@@ -385,6 +390,19 @@ class AsyncClient:
         if covering is not None:
             params["covering"] = list(covering)
         return [Lease.from_wire(item) for item in await self._list("leases", params)]
+
+    async def evidence(self, attempt_id: int) -> list[GradedEvidence]:
+        """The evidence an attempt left, each with its grade (hand < wrapper < ci)."""
+        data = await self.request("GET", f"attempts/{int(attempt_id)}/evidence")
+        return [GradedEvidence.from_wire(item) for item in data]
+
+    async def attest(
+        self, url: str, *, result: str, kind: str | None = None, note: str | None = None
+    ) -> Attestation:
+        """CI's word (scope `attest`): it observed `url` (a commit or pull request) `result`
+        pass or fail. A pass grades the workspace's evidence with that URL `ci`."""
+        body = _drop_none({"url": url, "result": result, "kind": kind, "note": note})
+        return Attestation.from_wire(await self.request("POST", "attestations", json=body))
 
     async def fences_verify(self, fences: Iterable[str]) -> list[FenceAnswer]:
         """Where each `<resource>@<fence>` stands (scope `verify`, `leases` or `supervise`), in

@@ -22,7 +22,7 @@ from groundcontrol_client.cli_output import (
 )
 from groundcontrol_client.client import Client
 from groundcontrol_client.errors import ProcessMismatch
-from groundcontrol_client.models import Evidence, describe_run, describe_slot
+from groundcontrol_client.models import Evidence, describe_required, describe_run, describe_slot
 
 
 def cmd_me(client: Client, args: argparse.Namespace) -> Result:
@@ -77,7 +77,7 @@ def cmd_claim(client: Client, args: argparse.Namespace) -> Result:
 
 def cmd_brief(client: Client, args: argparse.Namespace) -> Result:
     brief = client.brief(attempt_id_for(args))
-    required = ", ".join(brief.evidence_required) or "none"
+    required = describe_required(brief.evidence_required, brief.evidence_grades)
     text = f"# {brief.title}\n\n{brief.brief.strip()}\n\nevidence required: {required}"
     return brief.raw, text
 

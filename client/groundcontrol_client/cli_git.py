@@ -1,5 +1,6 @@
-"""gctl's repository commands: `gctl git install|pre-commit|commit-msg|pre-push` (the hooks) and
-`gctl verify` (CI), over `groundcontrol_client.git_fences`."""
+"""gctl's repository commands: `gctl git install|pre-commit|commit-msg|pre-push` (the hooks),
+`gctl verify` (CI), over `groundcontrol_client.git_fences`, and `gctl attest` (CI's result for
+a commit or pull request URL, which grades the evidence carrying it `ci`)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,20 @@ def cmd_verify(client: Client | None, args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_attest(client: Client | None, args: argparse.Namespace) -> int:
+    assert client is not None
+    made = client.attest(args.attested_url, result=args.result, kind=args.kind, note=args.note)
+    if args.json:
+        print(json.dumps(made.raw, indent=2, default=str))
+    else:
+        pieces = "piece" if made.graded == 1 else "pieces"
+        print(
+            f"attested {made.result} for {made.url} as hand {made.hand}: "
+            f"{made.graded} {pieces} of evidence regraded"
+        )
+    return 0
+
+
 def add_git_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     git = sub.add_parser(
         "git",
@@ -78,3 +93,19 @@ def add_git_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     p.add_argument("--commit", help="the commit (default: HEAD)")
     p.add_argument("--range", help="every commit of A..B")
     p.set_defaults(handler=cmd_verify)
+    p = sub.add_parser(
+        "attest",
+        parents=[common],
+        help="for CI (scope attest): say a commit or pull request URL passed or failed",
+        description="for CI: record a result for a URL; a pass grades its evidence ci",
+    )
+    # Not `url`: that is the server's (--url, GC_URL).
+    p.add_argument(
+        "attested_url",
+        metavar="URL",
+        help="the commit or pull request URL, as the hand's evidence has it",
+    )
+    p.add_argument("--result", required=True, choices=["pass", "fail"], help="what CI saw")
+    p.add_argument("--kind", help="what the URL is (commit, pull_request): recorded only")
+    p.add_argument("--note", help="e.g. the CI job's link")
+    p.set_defaults(handler=cmd_attest)

@@ -176,6 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slot", type=int, help="this slot (default: the lowest open one)")
     p.add_argument("--wait", type=float, metavar="S", help=claim_wait_help)
     p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)
+    p.add_argument(
+        "--await-ci",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="when the run needs evidence seen by ci, keep the slot (heartbeating) and retry "
+        "the finish for up to S seconds until CI attests its URL (default: 0, release at once)",
+    )
     p = add(
         "hold",
         cmd_hold,

@@ -36,13 +36,20 @@ def cmd_run(client: Client, args: argparse.Namespace) -> int:
     try:
         # run_claimed claims (waiting up to --wait for an open slot), then runs the command.
         outcome = wrappers.run_claimed(
-            attempt, cmd, kill_after_s=args.kill_after, log=log, wait=args.wait
+            attempt,
+            cmd,
+            kill_after_s=args.kill_after,
+            log=log,
+            wait=args.wait,
+            await_ci_s=args.await_ci,
         )
     except (EvidenceMissing, ValidationFailed) as error:
         if not attempt.claimed:
             raise  # the claim itself was refused: the main handler says why
         # The wrapper released the attempt: the finish it tried was refused.
-        missing = ", ".join(map(str, error.get("missing") or []))
+        graded = error.get("grades_needed") if isinstance(error, EvidenceMissing) else None
+        absent = [k for k in error.get("missing") or [] if k not in (graded or {})]
+        missing = ", ".join(map(str, absent))
         log(
             f"attempt {attempt.id} released: the finish was refused: {describe(error)}"
             + (
@@ -50,6 +57,7 @@ def cmd_run(client: Client, args: argparse.Namespace) -> int:
                 if missing
                 else ""
             )
+            + (" Pass --await-ci S to wait for CI's attestation." if graded else "")
             + f" ({error.code})",
             {"status": "released", "error": error.to_dict()},
         )

@@ -33,6 +33,7 @@ from groundcontrol_client.errors import (
     error_from_response,
     is_transient,
 )
+from groundcontrol_client.grades import Attestation, GradedEvidence
 from groundcontrol_client.models import (
     Attempt,
     Brief,
@@ -145,6 +146,7 @@ def run_plan(
     evidence_required: Iterable[str] = (),
     heartbeat_interval_s: int | None = None,
     grace_s: int | None = None,
+    evidence_grades: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The body that plans a run (`run_create`); unset timings take the lane's."""
     return _drop_none(
@@ -155,6 +157,7 @@ def run_plan(
             "evidence_required": list(evidence_required),
             "heartbeat_interval_s": heartbeat_interval_s,
             "grace_s": grace_s,
+            "evidence_grades": dict(evidence_grades) if evidence_grades else None,
         }
     )
 
@@ -433,13 +436,17 @@ class Client:
         process_id: str,
         evidence: Iterable[Evidence | Mapping[str, str]],
         summary: str | None = None,
+        observed_by: str | None = None,
     ) -> Attempt:
+        """`observed_by="wrapper"`: the caller ran the command and read its evidence (the
+        server takes the client's word); None: the hand's word."""
         body = _drop_none(
             {
                 "fence": fence,
                 "process_id": process_id,
                 "evidence": _evidence_items(evidence),
                 "summary": summary,
+                "observed_by": observed_by,
             }
         )
         return Attempt.from_wire(
@@ -544,6 +551,19 @@ class Client:
         if covering is not None:
             params["covering"] = list(covering)
         return [Lease.from_wire(item) for item in self._list("leases", params)]
+
+    def evidence(self, attempt_id: int) -> list[GradedEvidence]:
+        """The evidence an attempt left, each with its grade (hand < wrapper < ci)."""
+        data = self.request("GET", f"attempts/{int(attempt_id)}/evidence")
+        return [GradedEvidence.from_wire(item) for item in data]
+
+    def attest(
+        self, url: str, *, result: str, kind: str | None = None, note: str | None = None
+    ) -> Attestation:
+        """CI's word (scope `attest`): it observed `url` (a commit or pull request) `result`
+        pass or fail. A pass grades the workspace's evidence with that URL `ci`."""
+        body = _drop_none({"url": url, "result": result, "kind": kind, "note": note})
+        return Attestation.from_wire(self.request("POST", "attestations", json=body))
 
     def fences_verify(self, fences: Iterable[str]) -> list[FenceAnswer]:
         """Where each `<resource>@<fence>` stands (scope `verify`, `leases` or `supervise`), in

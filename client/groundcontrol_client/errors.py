@@ -445,6 +445,16 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
         return f"{error.message}: Ground Control is unavailable; try again shortly."
     if isinstance(error, ValidationFailed) and describe_fields(error.get("fields")):
         return f"invalid input: {describe_fields(error.get('fields'))} Fix the call and try again."
+    if isinstance(error, EvidenceMissing) and isinstance(error.get("grades_needed"), dict):
+        # The server's message names each kind, the grade it needs and the best it had.
+        if "ci" in error.get("grades_needed").values():
+            advice = (
+                "once CI has attested its URL (POST /attestations), finish again with the "
+                "same evidence: the tenure stays held while you keep heartbeating"
+            )
+        else:
+            advice = "finish with evidence seen that way (gctl run's finish is the wrapper's)"
+        return f"{error.message}: {advice}; or release with a reason."
     if isinstance(error, EvidenceMissing) and error.get("missing"):
         kinds = ", ".join(map(str, error.get("missing")))
         return (

@@ -27,7 +27,7 @@ from groundcontrol_client.mcp_parameters import (
     invalid_arguments,
 )
 from groundcontrol_client.mcp_session import Session, logger
-from groundcontrol_client.models import Evidence, describe_lease, describe_run
+from groundcontrol_client.models import Evidence, describe_lease, describe_required, describe_run
 from groundcontrol_client.pool_leases import PoolLease
 from groundcontrol_client.runtime import ClaimedAttempt
 
@@ -265,7 +265,7 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
     def read_brief(attempt_id: AttemptId = None) -> str:
         """The task of your claimed attempt (Markdown) and the evidence it must leave."""
         brief = session.attempt(attempt_id).brief()
-        required = ", ".join(brief.evidence_required) or "none"
+        required = describe_required(brief.evidence_required, brief.evidence_grades)
         return f"# {brief.title}\n\n{brief.brief.strip()}\n\nEvidence required: {required}."
 
     @tool

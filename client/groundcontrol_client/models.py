@@ -347,6 +347,8 @@ class Run:
     created_at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
     brief: str = field(default="", repr=False)  # in a run's own answer; not in the runs list
+    # The least grade (hand < wrapper < ci) a finish's evidence of each kind needs.
+    evidence_grades: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     @_parsing("run")
@@ -380,6 +382,7 @@ class Run:
             created_at=_time(data.get("created_at")),
             raw=data,
             brief=str(data.get("brief") or ""),
+            evidence_grades=_grades(data.get("evidence_grades")),
         )
 
 
@@ -420,6 +423,7 @@ class Brief:
     work_package: dict[str, Any]
     lane: dict[str, Any]
     raw: dict[str, Any] = field(repr=False, compare=False)
+    evidence_grades: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     @_parsing("brief")
@@ -434,7 +438,12 @@ class Brief:
             work_package=dict(data.get("work_package") or {}),
             lane=dict(data.get("lane") or {}),
             raw=data,
+            evidence_grades=_grades(run.get("evidence_grades")),
         )
+
+
+def _grades(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -507,12 +516,19 @@ def describe_slot(slot: Slot) -> str:
     return f"slot {slot.index}: {slot.state}" + (f" ({', '.join(facts)})" if facts else "")
 
 
+def describe_required(kinds: list[str], grades: dict[str, str]) -> str:
+    """The evidence a run requires, each kind with the least grade it needs: "pull_request
+    (seen by ci), commit", or "none"."""
+    described = [kind + (f" (seen by {grades[kind]})" if kind in grades else "") for kind in kinds]
+    return ", ".join(described) or "none"
+
+
 def describe_run(run: Run) -> str:
     counts = run.slots
     state = "" if run.state == "open" else f" [{run.state}]"
     package = run.work_package.get("key") or run.work_package.get("title") or "?"
     taken = [f"{n} {name}" for n, name in ((counts.held, "held"), (counts.done, "done")) if n]
-    evidence = ", ".join(run.evidence_required) or "none"
+    evidence = describe_required(run.evidence_required, run.evidence_grades)
     return (
         f"run {run.id}{state}: {run.title} (lane {run.lane}, work package {package}): "
         f"{counts.open} of {counts.total} slot{'' if counts.total == 1 else 's'} open"

@@ -268,6 +268,9 @@ class AttemptView:
         self.wait = wait
         self.evidence: list[Evidence] = []
         self.summary: str | None = None
+        # Who saw the evidence, as the finish says: None (the hand's word) or "wrapper", which
+        # `gctl run` sets after the command exited 0 and it read the evidence file.
+        self.observed_by: str | None = None
         self.ended: str | None = None  # finished | released, once this runtime ended it
         self._attempt = None
 
@@ -322,6 +325,7 @@ class AttemptView:
         return {
             "evidence": list(evidence) if evidence is not None else list(self.evidence),
             "summary": summary if summary is not None else self.summary,
+            "observed_by": self.observed_by,
         }
 
     def _quiet_release_skipped(self) -> bool:

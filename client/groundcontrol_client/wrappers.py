@@ -37,6 +37,7 @@ EXIT_AUTH = 5
 EXIT_STOPPED = 6
 EXIT_CANNOT_RUN = 127  # as a shell says of a command it cannot find or execute
 POLL_S = 0.1
+AWAIT_CI_POLL_S = 5.0
 
 
 @dataclass
@@ -207,6 +208,7 @@ def run_claimed(
     kill_after_s: float,
     log: Callable[[str, dict[str, Any]], None],
     wait: float | None = None,
+    await_ci_s: float = 0.0,
 ) -> Outcome:
     """`gctl run`: run `cmd` under the attempt and end the attempt. An attempt not claimed yet
     is claimed here (and logged), waiting up to `wait` seconds for an open slot."""
@@ -237,7 +239,7 @@ def run_claimed(
             attempt.release_quietly(reason)
             return Outcome(EXIT_CANNOT_RUN, "released", {"reason": reason})
         try:
-            return _run_child(attempt, child, evidence_path, log)
+            return _run_child(attempt, child, evidence_path, log, await_ci_s)
         finally:
             child.close()
 
@@ -247,6 +249,7 @@ def _run_child(
     child: _Child,
     evidence_path: Path,
     log: Callable[[str, dict[str, Any]], None],
+    await_ci_s: float = 0.0,
 ) -> Outcome:
     def directive() -> str | None:
         child.pause(attempt.directive == "pause")
@@ -279,8 +282,11 @@ def _run_child(
     except ValueError as error:
         attempt.release_quietly(f"unreadable evidence file: {error}")
         return Outcome(EXIT_ERROR, "released", {"reason": str(error)})
+    # The wrapper saw the command exit 0 and read what it wrote: the finish says so (the
+    # server takes the client's word; only an attestation makes evidence `ci`).
+    attempt.observed_by = "wrapper"
     try:
-        attempt.finish(evidence)
+        _finish_awaiting_ci(attempt, evidence, await_ci_s, log)
     except (EvidenceMissing, ValidationFailed) as error:
         attempt.release_quietly(f"finish refused: {error}")
         raise
@@ -289,6 +295,37 @@ def _run_child(
         "finished",
         {"evidence": [e.to_wire() for e in evidence], "attempt": attempt.id},
     )
+
+
+def _finish_awaiting_ci(
+    attempt: ClaimedAttempt,
+    evidence: list[Evidence],
+    await_ci_s: float,
+    log: Callable[[str, dict[str, Any]], None],
+) -> None:
+    """Finish; while the finish is refused only because CI has not attested the evidence yet,
+    try again every AWAIT_CI_POLL_S for up to `await_ci_s` seconds (heartbeats go on)."""
+    give_up = time.monotonic() + await_ci_s
+    while True:
+        try:
+            attempt.finish(evidence)
+            return
+        except EvidenceMissing as error:
+            needed = error.get("grades_needed")
+            waiting = (
+                isinstance(needed, dict)
+                and "ci" in needed.values()
+                and set(error.get("missing") or []) <= set(needed)
+            )
+            left = give_up - time.monotonic()
+            if not waiting or left <= 0:
+                raise
+            log(
+                f"attempt {attempt.id}: waiting up to {left:.0f} s for CI to attest: "
+                f"{error.message}",
+                {"status": "awaiting_ci", "error": error.to_dict()},
+            )
+            time.sleep(min(AWAIT_CI_POLL_S, left))
 
 
 def hold_lease(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 import markdown as markdown_lib
@@ -59,3 +60,15 @@ def iso(value: datetime | None) -> str:
 @register.filter
 def state_count(counts: dict[str, int] | None, state: str) -> int:
     return (counts or {}).get(state, 0)
+
+
+@register.filter
+def required_evidence(run: Any) -> str:
+    """A run's required kinds, each with the least grade it needs: "pull_request (seen by ci),
+    commit"; "none" when it requires none. Plain text: the template escapes it."""
+    grades = run.evidence_grades or {}
+    kinds = [
+        kind + (f" (seen by {grades[kind]})" if kind in grades else "")
+        for kind in run.evidence_required
+    ]
+    return ", ".join(kinds) or "none"

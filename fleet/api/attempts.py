@@ -83,6 +83,7 @@ class BriefApi(HandAPIView):
                     "title": run.title,
                     "brief": run.brief,
                     "evidence_required": run.evidence_required,
+                    "evidence_grades": run.evidence_grades,
                 },
                 "work_package": {
                     "id": package.pk,

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from apikit.inputs import StrictCharField, StrictFloatField, StrictIntegerField
-from fleet.models import Directive, PlanState, ReportKind, RunState, SlotState
+from fleet.models import GRADE_ORDER, Directive, PlanState, ReportKind, RunState, SlotState
 from fleet.services import plan as plan_services
 from hands.views import MAX_INTERVAL, name_field, reason_field
 from leases import services as lease_services
@@ -131,6 +131,13 @@ class RunIn(serializers.Serializer):
         required=False,
         default=list,
         max_length=plan_services.MAX_EVIDENCE_KINDS,
+    )
+    evidence_grades = serializers.DictField(
+        child=serializers.ChoiceField(choices=GRADE_ORDER),
+        required=False,
+        default=dict,
+        help_text="The least grade each kind's evidence must have at finish (hand < wrapper "
+        '< ci), e.g. {"pull_request": "ci"}. A kind named here is required too.',
     )
     heartbeat_interval_s = StrictIntegerField(
         required=False, allow_null=True, min_value=1, max_value=MAX_INTERVAL

@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from fleet import selectors
 from fleet.api.inputs import SLOT_STATES
-from fleet.models import Directive, PlanState, RunState
+from fleet.models import GRADE_ORDER, Directive, PlanState, RunState
 from leases.models import EventKind, LeaseMode
 
 
@@ -87,6 +87,10 @@ class BriefRunOut(serializers.Serializer):
     title = serializers.CharField()
     brief = serializers.CharField(help_text="Markdown.")
     evidence_required = serializers.ListField(child=serializers.CharField())
+    evidence_grades = serializers.DictField(
+        child=serializers.ChoiceField(choices=GRADE_ORDER),
+        help_text="The least grade (hand < wrapper < ci) a finish's evidence of each kind needs.",
+    )
 
 
 class BriefPackageOut(serializers.Serializer):
@@ -157,6 +161,10 @@ class RunOut(serializers.Serializer):
     title = serializers.CharField()
     brief = serializers.CharField()
     evidence_required = serializers.ListField(child=serializers.CharField())
+    evidence_grades = serializers.DictField(
+        child=serializers.ChoiceField(choices=GRADE_ORDER),
+        help_text="The least grade (hand < wrapper < ci) a finish's evidence of each kind needs.",
+    )
     slots = serializers.IntegerField()
     heartbeat_interval_s = serializers.IntegerField()
     grace_s = serializers.IntegerField()

@@ -15,6 +15,7 @@ from fleet.errors import RunClosed, SlotNotDone
 from fleet.models import (
     DEFAULT_GRACE_S,
     DEFAULT_HEARTBEAT_INTERVAL_S,
+    GRADE_ORDER,
     PlanState,
     Run,
     RunState,
@@ -105,6 +106,31 @@ def _validate_evidence_kinds(value: object) -> list[str]:
     return list(dict.fromkeys(value))
 
 
+def _validate_evidence_grades(value: object) -> dict[str, str]:
+    """{kind: least grade}: each kind as `evidence_required` spells one, each grade a name."""
+    if value is None:
+        return {}
+    if (
+        not isinstance(value, dict)
+        or len(value) > MAX_EVIDENCE_KINDS
+        or not all(
+            isinstance(kind, str) and 0 < len(kind) <= MAX_EVIDENCE_KIND_LENGTH for kind in value
+        )
+        or not all(isinstance(grade, str) and grade in GRADE_ORDER for grade in value.values())
+    ):
+        raise ValidationFailed(
+            "evidence_grades maps evidence kinds to the least grade each must have, one of: "
+            + ", ".join(GRADE_ORDER),
+            fields={
+                "evidence_grades": [
+                    f"An object of at most {MAX_EVIDENCE_KINDS} kinds, each with a grade "
+                    f"({', '.join(GRADE_ORDER)})."
+                ]
+            },
+        )
+    return dict(value)
+
+
 @refusals_recorded
 def run_create(
     *,
@@ -113,11 +139,20 @@ def run_create(
     brief: str = "",
     slots: int = 1,
     evidence_required: list[str] | None = None,
+    evidence_grades: dict[str, str] | None = None,
     heartbeat_interval_s: int | None = None,
     grace_s: int | None = None,
 ) -> Run:
-    """A run with its slots, each a free lease row `run/<id>/slot/<n>` at fence 0."""
+    """A run with its slots, each a free lease row `run/<id>/slot/<n>` at fence 0. A kind
+    `evidence_grades` names is required too (appended to `evidence_required`)."""
     validate_name(title, field="title")
+    grades = _validate_evidence_grades(evidence_grades)
+    required = list(dict.fromkeys([*_validate_evidence_kinds(evidence_required), *grades]))
+    if len(required) > MAX_EVIDENCE_KINDS:
+        raise ValidationFailed(
+            f"a run requires at most {MAX_EVIDENCE_KINDS} kinds of evidence",
+            fields={"evidence_grades": [f"At most {MAX_EVIDENCE_KINDS} kinds in all."]},
+        )
     if not isinstance(brief, str) or len(brief) > MAX_BRIEF_LENGTH:
         raise ValidationFailed(
             f"brief must be Markdown text of at most {MAX_BRIEF_LENGTH} characters",
@@ -149,7 +184,8 @@ def run_create(
             work_package=work_package,
             title=title,
             brief=brief,
-            evidence_required=_validate_evidence_kinds(evidence_required),
+            evidence_required=required,
+            evidence_grades=grades,
             heartbeat_interval_s=interval,
             grace_s=grace,
             slot_count=slots,

@@ -147,6 +147,7 @@ def test_it_reads_an_attempt_and_its_brief(api_a: Api, run) -> None:
         "title": "Run",
         "brief": "Do the thing",
         "evidence_required": ["pull_request"],
+        "evidence_grades": {},
     }
     assert brief["work_package"]["key"] == run.work_package.key
     assert brief["lane"] == {"slug": "rewalk", "name": "Rewalk"}

@@ -45,6 +45,8 @@ CONTRACT = [
     ("post", "/leases/break"),
     ("get", "/refusals"),
     ("get", "/events"),
+    ("post", "/attestations"),
+    ("get", "/attestations"),
 ]
 
 
@@ -145,6 +147,11 @@ def test_real_answers_match_their_documented_schemas(
     check("HandOut", boss.get("/hands").json()[0])
     check("IssuedKeyOut", boss.post("/hands/hand-a/keys", {"scopes": ["work"]}).json())
     check("EventOut", boss.get("/events").json()[0])
+    attested = boss.post(
+        "/attestations", {"url": "https://x.example/pull/1", "result": "pass", "kind": "ci"}
+    )
+    check("AttestedOut", attested.json())
+    check("AttestationOut", boss.get("/attestations").json()[0])
     check(
         "FinishedOut",
         api_a.post(
