@@ -79,8 +79,16 @@ def test_the_wiring_only_wires() -> None:
     service or view of its own."""
     wiring = {p.name for p in (ROOT / "groundcontrol").glob("*.py")}
     assert wiring <= {
-        "__init__.py", "settings.py", "env.py", "urls.py", "api_urls.py", "celery.py", "wsgi.py",
-        "server.py", "scheduler.py", "secret_key.py",
+        "__init__.py",
+        "settings.py",
+        "env.py",
+        "urls.py",
+        "api_urls.py",
+        "celery.py",
+        "wsgi.py",
+        "server.py",
+        "scheduler.py",
+        "secret_key.py",
     }
     for package in APPS:
         for module in modules_of(package):

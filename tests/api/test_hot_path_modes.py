@@ -17,7 +17,6 @@ from tests.api.conftest import Api
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-
 @pytest.mark.parametrize(
     "hot_path",
     [True, False],

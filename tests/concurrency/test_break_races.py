@@ -23,7 +23,6 @@ from leases.models import Event, EventKind
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-
 def run(target: Any, results: dict[str, Any], name: str) -> threading.Thread:
     def body() -> None:
         try:
