@@ -14,7 +14,8 @@ alike must never be two resources. So a canonical name is:
 3. in Unicode normal form C (NFC), so `é` is spelled one way;
 4. without leading or trailing whitespace;
 5. without empty segments (`a//b`, and so no leading `/`), `.` or `..` segments; a single
-   trailing `/` is allowed (`src/auth/`).
+   trailing `/` is allowed (`src/auth/`);
+6. at most 32 segments (`MAX_SEGMENTS`).
 
 The service (`leases.services.validate_resource`), and through it the DRF views, and the hot
 path (`fleet.hot`) all ask `resource_problem`; a prefix filter asks `prefix_problem`, which
@@ -29,6 +30,9 @@ import unicodedata
 from apikit.errors import ValidationFailed
 
 MAX_RESOURCE_LENGTH = 512
+# A grant locks each node on its name's line (leases.tree.lock_tree): the depth bounds how many
+# locks one call may hold, so that a flood of deep names cannot fill the database's lock table.
+MAX_SEGMENTS = 32
 # Categories no canonical name holds anywhere (rule 2).
 FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _KINDS = {
@@ -111,6 +115,8 @@ def _broken(name: str) -> str | None:
         return ".."
     if "." in segments:
         return "."
+    if len(segments) > MAX_SEGMENTS:
+        return "deep"
     return None
 
 
@@ -168,6 +174,11 @@ def resource_problem(name: str, *, field: str = "resource") -> str | None:
         )
     if broken == "empty segment":
         return f"{shown} has an empty segment ('//'); " + _fix(name, "remove the extra '/'")
+    if broken == "deep":
+        return (
+            f"{shown} has {len(_segments(name))} segments; a name has at most {MAX_SEGMENTS} "
+            "(lease a directory higher up instead)"
+        )
     if broken == "..":
         return (
             f"{shown} has a '..' segment: a resource name is not a path to resolve; "

@@ -203,3 +203,14 @@ def test_the_sql_condition_agrees_with_the_python_one(
         workspace_id=WS, resource=node, holder="b", mode="exclusive"
     )
     assert (count > 0) == expected
+
+
+def test_a_name_has_at_most_32_segments() -> None:
+    """A grant locks every node on its line (leases.tree.lock_tree): the depth bounds the locks
+    one call may hold, so a flood of deep names cannot fill the database's lock table."""
+    deepest = "/".join(["a"] * names.MAX_SEGMENTS)
+    assert acquire(deepest).fence == 1
+    with pytest.raises(ValidationFailed) as refused:
+        acquire(deepest + "/b")
+    assert "has 33 segments; a name has at most 32" in refused.value.message
+    assert names.is_canonical(deepest + "/")  # a trailing `/` is no segment
