@@ -33,6 +33,8 @@ MAX_RESOURCE_LENGTH = 512
 # A grant locks each node on its name's line (leases.tree.lock_tree): the depth bounds how many
 # locks one call may hold, so that a flood of deep names cannot fill the database's lock table.
 MAX_SEGMENTS = 32
+# The top of the pools' members (`pool/<pool>/<member>`), taken only through their pool.
+POOL_TOP = "pool"
 # Categories no canonical name holds anywhere (rule 2).
 FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _KINDS = {

@@ -32,10 +32,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # Slot leases are the fleet's; a hand may not take one as a resource.
 SLOT_PREFIX = "run/"
-# Pool members (`pool/<pool>/<member>`) are taken through their pool, and `pool` would cover them
-# all. (`run` stays an ordinary name, as it always was: slots are not resource leases, so a
-# lease on `run` covers none of them.)
-POOL_TOP = "pool"
+# Pool members (`names.POOL_TOP`) are taken through their pool, and `pool` would cover them all.
+# (`run` stays an ordinary name, as it always was: slots are not resource leases, so a lease on
+# `run` covers none of them.)
 
 
 def validate_stored_resource(resource: object, *, field: str = "resource") -> str:
@@ -211,7 +210,7 @@ def refuse_reserved_for_acquire(resource: str) -> None:
     """Names no hand takes directly: run slots (`run/...`), and a pool's members, taken through
     the pool, with `pool` above them all. Told apart whatever the case or surrounding space."""
     refuse_slot_resource(resource)
-    if names.top_of(names.node_of(resource.strip())).lower() == POOL_TOP:
+    if names.top_of(names.node_of(resource.strip())).lower() == names.POOL_TOP:
         raise ValidationFailed(
             "names under 'pool/' are pool members: take one through its pool "
             "(POST /api/v1/pools/{name}/acquire)",
@@ -267,18 +266,9 @@ def lease_acquire(
                     kind=LeaseKind.RESOURCE, guard=guard, ticket=place, **options
                 ) or engine.take(guard=guard, ticket=place, **options)
             if lease is not None:
-                lease = queue.served(ticket, lease)
-                record_event(
-                    workspace_id=workspace_id,
-                    kind=EventKind.LEASE_ACQUIRED,
-                    at=lease.server_time,
-                    actor=holder,
-                    hand=holder,
-                    resource=resource,
-                    fence=lease.fence,
-                    data={"ttl_s": ttl_s, "process_id": process_id, "mode": str(mode)},
+                return record_grant(
+                    lease, ticket, {"ttl_s": ttl_s, "process_id": process_id, "mode": str(mode)}
                 )
-                return lease
             refusal = guard.explain() if guard is not None else None
             if refusal is not None:
                 raise refusal
@@ -333,6 +323,25 @@ def queued_error(
         mode=mode,
         **place.fields(),
     )
+
+
+def record_grant(
+    lease: LeaseSnapshot, ticket: queue.Ticket | None, data: dict[str, object]
+) -> LeaseSnapshot:
+    """A new tenure, in the transaction that granted it: out of the line if it waited, and its
+    `lease_acquired` event (a resource's and a pool member's alike)."""
+    lease = queue.served(ticket, lease)
+    record_event(
+        workspace_id=lease.workspace_id,
+        kind=EventKind.LEASE_ACQUIRED,
+        at=lease.server_time,
+        actor=lease.holder,
+        hand=lease.holder,
+        resource=lease.resource,
+        fence=lease.fence,
+        data=data,
+    )
+    return lease
 
 
 def record_expiry(lease: LeaseSnapshot) -> None:

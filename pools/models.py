@@ -14,9 +14,15 @@ from django.db import models
 from django.db.models.functions import Now
 
 from hands.models import Workspace
+from leases.names import POOL_TOP
 
 # Every member's lease lives under this: `pool/<pool>/<member>`.
-POOL_PREFIX = "pool/"
+POOL_PREFIX = f"{POOL_TOP}/"
+
+
+def pool_node(name: str) -> str:
+    """A pool's node of the tree: its waiters wait on it, its members are below it."""
+    return f"{POOL_PREFIX}{name}"
 
 
 def member_resource(pool: str, member: str) -> str:

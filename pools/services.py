@@ -31,21 +31,22 @@ from django.db import IntegrityError, connection, transaction
 from apikit.errors import NotFound, ScopeDenied, ValidationFailed
 from hands.models import Workspace
 from leases import engine, queue, tree
-from leases.audit import record_event, refusals_recorded
+from leases.audit import refusals_recorded
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseHeld
-from leases.models import EventKind, Lease, LeaseKind
+from leases.models import Lease, LeaseKind
 from leases.names import validate_resource
 from leases.services import (
     MAX_NAME_LENGTH,
     lease_lost_in_s,
     record_expiry,
+    record_grant,
     validate_name,
     validate_seconds,
 )
 from leases.waiting import subtree_channel, wait_in_line
 from pools.errors import PoolExists
-from pools.models import POOL_PREFIX, Pool
+from pools.models import Pool, pool_node
 from pools.selectors import member_json, member_of, members_sql, read_members
 
 MAX_MEMBERS = 256
@@ -230,7 +231,7 @@ def take_member(
     members, params = members_sql(pool)
     params = {
         **params,
-        **tree.tree_params(pool_node(pool)),
+        **tree.tree_params(pool_node(pool.name)),
         "ticket": ticket.id if ticket is not None else tree.NO_TICKET,
     }
     ahead = " AND ahead.id < %(ticket)s AND ahead.holder <> {caller_holder}"
@@ -299,11 +300,6 @@ def expire_lost(pool: Pool) -> list[LeaseSnapshot]:
             record_expiry(ended)
             expired.append(ended)
     return expired
-
-
-def pool_node(pool: Pool) -> str:
-    """The pool's node of the tree: its waiters wait on it, its members are below it."""
-    return f"{POOL_PREFIX}{pool.name}"
 
 
 def full_error(
@@ -387,28 +383,18 @@ def pool_acquire(
                 if expire_lost(pool):
                     lease = take_member(guard=guard, ticket=ticket, **options)
             if lease is not None:
-                lease = queue.served(ticket, lease)
-                record_event(
-                    workspace_id=workspace_id,
-                    kind=EventKind.LEASE_ACQUIRED,
-                    at=lease.server_time,
-                    actor=holder,
-                    hand=holder,
-                    resource=lease.resource,
-                    fence=lease.fence,
-                    data={
-                        "ttl_s": ttl_s,
-                        "process_id": process_id,
-                        "pool": pool.name,
-                        "member": member_of(pool, lease.resource),
-                    },
-                )
-                return pool, lease
+                data = {
+                    "ttl_s": ttl_s,
+                    "process_id": process_id,
+                    "pool": pool.name,
+                    "member": member_of(pool, lease.resource),
+                }
+                return pool, record_grant(lease, ticket, data)
         leases = read_members(pool)
         held = [lease for lease in leases if lease.held]
         place = queue.standing(
             workspace_id=workspace_id,
-            resource=pool_node(pool),
+            resource=pool_node(pool.name),
             holder=holder,
             mode="exclusive",
             ticket=ticket,
@@ -455,7 +441,7 @@ def pool_acquire_waiting(
         "ttl_s": ttl_s,
         "guard": guard,
     }
-    node = f"{POOL_PREFIX}{name}"
+    node = pool_node(name)
     return wait_in_line(
         lambda ticket: acquire(**options, ticket=ticket),
         wait_s=wait_s,
