@@ -244,6 +244,30 @@ def attestation_record(
     `result`, and regrade the workspace's evidence with that URL: `ci` on a pass, back to what
     its finish said on a fail. Returns the attestation and how many pieces were regraded.
     `kind` is what CI took the URL for (a note: it does not narrow what is graded)."""
+    return attestation_observe(
+        workspace_id=hand.workspace_id,
+        observer=hand.name,
+        key_prefix=key.prefix,
+        url=url,
+        result=result,
+        kind=kind,
+        note=note,
+    )
+
+
+def attestation_observe(
+    *,
+    workspace_id: int,
+    observer: str,
+    key_prefix: str,
+    url: str,
+    result: str,
+    kind: str = "",
+    note: str = "",
+) -> tuple[Attestation, int]:
+    """An attestation by `observer` (a hand's name, or another observer the server trusts, such
+    as a lane's GitHub integration, with `key_prefix` empty), and the regrading of the
+    workspace's evidence with its URL (`attestation_record`)."""
     url = validate_evidence_url(url)
     if result not in RESULTS:
         raise ValidationFailed(
@@ -253,35 +277,35 @@ def attestation_record(
     kind = _validate_short_text(kind, field="kind", max_length=64, required=False)
     note = _validate_short_text(note, field="note", max_length=2000, required=False)
     with transaction.atomic():
-        _lock_urls(hand.workspace_id, [url])
+        _lock_urls(workspace_id, [url])
         now = db_now()
         attestation = Attestation.objects.create(
-            workspace_id=hand.workspace_id,
+            workspace_id=workspace_id,
             url=url,
             result=result,
             kind=kind,
             note=note,
-            hand=hand.name,
-            key_prefix=key.prefix,
+            hand=observer,
+            key_prefix=key_prefix,
             at=now,
         )
         grade = (
             Value(EvidenceGrade.CI.value) if result == AttestationResult.PASS else F("observed_by")
         )
-        graded = Evidence.objects.filter(attempt__workspace_id=hand.workspace_id, url=url).update(
+        graded = Evidence.objects.filter(attempt__workspace_id=workspace_id, url=url).update(
             grade=grade, attestation=attestation
         )
         record_event(
-            workspace_id=hand.workspace_id,
+            workspace_id=workspace_id,
             kind=EventKind.ATTESTED,
             at=now,
-            actor=hand.name,
-            hand=hand.name,
+            actor=observer,
+            hand=observer,
             data={
                 "url": url,
                 "result": result,
                 "kind": kind or None,
-                "key_prefix": key.prefix,
+                "key_prefix": key_prefix,
                 "attestation": attestation.pk,
                 "graded": graded,
             },

@@ -16,6 +16,7 @@ from fleet.api import resources as resources_api
 from fleet.api import runs as runs_api
 from hands import api as hands_api
 from pools import api as pools_api
+from schedules import api as schedules_api
 
 urlpatterns: list[URLPattern | URLResolver] = [
     # Hand calls
@@ -73,6 +74,33 @@ urlpatterns: list[URLPattern | URLResolver] = [
     # Supervisor calls
     path("lanes", hands_api.LanesApi.as_view(), name="api-lanes"),
     path("lanes/<slug:slug>/work-packages", runs_api.WorkPackagesApi.as_view(), name="api-wps"),
+    path("lanes/<slug:slug>/schedules", schedules_api.SchedulesApi.as_view(), name="api-schedules"),
+    path(
+        "lanes/<slug:slug>/schedules/<int:schedule_id>",
+        schedules_api.ScheduleApi.as_view(),
+        name="api-schedule",
+    ),
+    path(
+        "lanes/<slug:slug>/schedules/<int:schedule_id>/tries",
+        schedules_api.ScheduleTriesApi.as_view(),
+        name="api-schedule-tries",
+    ),
+    path(
+        "lanes/<slug:slug>/github-integrations",
+        schedules_api.GitHubIntegrationsApi.as_view(),
+        name="api-github-integrations",
+    ),
+    path(
+        "lanes/<slug:slug>/github-integrations/<int:integration_id>",
+        schedules_api.GitHubIntegrationApi.as_view(),
+        name="api-github-integration",
+    ),
+    # GitHub's webhook deliveries: trusted by their signature, not by a key
+    path(
+        "integrations/github/<int:integration_id>",
+        schedules_api.GitHubDeliveryApi.as_view(),
+        name="api-github-delivery",
+    ),
     path("work-packages/<int:work_package_id>/runs", runs_api.RunsApi.as_view(), name="api-runs"),
     path("runs/<int:run_id>", runs_api.RunApi.as_view(), name="api-run"),
     path("hands", hands_api.HandsApi.as_view(), name="api-hands"),

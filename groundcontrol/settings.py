@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "pools",
     "evidence",
     "webhooks",
+    "schedules",
     "dashboard",
     "ops",
     "groundcontrol",
@@ -253,6 +254,9 @@ LOGGING = {
 GC_REVOKE_KEYS_INTERVAL_S = env_float("GC_REVOKE_KEYS_INTERVAL_S", 30.0, minimum=0.1)
 GC_WEBHOOK_INTERVAL_S = env_float("GC_WEBHOOK_INTERVAL_S", 2.0, minimum=0.1)
 GC_RETENTION_INTERVAL_S = env_float("GC_RETENTION_INTERVAL_S", 3600.0, minimum=1.0)
+# How often the beat job makes the schedules' due packages (schedules/jobs.py): a period's
+# package appears at most this long after its time.
+GC_SCHEDULE_INTERVAL_S = env_float("GC_SCHEDULE_INTERVAL_S", 30.0, minimum=1.0)
 # Rows per sweep transaction, and how far a row that made the sweep fail is pushed back.
 GC_SWEEP_BATCH = env_int("GC_SWEEP_BATCH", 500, minimum=1)
 GC_SWEEP_RETRY_S = env_float("GC_SWEEP_RETRY_S", 60.0, minimum=0.1)
@@ -299,6 +303,7 @@ CELERY_BEAT_SCHEDULE = {
     "revoke-keys": _every("fleet.revoke_keys", GC_REVOKE_KEYS_INTERVAL_S),
     "deliver-webhooks": _every("fleet.deliver_webhooks", GC_WEBHOOK_INTERVAL_S),
     "prune-records": _every("fleet.prune_records", GC_RETENTION_INTERVAL_S),
+    "plan-schedules": _every("schedules.plan", GC_SCHEDULE_INTERVAL_S),
 }
 
 # --- REST API limits and schema (apikit/, each app's api) -----------------------------------

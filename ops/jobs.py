@@ -26,6 +26,9 @@ from leases.jobs import MAX_BATCHES, JobResult, rows, seconds_param
 from leases.models import AddressRefusal, Event, FenceVerification, Lease, Refusal, Waiter
 from leases.state import state_sql
 from ops.models import JobRun
+from schedules import jobs as schedule_jobs
+from schedules.jobs import PlanResult
+from schedules.models import GitHubDelivery, ScheduleTry
 from webhooks.models import WebhookDelivery
 from webhooks.services import webhooks_kick, webhooks_run
 
@@ -95,6 +98,13 @@ def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
     if result.processed:
         webhooks_kick()
     return result
+
+
+@recorded("plan_schedules")
+def schedules_plan() -> PlanResult:
+    """The schedules' due packages (`schedules.jobs.schedules_run`). A run the database's outage
+    stops (before its first statement) raises, and the next tick tries again."""
+    return schedule_jobs.schedules_run()
 
 
 # --- Webhooks ----------------------------------------------------------------------------------
@@ -178,6 +188,18 @@ def records_prune(*, batch: int | None = None) -> PruneResult:
         ),
         # Waiters whose processes died (a waiter that gives up or is served deletes its own).
         "waiters": _prune(Waiter._meta.db_table, "expires_at", 60.0, batch),
+        # The schedules' tries and GitHub's deliveries: kept as long as events. A delivery
+        # redelivered after its row is gone is judged afresh (the package is still found by
+        # its key).
+        "schedule_tries": _prune(
+            ScheduleTry._meta.db_table, "at", settings.GC_RETENTION_EVENTS_DAYS * day, batch
+        ),
+        "github_deliveries": _prune(
+            GitHubDelivery._meta.db_table,
+            "received_at",
+            settings.GC_RETENTION_EVENTS_DAYS * day,
+            batch,
+        ),
         # A pending delivery is still being retried; only finished ones go.
         "webhook_deliveries": _prune(
             WebhookDelivery._meta.db_table,

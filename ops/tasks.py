@@ -32,3 +32,8 @@ def deliver_webhooks() -> dict[str, Any]:
 @shared_task(name="fleet.prune_records", ignore_result=True)
 def prune_records() -> dict[str, Any]:
     return jobs.records_prune().as_dict()
+
+
+@shared_task(name="schedules.plan", ignore_result=True)
+def plan_schedules() -> dict[str, Any]:
+    return jobs.schedules_plan().as_dict()

@@ -1,0 +1,290 @@
+"""Schedules and GitHub integrations over REST, under their lane; and the endpoint GitHub
+delivers to, trusted by its signature rather than a key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apikit.api import LimitedJSONParser, check_body_size, decode_json, max_body_bytes, paginated
+from apikit.clients import client_address
+from apikit.errors import PayloadTooLarge, ValidationFailed
+from apikit.inputs import StrictBooleanField, StrictCharField, valid
+from apikit.openapi import error_responses
+from apikit.ratelimit import unauthenticated_refusal
+from hands import selectors as hand_selectors
+from hands.models import Lane
+from hands.views import MAX_NAME, PLAN, PLAN_READ, HandAPIView
+from schedules import github, periods
+from schedules import services as schedule_services
+from schedules.errors import SignatureInvalid
+from schedules.models import GitHubIntegration, Schedule, ScheduleTry
+from schedules.presenters import (
+    DeliveryOut,
+    IntegrationOut,
+    IssuedIntegrationOut,
+    ScheduleOut,
+    TryOut,
+    delivery_json,
+    integration_json,
+    schedule_json,
+    try_json,
+)
+
+
+class ScheduleIn(serializers.Serializer):
+    cron = StrictCharField(
+        max_length=periods.MAX_CRON_LENGTH,
+        help_text="Five fields (minute hour day-of-month month day-of-week), in UTC.",
+    )
+    key_pattern = StrictCharField(
+        max_length=MAX_NAME,
+        help_text="The package's key: {date} (2030-01-02) and, for a schedule that fires more "
+        "than once a day, {time} (0600) are substituted.",
+    )
+    title_pattern = StrictCharField(max_length=MAX_NAME)
+    runs = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        max_length=schedule_services.MAX_TEMPLATE_RUNS,
+        help_text="Each run as POST /work-packages/{id}/runs takes it (RunIn), validated so.",
+    )
+    active = StrictBooleanField(required=False, default=True)
+
+
+class SchedulePatchIn(serializers.Serializer):
+    cron = StrictCharField(max_length=periods.MAX_CRON_LENGTH, required=False)
+    key_pattern = StrictCharField(max_length=MAX_NAME, required=False)
+    title_pattern = StrictCharField(max_length=MAX_NAME, required=False)
+    runs = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        max_length=schedule_services.MAX_TEMPLATE_RUNS,
+    )
+    active = StrictBooleanField(required=False)
+
+
+class IntegrationIn(serializers.Serializer):
+    label = StrictCharField(
+        max_length=github.MAX_LABEL_LENGTH,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="Only issues with this label become packages (also when labelled later).",
+    )
+
+
+class _LaneView(HandAPIView):
+    def lane(self, slug: str) -> Lane:
+        return hand_selectors.lane_get(
+            workspace_id=self.workspace_id, slug=slug, lane_id=self.lane_id
+        )
+
+
+class SchedulesApi(_LaneView):
+    """A lane's schedules: each period of its cron expression (UTC) makes a work package and
+    its runs from the template."""
+
+    required_scope = {"GET": PLAN_READ, "POST": PLAN}
+
+    @extend_schema(
+        tags=["plan"],
+        responses={
+            200: ScheduleOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        lane = self.lane(slug)
+        return paginated(
+            request,
+            Schedule.objects.filter(lane=lane).select_related("lane"),
+            lambda rows: [schedule_json(x) for x in rows],
+        )
+
+    @extend_schema(
+        tags=["plan"],
+        request=ScheduleIn,
+        description="The first period is the first after now. Runs are validated as the "
+        "run-create API validates them (`runs[<i>].<field>` in the error's fields).",
+        responses={201: ScheduleOut, **error_responses("scope_denied", "not_found", body=True)},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        data = valid(ScheduleIn, request)
+        schedule = schedule_services.schedule_create(
+            lane=self.lane(slug), actor=self.hand.name, **data
+        )
+        return Response(schedule_json(schedule), status=201)
+
+
+class ScheduleApi(_LaneView):
+    """One schedule: PATCH what changes (a new cron expression, or switching it on again,
+    starts from now), DELETE it (the packages it made stay)."""
+
+    required_scope = {"GET": PLAN_READ, "PATCH": PLAN, "DELETE": PLAN}
+
+    @extend_schema(
+        tags=["plan"], responses={200: ScheduleOut, **error_responses("scope_denied", "not_found")}
+    )
+    def get(self, request: Request, slug: str, schedule_id: int) -> Response:
+        lane = self.lane(slug)
+        return Response(
+            schedule_json(schedule_services.schedule_get(lane=lane, schedule_id=schedule_id))
+        )
+
+    @extend_schema(
+        tags=["plan"],
+        request=SchedulePatchIn,
+        responses={200: ScheduleOut, **error_responses("scope_denied", "not_found", body=True)},
+    )
+    def patch(self, request: Request, slug: str, schedule_id: int) -> Response:
+        data = valid(SchedulePatchIn, request)
+        schedule = schedule_services.schedule_update(
+            lane=self.lane(slug), schedule_id=schedule_id, changes=data
+        )
+        return Response(schedule_json(schedule))
+
+    @extend_schema(
+        tags=["plan"], responses={204: None, **error_responses("scope_denied", "not_found")}
+    )
+    def delete(self, request: Request, slug: str, schedule_id: int) -> Response:
+        schedule_services.schedule_delete(lane=self.lane(slug), schedule_id=schedule_id)
+        return Response(status=204)
+
+
+class ScheduleTriesApi(_LaneView):
+    """What the beat job did for each period of a schedule, newest first."""
+
+    required_scope = PLAN_READ
+
+    @extend_schema(
+        tags=["plan"],
+        responses={
+            200: TryOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, slug: str, schedule_id: int) -> Response:
+        schedule = schedule_services.schedule_get(lane=self.lane(slug), schedule_id=schedule_id)
+        return paginated(
+            request,
+            ScheduleTry.objects.filter(schedule=schedule),
+            lambda rows: [try_json(x) for x in rows],
+        )
+
+
+class GitHubIntegrationsApi(_LaneView):
+    """A lane's GitHub integrations: a webhook secret and the path GitHub delivers to."""
+
+    required_scope = {"GET": PLAN_READ, "POST": PLAN}
+
+    @extend_schema(
+        tags=["plan"],
+        responses={
+            200: IntegrationOut(many=True),
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        lane = self.lane(slug)
+        return paginated(
+            request,
+            GitHubIntegration.objects.filter(lane=lane).select_related("lane"),
+            lambda rows: [integration_json(x) for x in rows],
+        )
+
+    @extend_schema(
+        tags=["plan"],
+        request=IntegrationIn,
+        description="The secret is in this answer only: set it as the GitHub webhook's secret, "
+        "with content type application/json and the events Issues and Pull requests.",
+        responses={
+            201: IssuedIntegrationOut,
+            **error_responses("scope_denied", "not_found", body=True),
+        },
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        data = valid(IntegrationIn, request)
+        issued = github.integration_create(
+            lane=self.lane(slug), label=data.get("label") or "", actor=self.hand.name
+        )
+        return Response(
+            {**integration_json(issued.integration), "secret": issued.secret}, status=201
+        )
+
+
+class GitHubIntegrationApi(_LaneView):
+    required_scope = PLAN
+
+    @extend_schema(
+        tags=["plan"], responses={204: None, **error_responses("scope_denied", "not_found")}
+    )
+    def delete(self, request: Request, slug: str, integration_id: int) -> Response:
+        github.integration_delete(lane=self.lane(slug), integration_id=integration_id)
+        return Response(status=204)
+
+
+class GitHubDeliveryApi(APIView):
+    """GitHub's webhook deliveries for one integration, trusted by X-Hub-Signature-256 (the
+    HMAC-SHA256 of the raw body with the integration's secret), not by a key."""
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+    parser_classes = [LimitedJSONParser]
+
+    @extend_schema(
+        tags=["integrations"],
+        auth=[],
+        request={"application/json": {"type": "object"}},
+        parameters=[
+            OpenApiParameter(github.SIGNATURE_HEADER, str, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter(github.EVENT_HEADER, str, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter(github.DELIVERY_HEADER, str, OpenApiParameter.HEADER, required=True),
+        ],
+        description="issues opened/reopened (or labeled with the integration's label) make a "
+        "work package; pull_request closed with merged true attests its html_url; ping "
+        "answers 200; any other event or action answers 202 (ignored). A redelivery answers "
+        "as the first did.",
+        responses={
+            200: DeliveryOut,
+            202: DeliveryOut,
+            **error_responses("signature_invalid", "rate_limited", body=True),
+        },
+    )
+    def post(self, request: Request, integration_id: int) -> Response:
+        check_body_size(request)
+        raw = request._request.read(max_body_bytes() + 1)
+        if len(raw) > max_body_bytes():
+            raise PayloadTooLarge(
+                f"the body is over the limit of {max_body_bytes()} bytes",
+                limit_bytes=max_body_bytes(),
+            )
+        try:
+            integration = github.integration_verified(
+                integration_id=integration_id,
+                body=raw,
+                signature=request.headers.get(github.SIGNATURE_HEADER, ""),
+            )
+        except SignatureInvalid as refusal:
+            # Counted against the caller's address, as any unauthenticated call is.
+            over = unauthenticated_refusal(client_address(request))
+            raise (over or refusal) from None
+        try:
+            payload = decode_json(raw)
+        except ValueError as exc:
+            raise ValidationFailed(
+                f"the body is not valid JSON: {exc}", fields={"body": [str(exc)]}
+            ) from None
+        answer = github.delivery_receive(
+            integration=integration,
+            delivery_id=request.headers.get(github.DELIVERY_HEADER, ""),
+            event=request.headers.get(github.EVENT_HEADER, ""),
+            payload=payload,
+        )
+        status = 202 if answer.outcome == github.Outcome.IGNORED else 200
+        return Response(delivery_json(answer), status=status)

@@ -1,0 +1,138 @@
+"""A lane's schedules: their writes (create, update, delete), each validated at write time
+with the rules the beat job and the run-create API use, so a schedule that is stored can make
+its packages. The beat job is `schedules.jobs`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+
+from apikit.errors import NotFound, ValidationFailed
+from fleet.api.inputs import RunIn
+from hands.models import Lane
+from leases.clock import db_now
+from leases.services import validate_name
+from schedules import periods
+from schedules.models import Schedule
+
+# Runs in one schedule's template (each as POST /work-packages/<id>/runs takes one).
+MAX_TEMPLATE_RUNS = 20
+# A period to render templates with at write time: the longest date and time there are.
+_SAMPLE = datetime(2099, 12, 31, 23, 59, tzinfo=UTC)
+
+
+def validate_run_templates(value: object) -> list[dict[str, Any]]:
+    """Each run as the run-create API validates its body (`fleet.api.inputs.RunIn`), stored as
+    that validation leaves it; the beat job passes each to `run_create` as the API does."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_TEMPLATE_RUNS:
+        raise ValidationFailed(
+            f"runs must be a list of at most {MAX_TEMPLATE_RUNS} runs",
+            fields={"runs": [f"A list of at most {MAX_TEMPLATE_RUNS} run bodies."]},
+        )
+    serializer = RunIn(data=value, many=True)
+    if not serializer.is_valid():
+        errors = {
+            f"runs[{i}].{name}": [str(m) for m in messages]
+            for i, item in enumerate(serializer.errors)
+            for name, messages in (item or {}).items()
+        }
+        raise ValidationFailed(
+            "runs: " + ", ".join(sorted(errors)) + " invalid (each as the run-create API takes it)",
+            fields=errors,
+        )
+    return [dict(item) for item in serializer.validated_data]
+
+
+def _validate_template(*, cron: str, key_pattern: object, title_pattern: object) -> tuple[str, str]:
+    key = periods.validate_pattern(key_pattern, field="key_pattern", cron=cron, key=True)
+    title = periods.validate_pattern(title_pattern, field="title_pattern", cron=cron, key=False)
+    # What a period renders must be a package's key and title (`work_package_create`'s rule).
+    validate_name(periods.render(key, _SAMPLE), field="key_pattern")
+    validate_name(periods.render(title, _SAMPLE), field="title_pattern")
+    return key, title
+
+
+def _validate_active(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationFailed("active must be true or false", fields={"active": ["A boolean."]})
+    return value
+
+
+def schedule_create(
+    *,
+    lane: Lane,
+    cron: object,
+    key_pattern: object,
+    title_pattern: object,
+    runs: object = None,
+    active: object = True,
+    actor: str,
+) -> Schedule:
+    """A schedule whose first period is the first after now (the database's time)."""
+    expression = periods.validate_cron(cron)
+    key, title = _validate_template(
+        cron=expression, key_pattern=key_pattern, title_pattern=title_pattern
+    )
+    templates = validate_run_templates(runs)
+    now = db_now()
+    return Schedule.objects.create(
+        workspace_id=lane.workspace_id,
+        lane=lane,
+        cron=expression,
+        key_pattern=key,
+        title_pattern=title,
+        runs=templates,
+        active=_validate_active(active),
+        periods_after=now,
+        next_period_at=periods.next_period(expression, now),
+        created_by=actor,
+    )
+
+
+def schedule_get(*, lane: Lane, schedule_id: int) -> Schedule:
+    try:
+        return Schedule.objects.select_related("lane").get(lane=lane, pk=schedule_id)
+    except Schedule.DoesNotExist:
+        raise NotFound(f"lane {lane.slug!r} has no schedule {schedule_id}") from None
+
+
+def schedule_update(*, lane: Lane, schedule_id: int, changes: dict[str, Any]) -> Schedule:
+    """Change what is given. A new expression starts from now (its first period is the first
+    after now), as does a schedule switched on again: the periods it was off are not made."""
+    schedule = schedule_get(lane=lane, schedule_id=schedule_id)
+    cron = periods.validate_cron(changes["cron"]) if "cron" in changes else schedule.cron
+    key, title = _validate_template(
+        cron=cron,
+        key_pattern=changes.get("key_pattern", schedule.key_pattern),
+        title_pattern=changes.get("title_pattern", schedule.title_pattern),
+    )
+    fields: dict[str, Any] = {"cron": cron, "key_pattern": key, "title_pattern": title}
+    if "runs" in changes:
+        fields["runs"] = validate_run_templates(changes["runs"])
+    active = _validate_active(changes["active"]) if "active" in changes else None
+    with transaction.atomic():
+        now = db_now()
+        restart = {"periods_after": now, "next_period_at": periods.next_period(cron, now)}
+        if active is not None:
+            fields["active"] = active
+        if active:
+            # Switched on again: from now. One that was on already keeps its place (the
+            # conditional statement tells the two apart).
+            Schedule.objects.filter(pk=schedule.pk, active=False).update(**restart)
+        if cron != schedule.cron:
+            # The job's statement carries the expression it read, so a period of the old one
+            # in flight makes nothing once this commits.
+            fields.update(restart)
+        if not Schedule.objects.filter(pk=schedule.pk, lane=lane).update(**fields):
+            raise NotFound(f"lane {lane.slug!r} has no schedule {schedule_id}")
+    return schedule_get(lane=lane, schedule_id=schedule_id)
+
+
+def schedule_delete(*, lane: Lane, schedule_id: int) -> None:
+    """The schedule and its record of tries; the packages it made stay."""
+    if not Schedule.objects.filter(lane=lane, pk=schedule_id).delete()[0]:
+        raise NotFound(f"lane {lane.slug!r} has no schedule {schedule_id}")
