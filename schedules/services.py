@@ -35,9 +35,12 @@ def validate_run_templates(value: object) -> list[dict[str, Any]]:
         )
     serializer = RunIn(data=value, many=True)
     if not serializer.is_valid():
+        found = serializer.errors
+        # By index: a dict of the invalid items (this DRF) or a list with one entry per item.
+        by_index = found.items() if isinstance(found, dict) else enumerate(found)
         errors = {
             f"runs[{i}].{name}": [str(m) for m in messages]
-            for i, item in enumerate(serializer.errors)
+            for i, item in by_index
             for name, messages in (item or {}).items()
         }
         raise ValidationFailed(
