@@ -11,7 +11,7 @@ import pytest
 from hands import services as hand_services
 from leases import clock
 from schedules.models import Schedule
-from tests.api.conftest import Api, api_outsider, boss, error_of, mint  # noqa: F401
+from tests.api.conftest import Api, error_of, mint
 
 pytestmark = pytest.mark.django_db
 
