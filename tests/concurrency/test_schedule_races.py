@@ -1,0 +1,132 @@
+"""The beat job raced and killed, on PostgreSQL: beats at once, each on its own thread and
+connection, make one package and one set of runs per period; so do tries that get past the
+schedule's statement together (the package's unique key decides); and a process killed between
+the package and its runs leaves nothing, so the next tick makes all of it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from django.db import connection
+
+from fleet.models import Run, WorkPackage
+from leases import clock
+from schedules import jobs
+from schedules import services as schedule_services
+from schedules.models import Schedule, ScheduleTry
+from tests.concurrency.test_done_slots import together
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+SIX = datetime(2030, 1, 2, 6, 0, tzinfo=UTC)
+THREADS = 8
+RUNS = [{"title": "Walk", "slots": 3}, {"title": "Check"}]
+
+
+@pytest.fixture
+def schedule(lane) -> Schedule:
+    clock.freeze(START)
+    return schedule_services.schedule_create(
+        lane=lane,
+        cron="0 6 * * *",
+        key_pattern="daily-{date}",
+        title_pattern="Rewalk {date}",
+        runs=RUNS,
+        actor="boss",
+    )
+
+
+def assert_one_period_made() -> None:
+    package = WorkPackage.objects.get()
+    assert package.key == "daily-2030-01-02"
+    assert sorted(Run.objects.filter(work_package=package).values_list("title", flat=True)) == [
+        "Check",
+        "Walk",
+    ]
+    assert Run.objects.count() == 2
+
+
+def test_beats_at_once_make_one_package_and_one_set_of_runs(schedule) -> None:
+    clock.freeze(SIX)
+    results: list[jobs.PlanResult] = []
+    crashes = together([lambda: results.append(jobs.schedules_run()) for _ in range(THREADS)])
+    assert crashes == []
+    assert_one_period_made()
+    assert sum(r.created for r in results) == 1
+    assert sum(r.failed for r in results) == 0
+    assert list(ScheduleTry.objects.values_list("outcome", flat=True)) == ["created"]
+
+
+def test_tries_past_the_schedules_statement_together_still_make_one(schedule) -> None:
+    """Without the schedule's statement to queue on (as if it let every beat through), the
+    package's unique key decides: one try makes it and its runs, the others find it."""
+    clock.freeze(SIX)
+    with mock.patch.object(jobs, "_advance", return_value=True):
+        crashes = together(
+            [lambda: jobs.period_try(schedule=schedule, period=SIX, at=SIX) for _ in range(THREADS)]
+        )
+    assert crashes == []
+    assert_one_period_made()
+    outcomes = sorted(ScheduleTry.objects.values_list("outcome", flat=True))
+    assert outcomes == ["created"] + ["existing"] * (THREADS - 1)
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, signal
+    from datetime import datetime, UTC
+    import django
+    django.setup()
+    from leases import clock
+    from fleet.services import plan
+    from schedules import jobs
+
+    real = plan.run_create
+    made = []
+
+    def run_create(**kwargs):
+        made.append(real(**kwargs))
+        if len(made) == 1:
+            # Killed between the package (and its first run) and the rest.
+            os.kill(os.getpid(), signal.SIGKILL)
+        return made[-1]
+
+    plan.run_create = run_create
+    clock.freeze(datetime(2030, 1, 2, 6, 0, tzinfo=UTC))
+    jobs.schedules_run()
+    """
+)
+
+
+def test_a_process_killed_between_the_steps_leaves_nothing_and_the_next_tick_makes_it(
+    schedule,
+) -> None:
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DJANGO_SETTINGS_MODULE": "groundcontrol.settings",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'client'}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED], cwd=ROOT, env=env, capture_output=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+    assert not WorkPackage.objects.exists()
+    assert not Run.objects.exists()
+    assert not ScheduleTry.objects.exists()
+    schedule.refresh_from_db()
+    assert schedule.periods_after == START
+    clock.freeze(SIX)
+    assert jobs.schedules_run().created == 1
+    assert_one_period_made()
