@@ -1,10 +1,12 @@
 """The beat job raced and killed, on PostgreSQL: beats at once, each on its own thread and
 connection, make one package and one set of runs per period; so do tries that get past the
 schedule's statement together (the package's unique key decides); and a process killed between
-the package and its runs leaves nothing, so the next tick makes all of it."""
+the package and its runs leaves nothing, so the next tick makes all of it. A GitHub delivery
+and its redeliveries at once make one package too."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,9 +21,9 @@ from django.db import connection
 
 from fleet.models import Run, WorkPackage
 from leases import clock
-from schedules import jobs
+from schedules import github, jobs
 from schedules import services as schedule_services
-from schedules.models import Schedule, ScheduleTry
+from schedules.models import GitHubDelivery, Schedule, ScheduleTry
 from tests.concurrency.test_done_slots import together
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -130,3 +132,26 @@ def test_a_process_killed_between_the_steps_leaves_nothing_and_the_next_tick_mak
     clock.freeze(SIX)
     assert jobs.schedules_run().created == 1
     assert_one_period_made()
+
+
+ISSUE = json.loads((ROOT / "tests" / "fixtures" / "github" / "issues-opened.json").read_text())
+
+
+def test_one_delivery_and_its_redeliveries_at_once_make_one_package(lane) -> None:
+    integration = github.integration_create(lane=lane, actor="boss").integration
+    answers: list[github.DeliveryAnswer] = []
+
+    def receive(delivery: str) -> None:
+        answers.append(
+            github.delivery_receive(
+                integration=integration, delivery_id=delivery, event="issues", payload=ISSUE
+            )
+        )
+
+    # Half the threads redeliver one delivery, half deliver the same issue as others.
+    bodies = [lambda i=i: receive("same" if i % 2 else f"other-{i}") for i in range(THREADS)]
+    assert together(bodies) == []
+    assert WorkPackage.objects.count() == 1
+    assert GitHubDelivery.objects.count() == THREADS // 2 + 1
+    assert sorted(a.outcome for a in answers).count("created") == 1
+    assert {a.work_package.pk for a in answers} == {WorkPackage.objects.get().pk}
