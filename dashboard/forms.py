@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -174,3 +175,31 @@ class MembershipForm(forms.Form):
 
 class WorkspaceSwitchForm(forms.Form):
     workspace = forms.IntegerField()
+
+
+class ScheduleForm(forms.Form):
+    cron = forms.CharField(
+        max_length=100, initial="0 6 * * *", help_text="Five fields, in UTC: 0 6 * * * is 06:00."
+    )
+    key_pattern = forms.CharField(
+        max_length=MAX_NAME_LENGTH,
+        initial="daily-{date}",
+        help_text="{date} (and {time} for more than one period a day) is substituted.",
+    )
+    title_pattern = forms.CharField(max_length=MAX_NAME_LENGTH, initial="Daily {date}")
+    runs = forms.CharField(
+        required=False,
+        max_length=200_000,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        initial='[{"title": "Run", "brief": "", "slots": 1}]',
+        help_text="A JSON list of runs, each as POST /work-packages/<id>/runs takes one.",
+    )
+
+    def clean_runs(self) -> Any:
+        text = self.cleaned_data["runs"].strip()
+        if not text:
+            return []
+        try:
+            return json.loads(text)
+        except ValueError as error:
+            raise forms.ValidationError(f"Not JSON: {error}") from None

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard.views import people, pools, records, work
+from dashboard.views import people, pools, records, schedules, work
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("login/", people.ThrottledLoginView.as_view(), name="login"),
@@ -13,6 +13,17 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("workspace/", work.workspace_switch, name="workspace-switch"),
     path("lanes/", work.lanes, name="lanes"),
     path("lanes/<slug:slug>/", work.lane_detail, name="lane"),
+    path("lanes/<slug:slug>/schedules/new/", schedules.schedule_create, name="schedule-create"),
+    path(
+        "lanes/<slug:slug>/schedules/<int:pk>/switch/",
+        schedules.schedule_switch,
+        name="schedule-switch",
+    ),
+    path(
+        "lanes/<slug:slug>/schedules/<int:pk>/delete/",
+        schedules.schedule_delete,
+        name="schedule-delete",
+    ),
     path("work-packages/<int:pk>/", work.work_package_detail, name="work-package"),
     path("runs/<int:pk>/", work.run_detail, name="run"),
     path("runs/<int:pk>/close/", work.run_close, name="run-close"),

@@ -23,6 +23,7 @@ from dashboard.charts import Bar, state_chart_svg, timeline_svg
 from dashboard.forms import (
     BoardFilterForm,
     DirectiveForm,
+    ScheduleForm,
     SlotReopenForm,
     SlotsAddForm,
     WorkspaceSwitchForm,
@@ -46,6 +47,7 @@ from fleet.services import attempts as attempt_services
 from fleet.services import plan as plan_services
 from hands.models import Membership, Role
 from leases.clock import db_now
+from schedules import selectors as schedule_selectors
 
 
 @require_POST
@@ -124,7 +126,17 @@ def lanes(request: HttpRequest, membership: Membership) -> HttpResponse:
 @dashboard_view()
 def lane_detail(request: HttpRequest, membership: Membership, slug: str) -> HttpResponse:
     lane, packages = pages.lane_page(workspace_id=membership.workspace_id, slug=slug)
-    return render_page(request, "fleet/lane.html", {"lane": lane, "packages": packages})
+    return render_page(
+        request,
+        "fleet/lane.html",
+        {
+            "lane": lane,
+            "packages": packages,
+            "schedules": schedule_selectors.lane_schedules(lane=lane),
+            "integrations": schedule_selectors.lane_integrations(lane=lane),
+            "schedule_form": ScheduleForm(),
+        },
+    )
 
 
 @dashboard_view()
