@@ -38,6 +38,7 @@ REFUSAL_CODES = [
     "evidence_missing",
     "rate_limited",
     "idempotency_conflict",
+    "signature_invalid",
 ]
 EXPIRY_CHOICES = [
     ("", "never"),
