@@ -1,5 +1,5 @@
-"""Retention: reports, events, refusals, fence verifications and finished deliveries past their
-age, in batches."""
+"""Retention: reports, events, refusals, fence verifications, finished deliveries, the
+schedules' tries and GitHub's deliveries past their age, in batches."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from fleet.models import Report
 from leases.clock import db_now
 from leases.models import Event, FenceVerification, Refusal
 from ops import jobs as ops_jobs
+from schedules import github
+from schedules import services as schedule_services
+from schedules.models import GitHubDelivery, ScheduleTry
 from webhooks.models import Webhook, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
@@ -40,8 +43,20 @@ def ages_left(model) -> list[int]:  # noqa: ANN001
 @override_settings(
     GC_RETENTION_REPORTS_DAYS=10, GC_RETENTION_EVENTS_DAYS=20, GC_RETENTION_REFUSALS_DAYS=30
 )
-def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, claim) -> None:
+def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, claim, lane) -> None:
     view = claim(owner, make_run())
+    schedule = schedule_services.schedule_create(
+        lane=lane, cron="0 6 * * *", key_pattern="d-{date}", title_pattern="D", actor="t"
+    )
+    aged(ScheduleTry, schedule=schedule, date_key="k", at=db_now(), outcome="created")
+    integration = github.integration_create(lane=lane, actor="t").integration
+    for days in AGES:
+        delivery = GitHubDelivery.objects.create(
+            integration=integration, delivery_id=f"d{days}", event="ping", outcome="pong"
+        )
+        GitHubDelivery.objects.filter(pk=delivery.pk).update(
+            received_at=db_now() - timedelta(days=days)
+        )
     aged(Report, attempt=view.attempt, kind="heartbeat")
     Event.objects.all().delete()
     aged(Event, workspace_id=1, kind="late")
@@ -52,6 +67,8 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
     assert ages_left(Event) == [5, 15]
     assert ages_left(Refusal) == [5, 15, 25]
     assert ages_left(FenceVerification) == [5, 15]  # kept as long as the events
+    assert ages_left(ScheduleTry) == [5, 15]  # so are the schedules' tries
+    assert sorted(GitHubDelivery.objects.values_list("delivery_id", flat=True)) == ["d15", "d5"]
     assert result.deleted == {
         "reports": 9,
         "events": 6,
@@ -59,9 +76,11 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         "address_refusals": 0,
         "fence_verifications": 6,
         "waiters": 0,
+        "schedule_tries": 6,
+        "github_deliveries": 2,
         "webhook_deliveries": 0,
     }
-    assert result.processed == 24
+    assert result.processed == 32
     assert ops_jobs.records_prune(batch=2).processed == 0
 
 
