@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,6 +17,7 @@ from apikit.errors import PayloadTooLarge, ValidationFailed
 from apikit.inputs import StrictBooleanField, StrictCharField, valid
 from apikit.openapi import error_responses
 from apikit.ratelimit import unauthenticated_refusal
+from fleet.api.inputs import RunIn
 from hands import selectors as hand_selectors
 from hands.models import Lane
 from hands.views import MAX_NAME, PLAN, PLAN_READ, HandAPIView
@@ -37,6 +38,20 @@ from schedules.presenters import (
 )
 
 
+@extend_schema_field(RunIn(many=True))
+class RunBodiesField(serializers.ListField):
+    """Run bodies, read as objects here and validated by the service with the run-create API's
+    own serializer (`schedules.services.validate_run_templates`): one rule, named per item."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            child=serializers.DictField(),
+            required=False,
+            max_length=schedule_services.MAX_TEMPLATE_RUNS,
+            **kwargs,
+        )
+
+
 class ScheduleIn(serializers.Serializer):
     cron = StrictCharField(
         max_length=periods.MAX_CRON_LENGTH,
@@ -48,11 +63,8 @@ class ScheduleIn(serializers.Serializer):
         "than once a day, {time} (0600) are substituted.",
     )
     title_pattern = StrictCharField(max_length=MAX_NAME)
-    runs = serializers.ListField(
-        child=serializers.DictField(),
-        required=False,
-        max_length=schedule_services.MAX_TEMPLATE_RUNS,
-        help_text="Each run as POST /work-packages/{id}/runs takes it (RunIn), validated so.",
+    runs = RunBodiesField(
+        help_text="Each run as POST /work-packages/{id}/runs takes it, validated so."
     )
     active = StrictBooleanField(required=False, default=True)
 
@@ -61,11 +73,7 @@ class SchedulePatchIn(serializers.Serializer):
     cron = StrictCharField(max_length=periods.MAX_CRON_LENGTH, required=False)
     key_pattern = StrictCharField(max_length=MAX_NAME, required=False)
     title_pattern = StrictCharField(max_length=MAX_NAME, required=False)
-    runs = serializers.ListField(
-        child=serializers.DictField(),
-        required=False,
-        max_length=schedule_services.MAX_TEMPLATE_RUNS,
-    )
+    runs = RunBodiesField()
     active = StrictBooleanField(required=False)
 
 
@@ -253,7 +261,7 @@ class GitHubDeliveryApi(APIView):
         responses={
             200: DeliveryOut,
             202: DeliveryOut,
-            **error_responses("signature_invalid", "rate_limited", body=True),
+            **error_responses("signature_invalid", "not_found", body=True),
         },
     )
     def post(self, request: Request, integration_id: int) -> Response:
