@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from unittest import mock
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -134,6 +135,11 @@ def test_a_process_killed_between_the_steps_leaves_nothing_and_the_next_tick_mak
     assert_one_period_made()
 
 
+def firsts_of(answers: list, delivery: str) -> str:  # noqa: ANN001
+    [first] = [a.outcome for a in answers if a.delivery_id == delivery and not a.duplicate]
+    return first
+
+
 ISSUE = json.loads((ROOT / "tests" / "fixtures" / "github" / "issues-opened.json").read_text())
 
 
@@ -153,5 +159,48 @@ def test_one_delivery_and_its_redeliveries_at_once_make_one_package(lane) -> Non
     assert together(bodies) == []
     assert WorkPackage.objects.count() == 1
     assert GitHubDelivery.objects.count() == THREADS // 2 + 1
-    assert sorted(a.outcome for a in answers).count("created") == 1
+    # A redelivery answers with its first's outcome: among the first answers, one created.
+    firsts = [a.outcome for a in answers if not a.duplicate]
+    assert sorted(firsts) == ["created"] + ["existing"] * (THREADS // 2)
+    assert [a for a in answers if a.duplicate and a.outcome != firsts_of(answers, "same")] == []
     assert {a.work_package.pk for a in answers} == {WorkPackage.objects.get().pk}
+
+
+def test_a_connection_lost_mid_period_is_recorded_and_retried_on_the_next_tick(
+    schedule,
+) -> None:
+    """A real loss of the job's connection (its backend terminated from outside while the
+    period's transaction is open): the period is not made; Django drops the dead connection
+    when its rollback fails, so the failed try is written at once on a new one (the database
+    itself is up); the next tick makes the period."""
+    from fleet.services import plan as plan_services
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [(pid,)] = cursor.fetchall()
+    real = plan_services.run_create
+
+    def cut_then_create(**kwargs):  # noqa: ANN003, ANN202
+        with psycopg.connect(OUTSIDE_URL(), autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        return real(**kwargs)
+
+    clock.freeze(SIX)
+    with mock.patch.object(plan_services, "run_create", cut_then_create):
+        result = jobs.schedules_run()
+    assert result.failed == 1
+    assert jobs._unrecorded == []
+    assert not WorkPackage.objects.exists()
+    assert not Run.objects.exists()
+    assert list(ScheduleTry.objects.values_list("outcome", flat=True)) == ["failed"]
+    clock.freeze(SIX.replace(minute=1))
+    assert jobs.schedules_run().created == 1
+    assert_one_period_made()
+    failed, created = ScheduleTry.objects.order_by("id")
+    assert (failed.outcome, failed.at, created.outcome) == ("failed", SIX, "created")
+    assert "OperationalError" in failed.error or "InterfaceError" in failed.error
+
+
+def OUTSIDE_URL() -> str:  # noqa: N802 - read at call time: the test database's name
+    db = connection.settings_dict
+    return f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
