@@ -19,8 +19,9 @@ from apikit.openapi import error_responses
 from apikit.ratelimit import unauthenticated_refusal
 from fleet.api.inputs import RunIn
 from hands import selectors as hand_selectors
+from hands.idempotency import idempotent
 from hands.models import Lane
-from hands.views import MAX_NAME, PLAN, PLAN_READ, HandAPIView
+from hands.views import IDEMPOTENCY_PARAMS, MAX_NAME, PLAN, PLAN_READ, HandAPIView
 from schedules import github, periods
 from schedules import services as schedule_services
 from schedules.errors import SignatureInvalid
@@ -118,16 +119,23 @@ class SchedulesApi(_LaneView):
     @extend_schema(
         tags=["plan"],
         request=ScheduleIn,
+        parameters=IDEMPOTENCY_PARAMS,
         description="The first period is the first after now. Runs are validated as the "
         "run-create API validates them (`runs[<i>].<field>` in the error's fields).",
-        responses={201: ScheduleOut, **error_responses("scope_denied", "not_found", body=True)},
+        responses={
+            201: ScheduleOut,
+            **error_responses("scope_denied", "not_found", "idempotency_conflict", body=True),
+        },
     )
     def post(self, request: Request, slug: str) -> Response:
         data = valid(ScheduleIn, request)
-        schedule = schedule_services.schedule_create(
-            lane=self.lane(slug), actor=self.hand.name, **data
-        )
-        return Response(schedule_json(schedule), status=201)
+        lane = self.lane(slug)
+
+        def create() -> Response:
+            schedule = schedule_services.schedule_create(lane=lane, actor=self.hand.name, **data)
+            return Response(schedule_json(schedule), status=201)
+
+        return idempotent(request, create)
 
 
 class ScheduleApi(_LaneView):
@@ -209,21 +217,28 @@ class GitHubIntegrationsApi(_LaneView):
     @extend_schema(
         tags=["plan"],
         request=IntegrationIn,
+        parameters=IDEMPOTENCY_PARAMS,
         description="The secret is in this answer only: set it as the GitHub webhook's secret, "
         "with content type application/json and the events Issues and Pull requests.",
         responses={
             201: IssuedIntegrationOut,
-            **error_responses("scope_denied", "not_found", body=True),
+            **error_responses("scope_denied", "not_found", "idempotency_conflict", body=True),
         },
     )
     def post(self, request: Request, slug: str) -> Response:
         data = valid(IntegrationIn, request)
-        issued = github.integration_create(
-            lane=self.lane(slug), label=data.get("label") or "", actor=self.hand.name
-        )
-        return Response(
-            {**integration_json(issued.integration), "secret": issued.secret}, status=201
-        )
+        lane = self.lane(slug)
+
+        def create() -> Response:
+            issued = github.integration_create(
+                lane=lane, label=data.get("label") or "", actor=self.hand.name
+            )
+            return Response(
+                {**integration_json(issued.integration), "secret": issued.secret}, status=201
+            )
+
+        # The secret is in the first answer only: a replay carries none.
+        return idempotent(request, create, stored=lambda body: {**body, "secret": None})
 
 
 class GitHubIntegrationApi(_LaneView):

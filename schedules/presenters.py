@@ -115,7 +115,11 @@ class IntegrationOut(serializers.Serializer):
 
 
 class IssuedIntegrationOut(IntegrationOut):
-    secret = serializers.CharField(help_text="The webhook's secret, shown once.")
+    secret = serializers.CharField(
+        allow_null=True,
+        help_text="The webhook's secret, shown once. Null in an Idempotency-Key replay: the "
+        "secret is in the first answer only.",
+    )
 
 
 class DeliveryOut(serializers.Serializer):

@@ -296,3 +296,12 @@ def test_nothing_crosses_workspaces(
     )
     assert deliver(anonymous, integration, merged(), event="pull_request").json()["graded"] == 0
     assert Evidence.objects.get().grade == "hand"
+
+
+def test_a_replayed_integration_create_makes_one_and_shows_no_secret(boss: Api, lane) -> None:
+    headers = {"Idempotency-Key": "gh-1"}
+    first = boss.post("/lanes/rewalk/github-integrations", {}, headers=headers)
+    again = boss.post("/lanes/rewalk/github-integrations", {}, headers=headers)
+    assert first.json()["secret"].startswith("ghsec_")
+    assert again.json() == {**first.json(), "secret": None}
+    assert GitHubIntegration.objects.count() == 1

@@ -213,3 +213,15 @@ def test_it_needs_the_plan_scope_to_write(boss: Api, lane, owner) -> None:
     error_of(create(worker), 403, "scope_denied")
     error_of(worker.get("/lanes/rewalk/schedules"), 403, "scope_denied")
     assert Schedule.objects.count() == 0
+
+
+def test_a_retried_create_with_its_idempotency_key_makes_one_schedule(boss: Api, lane) -> None:
+    headers = {"Idempotency-Key": "sched-1"}
+    first = boss.post("/lanes/rewalk/schedules", BODY, headers=headers)
+    again = boss.post("/lanes/rewalk/schedules", BODY, headers=headers)
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert Schedule.objects.count() == 1
+    other = boss.post("/lanes/rewalk/schedules", {**BODY, "cron": "0 7 * * *"}, headers=headers)
+    error_of(other, 409, "idempotency_conflict")
