@@ -40,9 +40,16 @@ def validate_cron(value: object) -> str:
         )
     expression = " ".join(value.split())
     fields = expression.split(" ")
-    if not (
-        (len(fields) == 5 or (len(fields) == 1 and expression.startswith("@")))
-        and croniter.is_valid(expression)
+    # croniter's `R` (a random value) would name other periods each time it is read.
+    random = any(
+        part.upper() == "R" or part.upper().startswith("R(")
+        for field in fields
+        for part in field.split(",")
+    )
+    if (
+        random
+        or not (len(fields) == 5 or (len(fields) == 1 and expression.startswith("@")))
+        or not croniter.is_valid(expression)
     ):
         raise ValidationFailed(
             f"cron {value!r} is not a cron expression of five fields (minute hour day-of-month "

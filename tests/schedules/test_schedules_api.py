@@ -68,6 +68,11 @@ def test_it_creates_a_schedule_with_its_next_planned_times(boss: Api, lane) -> N
         ("0 0 * * * *", "five fields"),
         ("every day", "five fields"),
         ("0 0 31 2 *", "never fires"),
+        # Random (croniter's R) or hashed (H) values would name other periods at each reading.
+        ("R 6 * * *", "five fields"),
+        ("0 R(1-5) * * *", "five fields"),
+        ("H 6 * * *", "five fields"),
+        ("@reboot", "five fields"),
         ("", "cron"),
     ],
 )
