@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
+from django.db import OperationalError
 
+from fleet.services import plan as plan_services
 from hands import services as hand_services
 from leases import clock
+from schedules import jobs
 from schedules.models import Schedule
 from tests.api.conftest import Api, error_of, mint
 
@@ -230,3 +234,26 @@ def test_a_retried_create_with_its_idempotency_key_makes_one_schedule(boss: Api,
     assert Schedule.objects.count() == 1
     other = boss.post("/lanes/rewalk/schedules", {**BODY, "cron": "0 7 * * *"}, headers=headers)
     error_of(other, 409, "idempotency_conflict")
+
+
+def test_it_lists_a_schedules_tries_newest_first(
+    boss: Api, lane, django_assert_num_queries
+) -> None:
+    schedule_id = create(boss).json()["id"]
+    clock.freeze(datetime(2030, 1, 2, 6, 0, tzinfo=UTC))
+    with mock.patch.object(
+        plan_services, "work_package_create", side_effect=OperationalError("down")
+    ):
+        jobs.schedules_run()
+    jobs.schedules_run()
+    boss.get(f"/lanes/rewalk/schedules/{schedule_id}/tries")
+    # The key, the lane, the schedule, one page of tries.
+    with django_assert_num_queries(4):
+        tries = boss.get(f"/lanes/rewalk/schedules/{schedule_id}/tries").json()
+    assert [(t["date_key"], t["outcome"]) for t in tries] == [
+        ("2030-01-02T06:00Z", "created"),
+        ("2030-01-02T06:00Z", "failed"),
+    ]
+    assert tries[0]["error"] is None and tries[0]["work_package"] is not None
+    assert tries[1]["error"] == "OperationalError: down"
+    assert tries[1]["at"] == "2030-01-02T06:00:00Z"
