@@ -143,7 +143,7 @@ def _write_unrecorded() -> int:
             # A schedule deleted meanwhile takes its record with it.
             if Schedule.objects.filter(pk=failed.schedule_id).exists():
                 failed.save()
-            written += 1
+                written += 1
         except Exception:  # noqa: BLE001 - still out of reach: keep the rest for the next run
             with _unrecorded_lock:
                 _unrecorded[:0] = pending[position:]
