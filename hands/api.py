@@ -23,6 +23,7 @@ from apikit.inputs import (
     valid,
 )
 from apikit.openapi import error_responses
+from apikit.reads import replica_list
 from hands import selectors as hand_selectors
 from hands import services as hand_services
 from hands.idempotency import idempotent
@@ -214,6 +215,7 @@ class LanesApi(HandAPIView):
         parameters=PAGE_PARAMS,
         responses={200: LaneOut(many=True), **error_responses("scope_denied", "validation_error")},
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         return paginated(
             request,
@@ -259,6 +261,7 @@ class HandsApi(HandAPIView):
         parameters=PAGE_PARAMS,
         responses={200: HandOut(many=True), **error_responses("scope_denied", "validation_error")},
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         return paginated(
             request,

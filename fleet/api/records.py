@@ -13,6 +13,7 @@ from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param
 from apikit.openapi import error_responses
+from apikit.reads import replica_list
 from fleet import selectors
 from fleet.api.presenters import event_json, refusal_json
 from fleet.api.schemas import EventOut, RefusalOut
@@ -37,6 +38,7 @@ class RefusalsApi(HandAPIView):
             **error_responses("scope_denied", "validation_error"),
         },
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         refusals = selectors.refusals_list(
             workspace_id=self.workspace_id,
@@ -71,6 +73,7 @@ class EventsApi(HandAPIView):
             **error_responses("scope_denied", "validation_error"),
         },
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         since_at, since_id = since_param(request)
         events = selectors.events_list(

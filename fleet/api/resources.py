@@ -15,6 +15,7 @@ from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
+from apikit.reads import replica_list
 from fleet import selectors
 from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewAllIn, RenewIn
 from fleet.api.presenters import lease_json
@@ -197,6 +198,7 @@ class LeaseListApi(HandAPIView):
         ],
         responses={200: LeaseOut(many=True), **error_responses("scope_denied", "validation_error")},
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         params = request.query_params
         leases = selectors.leases_list(
