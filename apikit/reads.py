@@ -161,6 +161,18 @@ def replica_reads() -> Iterator[Freshness]:
         _reading.reset(token)
 
 
+@contextmanager
+def primary() -> Iterator[None]:
+    """Every read inside goes to the primary, even inside `replica_reads()`: the API's views
+    and the pages' actions run in it, so a decision made anywhere below them reads the primary
+    whatever context it was called from."""
+    token = _reading.set(None)
+    try:
+        yield
+    finally:
+        _reading.reset(token)
+
+
 def reading_from() -> str:
     """The alias an ORM read made here would use (for tests and the pages' notice)."""
     alias = _reading.get()
@@ -190,7 +202,8 @@ class ReplicaRouter:
 
 def replica_list(handler: Any) -> Any:
     """A list endpoint's GET handler that may read the replica (after its key was checked on the
-    primary, in `initial`): its answer says where its rows came from (`X-GC-Read-From`) and how
+    primary, in `initial`; every API view runs in `primary()`, and this is the one way out of
+    it): its answer says where its rows came from (`X-GC-Read-From`) and how
     old they may be (`X-GC-Data-Age-S`, whole seconds, an upper bound)."""
 
     @functools.wraps(handler)

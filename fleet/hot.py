@@ -41,6 +41,7 @@ from django.db import (
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from apikit import reads
 from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_repeat_a_key
 from apikit.errors import GroundControlError, RateLimited
 from apikit.ratelimit import rate_caller, rate_limit
@@ -573,7 +574,8 @@ def serving(api_view: Any, call: HotCall) -> Callable[..., HttpResponse]:
     @functools.wraps(full)  # keeps `cls` and `initkwargs`: the schema reads the DRF view
     def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.method == "POST":
-            answered = _answer(request, call, kwargs)
+            with reads.primary():  # its statements are raw SQL on the primary already
+                answered = _answer(request, call, kwargs)
             if answered is not None:
                 return answered
         return full(request, *args, **kwargs)

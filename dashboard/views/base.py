@@ -44,6 +44,12 @@ def dashboard_view(minimum: str = Role.VIEWER, *, replica: bool = False) -> Call
     def decorate(view: View) -> View:
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            # The membership and every action read the primary; a page that only shows rows
+            # opts in to the replica for its GETs, below.
+            with reads.primary():
+                return guarded(request, *args, **kwargs)
+
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
                 if request.htmx:
                     # A poll after the session ended: send the whole tab to the login page

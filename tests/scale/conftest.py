@@ -19,7 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from apikit import reads
 from bench import pgservers
-from tests.api.conftest import boss  # noqa: F401 - the supervisor's API caller
+from tests.api.conftest import boss, run  # noqa: F401 - the supervisor and a run
 
 REPLICA_DB = "gc"
 
