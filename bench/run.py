@@ -154,7 +154,8 @@ class Bench:
             pooler.start(self.procs, self.args.server_url) if "pooler" in self.args.blocks else None
         )
         if "pooler" in self.args.blocks and self.bouncer is None:
-            self.missing[pooler.POOLED] = "PgBouncer could not be started here"
+            for system in pooler.SYSTEMS:
+                self.missing[system] = "PgBouncer could not be started here"
         # Ground Control's cache (the rate limiter's counts) in db 1, the Redis rows in db 0.
         self.env = services.gc_env(self.database, self.redis_url.replace("/0", "/1"))
         services.migrate(self.env)

@@ -67,8 +67,9 @@ def dashboard_view(minimum: str = Role.VIEWER, *, replica: bool = False) -> Call
             request.gc_memberships = memberships  # type: ignore[attr-defined]
             request.gc_membership = membership  # type: ignore[attr-defined]
             try:
-                if replica and request.method in ("GET", "HEAD"):
+                if replica and request.method in ("GET", "HEAD") and reads.replica_configured():
                     with reads.replica_reads() as freshness:
+                        # Shown only where a replica could have served the page.
                         request.gc_freshness = freshness  # type: ignore[attr-defined]
                         return view(request, membership, *args, **kwargs)
                 return view(request, membership, *args, **kwargs)
