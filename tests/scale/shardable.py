@@ -151,8 +151,6 @@ def _inserted_with_workspace(text: str, table: str) -> bool:
 ROUTE_GAPS = {
     ("leases_lease", "by id"): "a lease's row found by its id (after a subquery chose it by "
     "workspace, or a slot's or a key's bound lease): add `AND workspace_id = <the caller's>`",
-    ("leases_waiter", "by id"): "a waiter's place by its id (stay, leave, the line's reads): the "
-    "Ticket carries its workspace; add it",
     ("fleet_attempt", "by id"): "an attempt by its id, its slot's or its lease's: add the "
     "workspace the hand or key has",
     ("fleet_run", "by id"): "a run by its id (claim, the run's lock): add the workspace",
