@@ -39,6 +39,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from drf_spectacular.utils import OpenApiParameter
 
 logger = logging.getLogger(__name__)
 
@@ -219,3 +220,22 @@ def replica_list(handler: Any) -> Any:
 
 READ_FROM_HEADER = "X-GC-Read-From"
 DATA_AGE_HEADER = "X-GC-Data-Age-S"
+# The answer's headers, for the schema of each `replica_list` endpoint.
+REPLICA_HEADERS = [
+    OpenApiParameter(
+        READ_FROM_HEADER,
+        str,
+        OpenApiParameter.HEADER,
+        response=[200],
+        enum=["primary", "replica"],
+        description="Where the rows came from: the primary, or a replica within its lag bound.",
+    ),
+    OpenApiParameter(
+        DATA_AGE_HEADER,
+        int,
+        OpenApiParameter.HEADER,
+        response=[200],
+        description="How old the rows may be, in whole seconds (an upper bound; 0 from the "
+        "primary or a caught-up replica).",
+    ),
+]

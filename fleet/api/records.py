@@ -13,7 +13,7 @@ from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param
 from apikit.openapi import error_responses
-from apikit.reads import replica_list
+from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet import selectors
 from fleet.api.presenters import event_json, refusal_json
 from fleet.api.schemas import EventOut, RefusalOut
@@ -32,6 +32,7 @@ class RefusalsApi(HandAPIView):
             OpenApiParameter("code", str, description="A code from the contract's table."),
             OpenApiParameter("hand", str, description="A hand's name."),
             *PAGE_PARAMS,
+            *REPLICA_HEADERS,
         ],
         responses={
             200: RefusalOut(many=True),
@@ -67,6 +68,7 @@ class EventsApi(HandAPIView):
             OpenApiParameter("hand", str, description="A hand's name."),
             OpenApiParameter("attempt", int, description="An attempt's id."),
             *PAGE_PARAMS,
+            *REPLICA_HEADERS,
         ],
         responses={
             200: EventOut(many=True),
