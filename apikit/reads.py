@@ -116,17 +116,22 @@ class _Checked:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._until = 0.0
+        self._at = 0.0
         self._lag: float | None = None
 
     def lag(self) -> float | None:
+        """The lag, measured at most `CHECK_S` ago; a lag measured then has grown since (the
+        rows have not moved), a caught-up replica is taken as still caught up."""
         now = time.monotonic()
         with self._lock:
             if now < self._until:
-                return self._lag
+                lag, at = self._lag, self._at
+                return lag + (now - at) if lag else lag
         lag = replica_lag_s()
         hold = CHECK_S if lag is not None else float(settings.GC_REPLICA_RETRY_S)
         with self._lock:
-            self._lag, self._until = lag, time.monotonic() + hold
+            self._at = time.monotonic()
+            self._lag, self._until = lag, self._at + hold
         return lag
 
     def forget(self) -> None:
