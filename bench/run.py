@@ -25,6 +25,9 @@
    workers' memory, and writes `results.csv`, `throughput.png`, `scale.json` and `results.md`
    into `--out`.
 
+The `pooler` block (bench/pooler.py) measures the same hot calls through PgBouncer in
+transaction mode beside a direct connection, each on a web server of its own.
+
 `--only renew-all` (or any of `BLOCKS`, comma-separated) runs those blocks alone and writes
 `only-<blocks>.md` and `only-<blocks>.csv` beside the full run's outputs instead.
 """
@@ -42,7 +45,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import drivers, load, report, services
+from bench import drivers, load, pooler, report, services
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DATABASE = "gc_bench"
@@ -50,7 +53,7 @@ SCALE_DATABASE = "gc_bench_scale"
 GC_OPS = ("heartbeat", "acquire", "renew")
 MANY_OPS = (report.RENEW_ALL_OP, report.RENEW_ONE_OP)
 # What `--only` selects: the measured blocks, and the scale figures.
-BLOCKS = ("ground-control", "raw-sql", "redis", "etcd", "renew-all", "tree", "scale")
+BLOCKS = ("ground-control", "raw-sql", "redis", "etcd", "renew-all", "tree", "pooler", "scale")
 
 
 def _args() -> argparse.Namespace:
@@ -147,6 +150,12 @@ class Bench:
         if self.etcd_url is None:
             self.missing["etcd"] = "etcd-server could not be installed or started"
         self.database = services.create_database(self.args.server_url, DATABASE)
+        self.bouncer = (
+            pooler.start(self.procs, self.args.server_url) if "pooler" in self.args.blocks else None
+        )
+        if "pooler" in self.args.blocks and self.bouncer is None:
+            for system in pooler.SYSTEMS:
+                self.missing[system] = "PgBouncer could not be started here"
         # Ground Control's cache (the rate limiter's counts) in db 1, the Redis rows in db 0.
         self.env = services.gc_env(self.database, self.redis_url.replace("/0", "/1"))
         services.migrate(self.env)
@@ -217,19 +226,25 @@ class Bench:
     # --- the systems, one block each ----------------------------------------------------------
 
     @contextlib.contextmanager
-    def web_server(self) -> Iterator[tuple[str, load.Meter, int]]:
-        """The production web server for one block: its URL, its meter and its main pid.
+    def web_server(
+        self, extra: dict[str, str] | None = None
+    ) -> Iterator[tuple[str, load.Meter, int]]:
+        """The production web server for one block (with `extra` environment): its URL, its
+        meter and its main pid.
 
         It runs only while measured: its persistent connections (workers x threads) would
         otherwise count against max_connections while raw SQL opens 64 of its own."""
-        url = services.start_web(self.procs, self.env, {})
+        url = services.start_web(self.procs, self.env, extra or {})
         master = self.procs.procs[-1][1]
 
         def meter() -> dict[str, float]:
-            return {
+            parts = {
                 "granian": services.tree_cpu_seconds(master.pid),
                 "postgres": services.postgres_cpu_seconds(),
             }
+            if extra and "GC_DB_POOLER" in extra:
+                parts["pgbouncer"] = pooler.cpu_seconds()
+            return parts
 
         try:
             # Every worker thread opens its database and Redis connections on its first
@@ -360,6 +375,21 @@ class Bench:
                 )
                 self.measure("Ground Control", operation, c, factory, meter)
 
+    def pooler(self, c: int) -> None:
+        """The hot calls through PgBouncer beside a direct connection (bench/pooler.py), the
+        side that goes first alternating with each repeat."""
+        if self.bouncer is None:
+            return
+        sides = pooler.variants(self.bouncer, self.database)
+        for system, extra in sides if self.repeat % 2 == 0 else sides[::-1]:
+            with self.web_server(extra) as (url, meter, _):
+                for operation in self.ops():
+                    services.vacuum_if_autovacuum_is_off(self.database)
+                    factory = drivers.gc_http(
+                        url, self.fixtures, operation, self.tag(), self.args.http_client
+                    )
+                    self.measure(system, operation, c, factory, meter)
+
     def raw_sql(self, c: int) -> None:
         for operation in self.ops():
             services.vacuum_if_autovacuum_is_off(self.database)  # as for Ground Control's rows
@@ -400,6 +430,7 @@ class Bench:
                 ("etcd", self.etcd),
                 ("renew-all", self.renew_all),
                 ("tree", self.tree),
+                ("pooler", self.pooler),
             ]
             if name in self.args.blocks
         ]
@@ -423,6 +454,7 @@ class Bench:
             "etcd": [("etcd", "acquire"), ("etcd", "keepalive")],
             "renew-all": [("Ground Control", op) for op in MANY_OPS],
             "tree": [("Ground Control", op) for op in report.TREE_OPS],
+            "pooler": [(system, op) for op in GC_OPS for system in pooler.SYSTEMS],
         }
         layout = [row for name, rows in layouts.items() if name in self.args.blocks for row in rows]
         for c in self.concurrencies:

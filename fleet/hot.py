@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 import psycopg
+from django.conf import settings
 from django.db import (
     DEFAULT_DB_ALIAS,
     DatabaseError,
@@ -40,6 +41,7 @@ from django.db import (
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from apikit import reads
 from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_repeat_a_key
 from apikit.errors import GroundControlError, RateLimited
 from apikit.ratelimit import rate_caller, rate_limit
@@ -218,24 +220,28 @@ def statement(name: str, clock: str) -> str:
 def run_statement(
     db: Any, sql: str, params: dict[str, Any], *, prelude: str | None = None, many: bool = False
 ) -> Any:
-    """One prepared statement with server-side parameters: PostgreSQL plans it once per
+    """One statement with server-side parameters, prepared: PostgreSQL plans it once per
     connection instead of on every call (Django binds on the client and never prepares; for
-    these CTEs planning cost more than running them). Binary results: timestamps arrive
-    without text to parse. With a `prelude` (prepared too), both run in one transaction
-    (psycopg's pipeline mode, measured, cost more than its round trips saved on loopback)."""
+    these CTEs planning cost more than running them). Behind a transaction pooler that does not
+    keep prepared statements (`GC_DB_PREPARE=0`, the default with `GC_DB_POOLER=transaction`)
+    it is sent unnamed and planned on every call: a named one would be looked up on whichever
+    server connection the pooler picks. Binary results: timestamps arrive without text to
+    parse. With a `prelude`, both run in one transaction (psycopg's pipeline mode, measured,
+    cost more than its round trips saved on loopback)."""
     db.ensure_connection()
     raw = db.connection
-    if raw.prepare_threshold is None:
+    prepare = bool(settings.GC_DB_PREPARE)
+    if prepare and raw.prepare_threshold is None:
         # Django turns preparation off (None); a threshold no statement reaches turns it back on
         # for the statements that ask for it, and for those only.
         raw.prepare_threshold = _NEVER_BY_COUNT
     with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         if prelude is None:
-            cursor.execute(sql, params, prepare=True, binary=True)
+            cursor.execute(sql, params, prepare=prepare, binary=True)
             return (cursor.fetchall() or None) if many else cursor.fetchone()
         with psycopg.Cursor(raw) as first, raw.transaction():
-            first.execute(prelude, params, prepare=True)
-            cursor.execute(sql, params, prepare=True, binary=True)
+            first.execute(prelude, params, prepare=prepare)
+            cursor.execute(sql, params, prepare=prepare, binary=True)
             return cursor.fetchone()
 
 
@@ -568,7 +574,8 @@ def serving(api_view: Any, call: HotCall) -> Callable[..., HttpResponse]:
     @functools.wraps(full)  # keeps `cls` and `initkwargs`: the schema reads the DRF view
     def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.method == "POST":
-            answered = _answer(request, call, kwargs)
+            with reads.primary():  # its statements are raw SQL on the primary already
+                answered = _answer(request, call, kwargs)
             if answered is not None:
                 return answered
         return full(request, *args, **kwargs)

@@ -13,9 +13,10 @@ its first try needs no permit.
 2. The key and the workspace: at most `GC_WAITS_PER_KEY` and `GC_WAITS_PER_WORKSPACE` waits
    across every web process. On PostgreSQL a permit is one of N numbered session advisory locks,
    taken with `pg_try_advisory_lock` (which never blocks) on the waiting thread's own
-   connection: a process killed while it waits loses its connections, and their permits with
-   them, so none leaks. On SQLite (the embedded default, one web process) they are counted in
-   memory too.
+   connection (the direct one, `DATABASE_DIRECT_URL`, when there is one: behind a transaction
+   pooler a session lock would stay on a server connection the next client gets): a process
+   killed while it waits loses its connections, and their permits with them, so none leaks.
+   On SQLite (the embedded default, one web process) they are counted in memory too.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
+from apikit import reads
 from apikit.errors import RateLimited
 
 logger = logging.getLogger(__name__)
@@ -127,7 +130,8 @@ def _advisory(key_id: int, workspace_id: int) -> Iterator[None]:
     for whose, ident in wanted:
         base = lock_base(whose, ident)
         params += [base, cap(whose), base]
-    with connection.cursor() as cursor:
+    db = connections[reads.direct_alias()]
+    with db.cursor() as cursor:
         cursor.execute(f"SELECT {_TAKE_ONE}, {_TAKE_ONE}", params)
         taken = cursor.fetchone()
     try:
@@ -136,21 +140,21 @@ def _advisory(key_id: int, workspace_id: int) -> Iterator[None]:
                 raise refusal(whose)
         yield
     finally:
-        _unlock([lock for lock in taken if lock is not None])
+        _unlock(db, [lock for lock in taken if lock is not None])
 
 
-def _unlock(locks: list[int]) -> None:
+def _unlock(db: BaseDatabaseWrapper, locks: list[int]) -> None:
     if not locks:
         return
     try:
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_advisory_unlock(lock) FROM unnest(%s::bigint[]) AS lock", [locks]
             )
     except DatabaseError:
         # A connection that cannot unlock must not keep its permits for its next request.
         logger.warning("could not release wait permits; closing the connection", exc_info=True)
-        connection.close()
+        db.close()
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dj_database_url
 from csp.constants import NONCE, NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
 from groundcontrol.env import env_bool, env_float, env_int, env_list, env_str, env_url
 from groundcontrol.secret_key import secret_key
@@ -112,6 +113,56 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Outgrowing one machine (docs/scale.md) -------------------------------------------------------
+# GC_DB_POOLER=transaction: DATABASE_URL is a pooler in transaction mode (PgBouncer), which hands a
+# client's transactions to any of its server connections. Then nothing may rely on a session:
+# no named prepared statements (unless the pooler keeps them: PgBouncer 1.21+ with
+# max_prepared_statements, GC_DB_PREPARE=1), no server-side cursors, and the two session-long
+# features of a `wait_s` acquire (LISTEN, and the wait permits' session advisory locks) go
+# over DATABASE_DIRECT_URL, a connection straight to the primary.
+_POSTGRES = ("postgres", "postgresql")
+GC_DB_POOLER = env_str("GC_DB_POOLER", "").strip().lower()
+if GC_DB_POOLER not in ("", "transaction"):
+    raise ImproperlyConfigured(
+        f"GC_DB_POOLER={GC_DB_POOLER!r}: use 'transaction' or leave it unset"
+    )
+_ON_POSTGRES = DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3"
+# The hot views prepare their statements on each connection (fleet/hot.py).
+GC_DB_PREPARE = env_bool("GC_DB_PREPARE", GC_DB_POOLER != "transaction")
+DATABASE_DIRECT_URL = env_url("DATABASE_DIRECT_URL", "", schemes=_POSTGRES)
+DATABASE_REPLICA_URL = env_url("DATABASE_REPLICA_URL", "", schemes=_POSTGRES)
+if (GC_DB_POOLER or DATABASE_DIRECT_URL or DATABASE_REPLICA_URL) and not _ON_POSTGRES:
+    raise ImproperlyConfigured(
+        "GC_DB_POOLER, DATABASE_DIRECT_URL and DATABASE_REPLICA_URL need DATABASE_URL on PostgreSQL"
+    )
+if GC_DB_POOLER == "transaction":
+    if not DATABASE_DIRECT_URL:
+        raise ImproperlyConfigured(
+            "GC_DB_POOLER=transaction needs DATABASE_DIRECT_URL (a connection to the primary that "
+            "bypasses the pooler) for the LISTEN and the wait permits of `wait_s` acquires"
+        )
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+
+
+def _extra_database(url: str) -> dict[str, object]:
+    extra = dj_database_url.parse(url, conn_max_age=DATABASES["default"]["CONN_MAX_AGE"])
+    extra["OPTIONS"] = {"connect_timeout": env_int("DB_CONNECT_TIMEOUT", 5)}
+    # Tests run it against the test database, never against the one the URL names.
+    extra["TEST"] = {"MIRROR": "default"}
+    return extra
+
+
+if DATABASE_DIRECT_URL:
+    DATABASES["direct"] = _extra_database(DATABASE_DIRECT_URL)
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = _extra_database(DATABASE_REPLICA_URL)
+# Reads go to the replica only where a page or list opts in (apikit/reads.py); decisions never.
+DATABASE_ROUTERS = ["apikit.reads.ReplicaRouter"]
+# Past this lag the replica is not read; the pages read the primary and say "live".
+GC_REPLICA_MAX_LAG_S = env_float("GC_REPLICA_MAX_LAG_S", 10.0, minimum=0.0)
+# A replica found down or unusable is asked again after this long (a connect timeout each time).
+GC_REPLICA_RETRY_S = env_float("GC_REPLICA_RETRY_S", 10.0, minimum=0.1)
 
 # --- Secret key (groundcontrol/secret_key.py) -----------------------------------------------------
 # The environment's; on SQLite without one, a key minted once and kept in VAR_DIR/secret_key;

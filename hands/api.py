@@ -23,6 +23,7 @@ from apikit.inputs import (
     valid,
 )
 from apikit.openapi import error_responses
+from apikit.reads import REPLICA_HEADERS, replica_list
 from hands import selectors as hand_selectors
 from hands import services as hand_services
 from hands.idempotency import idempotent
@@ -211,9 +212,10 @@ class LanesApi(HandAPIView):
 
     @extend_schema(
         tags=["plan"],
-        parameters=PAGE_PARAMS,
+        parameters=[*PAGE_PARAMS, *REPLICA_HEADERS],
         responses={200: LaneOut(many=True), **error_responses("scope_denied", "validation_error")},
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         return paginated(
             request,
@@ -256,9 +258,10 @@ class HandsApi(HandAPIView):
 
     @extend_schema(
         tags=["hands"],
-        parameters=PAGE_PARAMS,
+        parameters=[*PAGE_PARAMS, *REPLICA_HEADERS],
         responses={200: HandOut(many=True), **error_responses("scope_denied", "validation_error")},
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         return paginated(
             request,

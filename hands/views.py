@@ -11,6 +11,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from apikit import reads
 from apikit.api import RATE_COUNTED, LimitedJSONParser, check_body_size
 from apikit.errors import RateLimited
 from apikit.inputs import StrictCharField
@@ -47,6 +48,12 @@ class HandAPIView(APIView):
     parser_classes = [LimitedJSONParser]
     renderer_classes = [JSONRenderer]
     required_scope: str | tuple[str, ...] | dict[str, str | tuple[str, ...]] | None = None
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        # The key check and every decision read the primary; a list handler that may read the
+        # replica says so itself (`apikit.reads.replica_list`).
+        with reads.primary():
+            return super().dispatch(request, *args, **kwargs)
 
     def perform_authentication(self, request: Request) -> None:
         super().perform_authentication(request)

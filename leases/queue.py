@@ -36,6 +36,9 @@ AHEAD_SHOWN = 10
 class Ticket:
     id: int
     queued_at: datetime
+    # Every statement on the place names its workspace too: one shard's row when the tables
+    # are distributed by workspace (docs/scale.md).
+    workspace_id: int
 
 
 @dataclass(frozen=True)
@@ -75,14 +78,16 @@ def join(*, workspace_id: int, resource: str, holder: str, process_id: str, mode
         ticket_id, queued_at = cursor.fetchone()
     queued = parse_timestamp(queued_at)
     assert queued is not None
-    return Ticket(id=int(ticket_id), queued_at=queued)
+    return Ticket(id=int(ticket_id), queued_at=queued, workspace_id=workspace_id)
 
 
 def stay(ticket: Ticket) -> None:
     """Keep the place: the waiter counts for another `WAITER_TTL_S`."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {tree.WAITERS} SET expires_at = {_expiry_sql()} WHERE id = %s", [ticket.id]
+            f"UPDATE {tree.WAITERS} SET expires_at = {_expiry_sql()} "
+            "WHERE workspace_id = %s AND id = %s",
+            [ticket.workspace_id, ticket.id],
         )
 
 
@@ -98,7 +103,7 @@ def served(ticket: Ticket | None, lease: LeaseSnapshot) -> LeaseSnapshot:
 def leave(ticket: Ticket) -> bool:
     """Give up the place; whether it was still held (then the waiters behind it must be woken:
     it may have been all that stood in their way)."""
-    return bool(Waiter.objects.filter(id=ticket.id).delete()[0])
+    return bool(Waiter.objects.filter(workspace_id=ticket.workspace_id, id=ticket.id).delete()[0])
 
 
 def standing(
@@ -125,7 +130,10 @@ def standing(
     ids = " UNION ".join(tree.waiting_on_line("%(workspace_id)s", also))
     with connection.cursor() as cursor:
         cursor.execute(
-            engine.render(f"SELECT holder FROM {tree.WAITERS} WHERE id IN ({ids}) ORDER BY id"),
+            engine.render(
+                f"SELECT holder FROM {tree.WAITERS} "
+                f"WHERE workspace_id = %(workspace_id)s AND id IN ({ids}) ORDER BY id"
+            ),
             params,
         )
         waiting = [row[0] for row in cursor.fetchall()]

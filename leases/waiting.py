@@ -17,17 +17,21 @@ Only the final answer counts as the call's: tries denied on the way are not refu
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, connection
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 
+from apikit import reads
 from leases import names, queue
 from leases.audit import refusals_recorded
 from leases.engine import Guard, LeaseSnapshot
 from leases.errors import LeaseHeld
+
+logger = logging.getLogger(__name__)
 
 MAX_WAIT_S = 60
 T = TypeVar("T")
@@ -105,15 +109,28 @@ def _sleep(pause: float, backoff: float) -> None:
 @contextmanager
 def listening(channels: list[str]) -> Iterator[Waiter]:
     """A wait, `wait(pause, backoff)`, that ends early when one of `channels` is notified (on
-    PostgreSQL; elsewhere, and inside a transaction, it sleeps `min(pause, backoff)`)."""
+    PostgreSQL; elsewhere, and inside a transaction, it sleeps `min(pause, backoff)`).
+
+    It listens on the direct connection when there is one (`DATABASE_DIRECT_URL`: behind a
+    transaction pooler a LISTEN would stay on whichever server connection ran it, and its
+    notifications would wake some other client or nobody); a direct connection that cannot
+    listen leaves the wait polling, with its backoff."""
     # Inside a transaction notifications arrive only after it ends: poll instead.
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         yield _sleep
         return
-    with connection.cursor() as cursor:
-        for name in channels:
-            cursor.execute(f'LISTEN "{name}"')
-    pg = connection.connection
+    db = connections[reads.direct_alias()]
+    try:
+        with db.cursor() as cursor:
+            for name in channels:
+                cursor.execute(f'LISTEN "{name}"')
+    except DatabaseError:
+        if db.alias == DEFAULT_DB_ALIAS:
+            raise
+        logger.warning("the direct connection cannot LISTEN; the wait polls", exc_info=True)
+        yield _sleep
+        return
+    pg = db.connection
 
     def wait(pause: float, backoff: float) -> None:
         for _ in pg.notifies(timeout=max(0.0, min(pause, _LISTEN_MAX_S)), stop_after=1):
@@ -123,7 +140,7 @@ def listening(channels: list[str]) -> Iterator[Waiter]:
         yield wait
     finally:
         try:
-            with connection.cursor() as cursor:
+            with db.cursor() as cursor:
                 for name in channels:
                     cursor.execute(f'UNLISTEN "{name}"')
         except DatabaseError:  # the connection is gone; so is its LISTEN

@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from apikit import reads
 from apikit.errors import GroundControlError, NotFound
 from dashboard import pages
 from dashboard.pages import STATES
@@ -31,16 +32,24 @@ FINGERPRINT_HEADER = "X-GC-Fingerprint"
 View = Callable[..., HttpResponse]
 
 
-def dashboard_view(minimum: str = Role.VIEWER) -> Callable[[View], View]:
+def dashboard_view(minimum: str = Role.VIEWER, *, replica: bool = False) -> Callable[[View], View]:
     """Login, the current workspace's membership, and at least the `minimum` role.
 
     The view receives the membership; templates get it (and the switcher's list) through
-    `render_page`. A domain `NotFound` becomes a 404.
+    `render_page`. A domain `NotFound` becomes a 404. A page that only shows rows says
+    `replica=True`: its GETs read the replica when it is fresh enough (apikit/reads.py), after
+    the login and membership were read on the primary, and the page says how old its data is.
     """
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            # The membership and every action read the primary; a page that only shows rows
+            # opts in to the replica for its GETs, below.
+            with reads.primary():
+                return guarded(request, *args, **kwargs)
+
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
                 if request.htmx:
                     # A poll after the session ended: send the whole tab to the login page
@@ -58,6 +67,11 @@ def dashboard_view(minimum: str = Role.VIEWER) -> Callable[[View], View]:
             request.gc_memberships = memberships  # type: ignore[attr-defined]
             request.gc_membership = membership  # type: ignore[attr-defined]
             try:
+                if replica and request.method in ("GET", "HEAD") and reads.replica_configured():
+                    with reads.replica_reads() as freshness:
+                        # Shown only where a replica could have served the page.
+                        request.gc_freshness = freshness  # type: ignore[attr-defined]
+                        return view(request, membership, *args, **kwargs)
                 return view(request, membership, *args, **kwargs)
             except NotFound as error:
                 raise Http404(error.message) from None
@@ -78,6 +92,7 @@ def render_page(
         "can_act": pages.role_allows(membership.role, Role.SUPERVISOR),
         "can_manage": pages.role_allows(membership.role, Role.ADMIN),
         "states": STATES,
+        "freshness": getattr(request, "gc_freshness", None),
         **context,
     }
     return render(request, template, context, status=status)

@@ -38,7 +38,7 @@ from hands import services as hand_services
 from hands.models import Membership, Role
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 @require_http_methods(["GET", "POST"])
 def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
     create_form = HandCreateForm(
@@ -79,7 +79,7 @@ def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
     )
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def hand_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
     page = pages.hand_page(workspace_id=membership.workspace_id, hand_id=pk)
     timeline = _timeline_context(

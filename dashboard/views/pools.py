@@ -11,7 +11,7 @@ from hands.models import Membership
 from pools import selectors as pool_selectors
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def pools(request: HttpRequest, membership: Membership) -> HttpResponse:
     """One page of pools by name; three queries whatever the pools and members (the pools, the
     database's clock, every member's lease)."""

@@ -29,7 +29,7 @@ from hands.models import Membership, Role
 from leases import engine, queue
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def leases(request: HttpRequest, membership: Membership) -> HttpResponse:
     template = "fleet/leases.html#records" if request.htmx else "fleet/leases.html"
     line = queue.line(workspace_id=membership.workspace_id)
@@ -77,14 +77,14 @@ def lease_break(request: HttpRequest, membership: Membership) -> HttpResponse:
     )
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def refusals(request: HttpRequest, membership: Membership) -> HttpResponse:
     return filtered_list(
         request, membership, RefusalFilterForm, pages.refusals_list, "fleet/refusals.html"
     )
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def events(request: HttpRequest, membership: Membership) -> HttpResponse:
     return filtered_list(
         request, membership, EventFilterForm, pages.events_list, "fleet/events.html"

@@ -72,7 +72,7 @@ def _board_filters(request: HttpRequest) -> BoardFilters:
     )
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def board(request: HttpRequest, membership: Membership) -> HttpResponse:
     """The fleet board. An HTMX poll that sends the fingerprint it shows gets 204 (nothing to
     swap) when nothing changed, else only the board fragment."""
@@ -116,14 +116,14 @@ def fleet_chart(request: HttpRequest, membership: Membership) -> HttpResponse:
     return render_page(request, "fleet/board.html#chart", {"chart_svg": mark_safe(svg)})  # noqa: S308
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def lanes(request: HttpRequest, membership: Membership) -> HttpResponse:
     lane_list, counts = pages.lanes_page(workspace_id=membership.workspace_id)
     rows = [(lane, counts.get(lane.pk, {})) for lane in lane_list]
     return render_page(request, "fleet/lanes.html", {"rows": rows})
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def lane_detail(request: HttpRequest, membership: Membership, slug: str) -> HttpResponse:
     lane, packages = pages.lane_page(workspace_id=membership.workspace_id, slug=slug)
     return render_page(
@@ -139,7 +139,7 @@ def lane_detail(request: HttpRequest, membership: Membership, slug: str) -> Http
     )
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def work_package_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
     package, runs, counts = pages.work_package_page(
         workspace_id=membership.workspace_id, package_id=pk
@@ -197,7 +197,7 @@ def _timeline_context(
     return {"timeline_svg": mark_safe(svg), "evidence": _evidence(rows)}  # noqa: S308
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
     page = pages.run_page(workspace_id=membership.workspace_id, run_id=pk)
     timeline = _timeline_context(

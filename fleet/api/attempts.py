@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from apikit.api import paginated
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
+from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet import selectors
 from fleet.api.inputs import ClaimIn, DirectiveIn, ReleaseIn, ReportIn
 from fleet.api.presenters import attempt_json
@@ -169,12 +170,14 @@ class AttemptsApi(HandAPIView):
             OpenApiParameter("hand", str, description="A hand's name."),
             OpenApiParameter("run", int, description="A run's id."),
             *PAGE_PARAMS,
+            *REPLICA_HEADERS,
         ],
         responses={
             200: AttemptOut(many=True),
             **error_responses("scope_denied", "validation_error"),
         },
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         params = request.query_params
         attempts = selectors.attempts_list(

@@ -13,6 +13,7 @@ from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param
 from apikit.openapi import error_responses
+from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet import selectors
 from fleet.api.presenters import event_json, refusal_json
 from fleet.api.schemas import EventOut, RefusalOut
@@ -31,12 +32,14 @@ class RefusalsApi(HandAPIView):
             OpenApiParameter("code", str, description="A code from the contract's table."),
             OpenApiParameter("hand", str, description="A hand's name."),
             *PAGE_PARAMS,
+            *REPLICA_HEADERS,
         ],
         responses={
             200: RefusalOut(many=True),
             **error_responses("scope_denied", "validation_error"),
         },
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         refusals = selectors.refusals_list(
             workspace_id=self.workspace_id,
@@ -65,12 +68,14 @@ class EventsApi(HandAPIView):
             OpenApiParameter("hand", str, description="A hand's name."),
             OpenApiParameter("attempt", int, description="An attempt's id."),
             *PAGE_PARAMS,
+            *REPLICA_HEADERS,
         ],
         responses={
             200: EventOut(many=True),
             **error_responses("scope_denied", "validation_error"),
         },
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         since_at, since_id = since_param(request)
         events = selectors.events_list(

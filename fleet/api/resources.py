@@ -15,6 +15,7 @@ from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
+from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet import selectors
 from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewAllIn, RenewIn
 from fleet.api.presenters import lease_json
@@ -194,9 +195,11 @@ class LeaseListApi(HandAPIView):
                 f"above it (repeatable, at most {MAX_COVERING}; a canonical name each).",
             ),
             *PAGE_PARAMS,
+            *REPLICA_HEADERS,
         ],
         responses={200: LeaseOut(many=True), **error_responses("scope_denied", "validation_error")},
     )
+    @replica_list
     def get(self, request: Request) -> Response:
         params = request.query_params
         leases = selectors.leases_list(

@@ -1,0 +1,175 @@
+"""Every decision reads the primary, never the replica: the key check, acquire (the hot
+statement's and the DRF view's), renew, release, the fence check and fences/verify, claim,
+report, finish, an attempt's release, break, and a revoked key's refusal.
+
+The `replica` alias is a real streaming replica that holds the schema and none of the test's
+rows: a decision that read it would find no key, no lease and no run, and answer wrongly. Each
+call is made from inside `replica_reads()` (as if a read-only context leaked around it), every
+query on the replica's connection is captured, and none may be. A supervisor's list under the
+same capture does read the replica, so the capture sees what it should."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.db import connections
+from django.test import override_settings
+
+from apikit import reads
+from bench import pgservers
+from fleet import hot
+from fleet.models import Attempt, Run
+from hands.models import Hand, Workspace
+from leases.models import Lease
+from tests.api.conftest import PR_URL, Api, error_of, mint
+from tests.scale.conftest import database_alias
+from tests.scale.test_replica_reads import replica_settings
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def replica(pair: pgservers.Pair) -> Iterator[list[str]]:
+    """The replica alias, fresh (caught up: nothing is written on its primary), and the list
+    of statements run on it (the lag check left out)."""
+    seen: list[str] = []
+
+    def capture(execute: Callable[..., Any], sql: str, *args: Any) -> Any:
+        if sql != reads.LAG_SQL:
+            seen.append(sql)
+        return execute(sql, *args)
+
+    with (
+        database_alias("replica", **replica_settings(pair)),
+        override_settings(GC_REPLICA_MAX_LAG_S=60),
+        connections["replica"].execute_wrapper(capture),
+    ):
+        assert reads.freshness().source == "replica"
+        yield seen
+
+
+@contextmanager
+def inside_a_read_only_context() -> Iterator[None]:
+    with reads.replica_reads() as fresh:
+        assert fresh.source == "replica"
+        yield
+
+
+def call(api: Api, method: str, path: str, body: Any = None) -> Any:
+    with inside_a_read_only_context():
+        return api.post(path, body) if method == "POST" else api.get(path, body)
+
+
+@pytest.mark.parametrize("hot_path", [True, False], ids=["hot statements", "DRF views"])
+def test_no_decision_reads_the_replica(
+    replica: list[str],
+    workspace: Workspace,
+    owner: Hand,
+    teammate: Hand,
+    boss: Api,
+    run: Run,
+    hot_path: bool,
+) -> None:
+    a = Api(mint(owner, ["work", "leases"]), owner, hot_path=hot_path)
+    b = Api(mint(teammate, ["work", "leases", "verify"]), teammate, hot_path=hot_path)
+    boss = Api(boss.key, boss.hand, hot_path=hot_path)
+
+    # The key check.
+    assert call(a, "GET", "/me").json()["hand"] == "hand-a"
+    # Acquire, a denied acquire, renew, the fence check, fences/verify, release.
+    granted = call(
+        a, "POST", "/leases/acquire", {"resource": "src/", "ttl_s": 30, "process_id": "p"}
+    )
+    assert granted.status_code == 201, granted.content
+    assert granted.json()["fence"] == 1
+    denied = call(
+        b, "POST", "/leases/acquire", {"resource": "src/a.py", "ttl_s": 30, "process_id": "q"}
+    )
+    assert error_of(denied, 409, "lease_held")["holder"] == "hand-a"
+    renewed = call(a, "POST", "/leases/renew", {"resource": "src/", "fence": 1, "process_id": "p"})
+    assert renewed.status_code == 200, renewed.content
+    checked = call(b, "POST", "/leases/check", {"resource": "src/", "fence": 1})
+    assert checked.status_code == 200 and checked.json()["valid"] is True
+    verified = call(b, "POST", "/fences/verify", {"fences": ["src/@1"]})
+    assert verified.status_code == 200 and verified.json()["all_current"] is True
+    released = call(a, "POST", "/leases/release", {"resource": "src/", "fence": 1})
+    assert released.status_code == 200, released.content
+    assert Lease.objects.get(workspace_id=workspace.pk, resource="src/").status == "free"
+
+    # A supervisor's break.
+    call(a, "POST", "/leases/acquire", {"resource": "db", "ttl_s": 30, "process_id": "p"})
+    broken = call(boss, "POST", "/leases/break", {"resource": "db", "reason": "stuck"})
+    assert broken.status_code == 200, broken.content
+
+    # Claim, report (a renewing heartbeat), finish; claim again and release.
+    claimed = call(a, "POST", f"/runs/{run.pk}/claim", {"process_id": "host-a:1"})
+    assert claimed.status_code == 201, claimed.content
+    attempt = claimed.json()
+    beat = {"fence": attempt["fence"], "kind": "heartbeat", "process_id": "host-a:1"}
+    reported = call(a, "POST", f"/attempts/{attempt['id']}/reports", beat)
+    assert reported.status_code in (200, 201), reported.content
+    finished = call(
+        a,
+        "POST",
+        f"/attempts/{attempt['id']}/finish",
+        {
+            "fence": attempt["fence"],
+            "process_id": "host-a:1",
+            "evidence": [{"kind": "pull_request", "url": PR_URL}],
+        },
+    )
+    assert finished.status_code == 200, finished.content
+    assert Attempt.objects.get(pk=attempt["id"]).end == "finished"
+    again = call(b, "POST", f"/runs/{run.pk}/claim", {"process_id": "host-b:1"})
+    assert again.status_code == 201, again.content
+    other = again.json()
+    given_back = call(
+        b,
+        "POST",
+        f"/attempts/{other['id']}/release",
+        {"fence": other["fence"], "process_id": "host-b:1", "reason": "done for today"},
+    )
+    assert given_back.status_code == 200, given_back.content
+
+    # A key revoked a moment ago is refused: the replica would not know it exists at all.
+    prefix = a.key.split("_")[1]
+    assert call(boss, "POST", f"/keys/{prefix}/revoke", {"reason": "leaked"}).status_code == 200
+    error_of(call(a, "GET", "/me"), 401, "key_revoked")
+    error_of(
+        call(a, "POST", "/leases/acquire", {"resource": "x", "ttl_s": 30, "process_id": "p"}),
+        401,
+        "key_revoked",
+    )
+
+    assert replica == []
+
+    # The capture sees the replica when a list opts in to it.
+    listed = call(boss, "GET", "/hands")
+    assert listed.status_code == 200 and listed.json() == []  # the replica has no rows
+    assert listed[reads.READ_FROM_HEADER] == "replica"
+    assert replica != []
+
+
+def test_the_hot_statements_answered_those_calls(
+    replica: list[str], owner: Hand, workspace: Workspace
+) -> None:
+    """The hot views' own statements (not their DRF fallbacks) ran the acquire and renew above:
+    they are raw SQL on the default connection."""
+    a = Api(mint(owner, ["leases"]), owner)
+    answered: list[bool] = []
+    real = hot._answer
+
+    def noting(*args: Any) -> Any:
+        out = real(*args)
+        answered.append(out is not None)
+        return out
+
+    with mock.patch.object(hot, "_answer", noting):
+        call(a, "POST", "/leases/acquire", {"resource": "r", "ttl_s": 30, "process_id": "p"})
+        call(a, "POST", "/leases/renew", {"resource": "r", "fence": 1, "process_id": "p"})
+    assert answered == [True, True]
+    assert replica == []
