@@ -139,6 +139,7 @@ def delivery_receive(
     try:
         with transaction.atomic():
             delivery = GitHubDelivery.objects.create(
+                workspace_id=integration.workspace_id,
                 integration=integration,
                 delivery_id=delivery_id,
                 event=event,
@@ -151,7 +152,9 @@ def delivery_receive(
         return DeliveryAnswer(delivery_id, event, action, outcome, package, graded, False)
     except IntegrityError:
         first = GitHubDelivery.objects.select_related("work_package").get(
-            integration=integration, delivery_id=delivery_id
+            workspace_id=integration.workspace_id,
+            integration=integration,
+            delivery_id=delivery_id,
         )
         return DeliveryAnswer(
             delivery_id,

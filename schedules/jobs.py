@@ -102,12 +102,18 @@ def period_try(*, schedule: Schedule, period: datetime, at: datetime) -> str | N
                     plan_services.run_create(work_package=package, **template)
             outcome = TryOutcome.CREATED if created else TryOutcome.EXISTING
             ScheduleTry.objects.create(
-                schedule=schedule, date_key=key, at=at, outcome=outcome, work_package=package
+                workspace_id=schedule.workspace_id,
+                schedule=schedule,
+                date_key=key,
+                at=at,
+                outcome=outcome,
+                work_package=package,
             )
         return outcome
     except Exception as error:  # noqa: BLE001 - any failure is recorded and retried
         logger.warning("schedule %s, period %s: %s", schedule.pk, key, error, exc_info=True)
         failed = ScheduleTry(
+            workspace_id=schedule.workspace_id,
             schedule_id=schedule.pk,
             date_key=key,
             at=at,

@@ -54,6 +54,7 @@ class ScheduleTry(models.Model):
     """One try of one period: what the beat job did, when (the database's time at the start of
     the job's run), and why it failed."""
 
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="tries")
     date_key = models.CharField(max_length=32)
     at = models.DateTimeField()
@@ -97,6 +98,7 @@ class GitHubIntegration(models.Model):
 class GitHubDelivery(models.Model):
     """One delivery received (X-GitHub-Delivery): a redelivery answers as the first did."""
 
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     integration = models.ForeignKey(
         GitHubIntegration, on_delete=models.CASCADE, related_name="deliveries"
     )
@@ -113,7 +115,8 @@ class GitHubDelivery(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["integration", "delivery_id"], name="github_delivery_unique"
+                fields=["workspace", "integration", "delivery_id"],
+                name="github_delivery_unique",
             )
         ]
         indexes = [models.Index(fields=["received_at"], name="github_delivery_at_idx")]

@@ -48,11 +48,22 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
     schedule = schedule_services.schedule_create(
         lane=lane, cron="0 6 * * *", key_pattern="d-{date}", title_pattern="D", actor="t"
     )
-    aged(ScheduleTry, schedule=schedule, date_key="k", at=db_now(), outcome="created")
+    aged(
+        ScheduleTry,
+        workspace_id=lane.workspace_id,
+        schedule=schedule,
+        date_key="k",
+        at=db_now(),
+        outcome="created",
+    )
     integration = github.integration_create(lane=lane, actor="t").integration
     for days in AGES:
         delivery = GitHubDelivery.objects.create(
-            integration=integration, delivery_id=f"d{days}", event="ping", outcome="pong"
+            workspace_id=lane.workspace_id,
+            integration=integration,
+            delivery_id=f"d{days}",
+            event="ping",
+            outcome="pong",
         )
         GitHubDelivery.objects.filter(pk=delivery.pk).update(
             received_at=db_now() - timedelta(days=days)
