@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "pools",
     "evidence",
     "webhooks",
+    "friction",
     "dashboard",
     "ops",
     "groundcontrol",

@@ -6,6 +6,7 @@
 - `fleet/`: the work (work packages, runs, slots, attempts, reports, the sweep);
 - `pools/`: lease pools, whose members are resource leases (above `leases`, `hands`, `fleet`);
 - `evidence/` and `webhooks/`, which hang off the fleet and not off each other or the pools;
+- `friction/`: friction reports, which name the fleet's lanes, runs and attempts;
 - `dashboard/` and `ops/`, the pages and the machines' view over all of them;
 - `groundcontrol/`: only the wiring (settings, URLs, Celery, the server) imports every app.
 
@@ -20,7 +21,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["apikit", "leases", "hands", "fleet", "pools", "evidence", "webhooks", "dashboard", "ops"]
+APPS = [
+    "apikit",
+    "leases",
+    "hands",
+    "fleet",
+    "pools",
+    "evidence",
+    "webhooks",
+    "friction",
+    "dashboard",
+    "ops",
+]
 PROJECT = {*APPS, "groundcontrol", "bench", "tests"}
 NOT_ABOVE = {"groundcontrol", "bench", "tests"}
 # package -> the top-level packages it must never import
@@ -29,9 +41,10 @@ FORBIDDEN = {
     "leases": PROJECT - {"apikit", "leases"},
     "hands": PROJECT - {"apikit", "leases", "hands"},
     "fleet": PROJECT - {"apikit", "leases", "hands", "fleet"},
-    "pools": {"evidence", "webhooks", "dashboard", "ops", *NOT_ABOVE},
-    "evidence": {"webhooks", "pools", "dashboard", "ops", *NOT_ABOVE},
-    "webhooks": {"evidence", "pools", "dashboard", "ops", *NOT_ABOVE},
+    "pools": {"evidence", "webhooks", "friction", "dashboard", "ops", *NOT_ABOVE},
+    "evidence": {"webhooks", "pools", "friction", "dashboard", "ops", *NOT_ABOVE},
+    "webhooks": {"evidence", "pools", "friction", "dashboard", "ops", *NOT_ABOVE},
+    "friction": {"pools", "evidence", "webhooks", "dashboard", "ops", *NOT_ABOVE},
     "dashboard": {"ops", *NOT_ABOVE},
     "ops": {"dashboard", *NOT_ABOVE},
     "client/groundcontrol_client": PROJECT | {"django", "rest_framework", "drf_spectacular"},
