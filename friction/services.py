@@ -6,9 +6,11 @@ Who may file what:
 1. A supervisor (a key with `supervise`) files for any lane of its workspace; a lane-limited
    one for its own lane only (another lane, run or attempt answers not_found, as every lookup
    of a lane-limited key does).
-2. A hand (any other key, `work`) files about its own attempts, and otherwise only for its own
-   lane: its key's lane, or, for a key without one, its hand's lane. Another hand's attempt is
-   `not_holder`; another lane is `scope_denied` (`required_scope: supervise`).
+2. A hand (any other key, `work`) files about its own attempts only (another hand's is
+   `not_holder`), and for the lanes its key works in: a lane-limited key its own lane (another
+   lane, or a run or attempt of one, is not_found), a key without a lane any lane of the
+   workspace, as it may claim in any. A report names the lane of its attempt or run, else the
+   lane given, else the key's lane, else the hand's.
 3. The refused calls are named by request id and must be the workspace's (an unknown id, or
    another workspace's, is a validation_error naming it): a hand's own refusals, or, for a
    supervisor, those its key may list at `GET /refusals`. A request id names one call; a client
@@ -22,7 +24,7 @@ from typing import Any
 from django.db import transaction
 
 from apikit.api import request_id_for_header
-from apikit.errors import ScopeDenied, ValidationFailed
+from apikit.errors import ValidationFailed
 from fleet import selectors as fleet_selectors
 from fleet.models import Attempt, Run
 from friction.models import FrictionRefusal, FrictionReport
@@ -132,13 +134,6 @@ def _where(
     own_lane_id = limit if limit is not None else hand.lane_id
     if lane is None and own_lane_id is not None:
         lane = Lane.objects.get(pk=own_lane_id)
-    own_attempt = attempt is not None and attempt.hand_id == hand.pk
-    if not is_supervisor(key) and not own_attempt and lane is not None and lane.pk != own_lane_id:
-        raise ScopeDenied(
-            f"a hand files friction for its own lane or its own attempts; lane {lane.slug!r} "
-            "is not its lane (a supervisor's key, with supervise, files for any lane)",
-            required_scope=Scope.SUPERVISE.value,
-        )
     return lane, run, attempt
 
 

@@ -33,6 +33,7 @@ from groundcontrol_client.errors import (
     error_from_response,
     is_transient,
 )
+from groundcontrol_client.friction import FrictionCalls
 from groundcontrol_client.grades import Attestation, GradedEvidence
 from groundcontrol_client.models import (
     Attempt,
@@ -171,7 +172,7 @@ def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-class Client:
+class Client(FrictionCalls):
     """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
     share it with the agent's own calls."""
 

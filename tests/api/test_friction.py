@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from fleet.models import Run
+from fleet.services import plan as plan_services
 from friction.models import FrictionRefusal, FrictionReport
 from hands import services as hand_services
 from hands.models import Hand, Workspace
@@ -145,24 +146,26 @@ def test_a_reused_request_id_links_its_latest_refusal(api_a: Api) -> None:
     assert body["refusals"][0]["code"] == "validation_error"
 
 
-def test_a_hand_files_only_for_its_own_lane(
+def test_a_hand_files_for_the_lanes_its_key_works_in(
     workspace: Workspace, lane: Any, owner: Hand, api_a: Api, make_run: Any
 ) -> None:
     other, _ = hand_services.lane_create(workspace=workspace, slug="payments")
-    # A hand without a lane (and a key without one) has no lane of its own to file for.
-    error = error_of(file(api_a, lane="rewalk"), 403, "scope_denied")
-    assert error["required_scope"] == "supervise"
-    error_of(file(api_a, run=make_run().pk), 403, "scope_denied")
-    assert file(api_a).json()["lane"] is None
+    # A key without a lane works in every lane, and files for any.
+    assert file(api_a).json()["lane"] is None  # no lane of its own, none given
+    assert file(api_a, lane="payments").json()["lane"] == "payments"
+    assert file(api_a, run=make_run().pk).json()["lane"] == "rewalk"
     laned, _ = hand_services.hand_create(workspace=workspace, name="laned", lane=lane)
-    api_l = Api(mint(laned, ["work"]), laned)
-    assert file(api_l).json()["lane"] == "rewalk"  # its lane by default
-    assert file(api_l, lane="rewalk").status_code == 201
-    error_of(file(api_l, lane="payments"), 403, "scope_denied")
+    assert file(Api(mint(laned, ["work"]), laned)).json()["lane"] == "rewalk"  # its hand's
     # A lane-limited key: its lane only; another lane is not found, as every lookup of it.
     limited = Api(mint(laned, ["work"], lane=lane), laned)
+    assert file(limited).json()["lane"] == "rewalk"
     error_of(file(limited, lane="payments"), 404, "not_found")
-    assert FrictionReport.objects.filter(lane=other).count() == 0
+    package_run = make_run()
+    assert file(limited, run=package_run.pk).status_code == 201
+    package, _ = plan_services.work_package_create(lane=other, key="pay", title="Pay")
+    paying = plan_services.run_create(work_package=package, title="Pay")
+    error_of(file(limited, run=paying.pk), 404, "not_found")
+    assert FrictionReport.objects.filter(lane=other).count() == 1
 
 
 def test_a_hand_files_about_its_own_attempts_only(
