@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard.views import people, pools, records, work
+from dashboard.views import friction, people, pools, records, work
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("login/", people.ThrottledLoginView.as_view(), name="login"),
@@ -28,5 +28,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("pools/", pools.pools, name="pools"),
     path("refusals/", records.refusals, name="refusals"),
     path("events/", records.events, name="events"),
+    path("friction/", friction.friction, name="friction"),
+    path(
+        "friction/export.<str:fmt>",
+        friction.friction_export,
+        name="friction-export",
+    ),
     path("members/", people.members, name="members"),
 ]
