@@ -22,6 +22,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("hands/", people.hands, name="hands"),
     path("hands/<int:pk>/", people.hand_detail, name="hand"),
     path("hands/<int:pk>/keys/new/", people.key_issue, name="key-issue"),
+    path("hands/<int:pk>/capabilities/", people.hand_capabilities, name="hand-capabilities"),
     path("keys/<str:prefix>/revoke/", people.key_revoke, name="key-revoke"),
     path("leases/", records.leases, name="leases"),
     path("leases/break/", records.lease_break, name="lease-break"),
