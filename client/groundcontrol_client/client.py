@@ -148,6 +148,7 @@ def run_plan(
     heartbeat_interval_s: int | None = None,
     grace_s: int | None = None,
     evidence_grades: Mapping[str, str] | None = None,
+    capabilities: Iterable[str] | None = None,
 ) -> dict[str, Any]:
     """The body that plans a run (`run_create`); unset timings take the lane's."""
     return _drop_none(
@@ -159,6 +160,7 @@ def run_plan(
             "heartbeat_interval_s": heartbeat_interval_s,
             "grace_s": grace_s,
             "evidence_grades": dict(evidence_grades) if evidence_grades else None,
+            "capabilities": list(capabilities) if capabilities is not None else None,
         }
     )
 

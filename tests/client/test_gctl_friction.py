@@ -114,3 +114,15 @@ def test_the_mcp_tool_files_friction_linking_the_sessions_last_refusal(gc: Fleet
     assert "4 min: no GPU here" in text(filed)
     report = FrictionReport.objects.get()
     assert [link.code for link in report.refusals.all()] == ["capability_missing"]
+
+
+def test_a_planner_creates_a_run_with_capabilities_from_python(
+    gc: Fleet, workspace: Workspace, lane: object
+) -> None:
+    planner, _ = hand_services.hand_create(workspace=workspace, name="planner")
+    with Client(gc.url, mint(planner, ["plan"])) as client:
+        package = client.request(
+            "POST", "lanes/rewalk/work-packages", json={"title": "P", "key": "p"}
+        )
+        run = client.run_create(package["id"], title="Train", capabilities=["GPU", "python"])
+    assert run.capabilities == ["gpu", "python"]
