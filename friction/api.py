@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -12,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apikit.api import paginated
+from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, StrictCharField, StrictIntegerField, text_param, valid
 from apikit.openapi import error_responses
 from fleet.api.records import since_param
@@ -221,6 +223,15 @@ class FrictionExportApi(HandAPIView):
         extension = "md" if markdown else "json"
         response["Content-Disposition"] = f'attachment; filename="friction.{extension}"'
         return response
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # DRF answers an unknown `format` as a missing page (404); it is a bad parameter.
+        try:
+            return super().perform_content_negotiation(request, force)
+        except Http404:
+            raise ValidationFailed(
+                "format must be markdown or json", fields={"format": ["markdown or json."]}
+            ) from None
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)

@@ -280,6 +280,8 @@ def test_the_export_as_markdown_and_json(api_a: Api, boss: Api) -> None:
         "validation_error",
     )
     assert error["fields"]["since"]
+    error = error_of(boss.get("/friction/export", {"format": "csv"}), 400, "validation_error")
+    assert "format" in error["fields"]
 
 
 def test_the_webhook_kind_friction_exists() -> None:
