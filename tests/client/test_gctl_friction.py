@@ -5,10 +5,13 @@ refusal its session was just answered."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
+from typing import Any
 
 import pytest
-from groundcontrol_client import CapabilityMissing, Client
+from groundcontrol_client import AsyncClient, CapabilityMissing, Client
 from groundcontrol_client.mcp_server import Session, build_server
 
 from friction.models import FrictionReport
@@ -126,3 +129,19 @@ def test_a_planner_creates_a_run_with_capabilities_from_python(
         )
         run = client.run_create(package["id"], title="Train", capabilities=["GPU", "python"])
     assert run.capabilities == ["gpu", "python"]
+
+
+def test_the_async_client_files_and_lists_friction(gc: Fleet, workspace: Workspace) -> None:
+    boss, _ = hand_services.hand_create(workspace=workspace, name="boss")
+    boss_key = mint(boss, ["supervise"])
+
+    async def go() -> tuple[Any, list[Any]]:
+        async with AsyncClient(gc.url, gc.key_a) as hand, AsyncClient(gc.url, boss_key) as sup:
+            filed = await hand.friction_file("async friction", minutes=1, instead="waited")
+            return filed, await sup.friction_reports()
+
+    # Its own thread: a loop another test left running must not stop this one from starting.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        filed, listed = pool.submit(asyncio.run, go()).result()
+    assert (filed.what, filed.minutes, filed.instead) == ("async friction", 1, "waited")
+    assert [report.id for report in listed] == [filed.id]
