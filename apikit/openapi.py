@@ -35,7 +35,19 @@ class ErrorDetailSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="stale_fence, lease_lost"
     )
     missing = serializers.ListField(
-        child=serializers.CharField(), required=False, help_text="evidence_missing"
+        child=serializers.CharField(),
+        required=False,
+        help_text="evidence_missing: the kinds short; capability_missing: the tags the hand lacks",
+    )
+    capabilities = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="capability_missing: every tag the run needs",
+    )
+    hand_capabilities = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="capability_missing: the tags the hand has",
     )
     retry_after_s = serializers.FloatField(required=False, help_text="rate_limited")
     limit_per_minute = serializers.IntegerField(required=False, help_text="rate_limited")

@@ -1,4 +1,5 @@
-"""Server-rendered SVG pictures: a timeline of attempts and the fleet by state over time.
+"""Server-rendered SVG pictures: a timeline of attempts, the fleet by state over time, and the
+minutes lost to friction per week.
 
 Pure functions of their data (no queries, no clock): the page passes in the database time it
 read once. Every text and attribute is escaped; the markup carries a title and a description
@@ -7,9 +8,9 @@ for screen readers, and each state is named in words as well as coloured.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from html import escape
 
 # Fill colours, each with a dark enough stroke and text that they read on white.
@@ -227,3 +228,85 @@ def state_chart_svg(
     latest = picked[max(picked)]
     desc = "Latest: " + ", ".join(f"{latest.counts.get(s, 0)} {s}" for s in STATES)
     return _svg(width, height + 4, title, desc, ident, body)
+
+
+# Lanes' colours on the friction chart, in the order the lanes are drawn (most minutes first);
+# lanes past the palette share its last colour, and every lane is named in the legend.
+LANE_COLOURS = ["#1f5fa8", "#c28a00", "#2e7d32", "#b71c1c", "#6f42c1", "#d35400", "#6b6b6b"]
+
+
+def friction_chart_svg(
+    weeks: Sequence[date],
+    lanes: Sequence[str],
+    minutes: Mapping[tuple[str, date], int],
+    *,
+    width: int = 720,
+    height: int = 180,
+    ident: str = "friction-chart",
+) -> str:
+    """Minutes lost per week, a stacked column per week with a segment per lane."""
+    title = f"Minutes lost to friction per week, the last {len(weeks)} weeks, by lane"
+    totals = [sum(minutes.get((lane, week), 0) for lane in lanes) for week in weeks]
+    if not weeks or not any(totals):
+        return _svg(
+            width,
+            40,
+            title,
+            "No friction reported in these weeks.",
+            ident,
+            ['<text x="8" y="24" class="legend">No friction reported in these weeks.</text>'],
+        )
+    colours = {lane: LANE_COLOURS[min(i, len(LANE_COLOURS) - 1)] for i, lane in enumerate(lanes)}
+    top, bottom, left = 24, height - 24, 44
+    tallest = max(totals)
+    column_w = (width - left - 8) / len(weeks)
+    body: list[str] = []
+    x = float(left)
+    for lane in lanes:
+        body.append(
+            f'<rect x="{x}" y="3" width="10" height="10" fill="{colours[lane]}"/>'
+            f'<text x="{x + 14}" y="12" class="legend">{escape(lane)}</text>'
+        )
+        x += 22 + 7.5 * len(lane)
+    body.append(
+        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" class="axis">{tallest} min</text>'
+    )
+    body.append(f'<text x="{left - 4}" y="{bottom}" text-anchor="end" class="axis">0</text>')
+    for index, (week, total) in enumerate(zip(weeks, totals, strict=True)):
+        x = round(left + index * column_w, 1)
+        y = float(bottom)
+        parts = []
+        for lane in lanes:
+            n = minutes.get((lane, week), 0)
+            if not n:
+                continue
+            h = (bottom - top) * n / tallest
+            y -= h
+            parts.append(
+                f'<rect x="{x + 2}" y="{round(y, 1)}" width="{round(column_w - 4, 1)}" '
+                f'height="{round(h, 1)}" fill="{colours[lane]}" data-lane="'
+                f'{escape(lane, quote=True)}" data-minutes="{n}"/>'
+            )
+        tip = ", ".join(
+            f"{lane} {minutes.get((lane, week), 0)} min"
+            for lane in lanes
+            if minutes.get((lane, week))
+        )
+        label = f"week of {week:%d %b}: {total} min" + (f" ({tip})" if tip else "")
+        body.append(
+            f'<g data-week="{week.isoformat()}"><title>{escape(label)}</title>'
+            + "".join(parts)
+            + "</g>"
+        )
+        if index % max(1, len(weeks) // 6) == 0:
+            body.append(
+                f'<text x="{x + column_w / 2}" y="{bottom + 16}" text-anchor="middle" '
+                f'class="axis">{escape(f"{week:%d %b}")}</text>'
+            )
+    body.append(
+        f'<line x1="{left}" y1="{bottom}" x2="{width - 8}" y2="{bottom}" stroke="#57606a"/>'
+    )
+    desc = "; ".join(
+        f"{lane}: {sum(minutes.get((lane, week), 0) for week in weeks)} min" for lane in lanes
+    )
+    return _svg(width, height, title, f"Minutes lost by lane: {desc}.", ident, body)

@@ -7,9 +7,11 @@ from typing import Any
 
 from django import forms
 
+from apikit.errors import ValidationFailed
 from dashboard.pages import STATES
 from fleet.models import Directive
 from fleet.services.plan import MAX_SLOTS
+from hands import capabilities as hand_capabilities
 from hands.models import Lane, Role, Scope
 from leases.models import EventKind
 from leases.services import MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_RESOURCE_LENGTH
@@ -33,6 +35,7 @@ REFUSAL_CODES = [
     "stale_fence",
     "process_mismatch",
     "run_closed",
+    "capability_missing",
     "slot_not_done",
     "payload_too_large",
     "evidence_missing",
@@ -156,17 +159,40 @@ class DirectiveForm(forms.Form):
     directive = forms.ChoiceField(choices=Directive.choices)
 
 
+class CapabilitiesField(forms.CharField):
+    """Tags typed as a comma-separated list; what a tag may be is `hands.capabilities`'s rule."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", "Comma-separated, e.g. python, browser, gpu.")
+        super().__init__(required=False, max_length=2000, **kwargs)
+
+    def clean(self, value: Any) -> list[str]:
+        text = super().clean(value) or ""
+        tags = [tag for tag in text.split(",") if tag.strip()]
+        try:
+            return hand_capabilities.normalise(tags)
+        except ValidationFailed as error:
+            raise forms.ValidationError(error.message) from None
+
+
 class HandCreateForm(forms.Form):
     name = forms.CharField(max_length=MAX_NAME_LENGTH)
     lane = forms.ModelChoiceField(
         queryset=Lane.objects.none(), required=False, empty_label="no lane"
     )
+    capabilities = CapabilitiesField()
 
     def __init__(self, *args: Any, workspace_id: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["lane"].queryset = Lane.objects.filter(workspace_id=workspace_id).order_by(
             "slug"
         )
+
+
+class HandCapabilitiesForm(forms.Form):
+    capabilities = CapabilitiesField(
+        help_text="Comma-separated; a run that needs a tag the hand lacks refuses its claim."
+    )
 
 
 class MembershipForm(forms.Form):

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard.views import people, pools, records, schedules, work
+from dashboard.views import friction, people, pools, records, schedules, work
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("login/", people.ThrottledLoginView.as_view(), name="login"),
@@ -33,11 +33,18 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("hands/", people.hands, name="hands"),
     path("hands/<int:pk>/", people.hand_detail, name="hand"),
     path("hands/<int:pk>/keys/new/", people.key_issue, name="key-issue"),
+    path("hands/<int:pk>/capabilities/", people.hand_capabilities, name="hand-capabilities"),
     path("keys/<str:prefix>/revoke/", people.key_revoke, name="key-revoke"),
     path("leases/", records.leases, name="leases"),
     path("leases/break/", records.lease_break, name="lease-break"),
     path("pools/", pools.pools, name="pools"),
     path("refusals/", records.refusals, name="refusals"),
     path("events/", records.events, name="events"),
+    path("friction/", friction.friction, name="friction"),
+    path(
+        "friction/export.<str:fmt>",
+        friction.friction_export,
+        name="friction-export",
+    ),
     path("members/", people.members, name="members"),
 ]

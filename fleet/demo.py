@@ -10,7 +10,8 @@ hand that speaks to the server only over REST, through the project's own client
 - finisher: claims, reports progress, finishes with a pull-request link; then again, on a new
             run (a finished slot is done: it is never claimed again);
 - waiter:   claims, is denied the `migrations` lock (lease_held) and waits, heartbeating; gives
-            up after a while and releases its slot with a reason; then again.
+            up after a while, files a friction report linking those denials
+            (`demo_loop.demo_friction`) and releases its slot with a reason; then again.
 
 A hand whose run is done asks the demo's planner (a key with the `plan` scope, over the same
 REST API) for a new run like it, as a supervisor would plan the next piece of work.
@@ -36,6 +37,7 @@ import httpx
 from groundcontrol_client.errors import describe_holder
 
 from apikit.errors import GroundControlError
+from fleet.demo_loop import demo_friction
 from fleet.models import Attempt, Run
 from fleet.services import attempts as attempt_services
 from fleet.services import plan as plan_services
@@ -432,6 +434,7 @@ class WaiterHand(DemoHand):
         # Not longer than half an interval: the tenure is already running and must not go late.
         self.lock_taken.wait(self.t.heartbeat_interval_s / 2)
         started = time.monotonic()
+        denials: list[str] = []
         while time.monotonic() - started < self.t.waiter_gives_up_after_s:
             if self.report() == "stop":
                 self.stopped()
@@ -439,6 +442,7 @@ class WaiterHand(DemoHand):
             try:
                 lock = self.acquire_lock(wait_s=self.t.wait_s)
             except gc.LeaseHeld as held:
+                denials += [held.request_id] if held.request_id else []
                 self.say(f"{self.name}: {LOCK} is held by {describe_holder(held.fields)}; waiting")
                 if not self.pause(self.t.beat_every_s):
                     return
@@ -449,6 +453,16 @@ class WaiterHand(DemoHand):
             self.client.lease_release(LOCK, fence=lock.fence)
             self.finish([], "index added")
             return
+        assert self.attempt is not None
+        if demo_friction(
+            self.client,
+            what=f"the {LOCK} lock was held the whole time I waited for it",
+            instead="gave my slot back to pick it up later",
+            waited_s=time.monotonic() - started,
+            attempt_id=self.attempt.id,
+            refusals=denials,
+        ):
+            self.say(f"{self.name}: filed a friction report ({len(denials)} refusals linked)")
         self.release(f"gave up waiting for the {LOCK} lock")
 
 

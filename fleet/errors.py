@@ -25,3 +25,12 @@ class SlotNotDone(GroundControlError):
 
     code = "slot_not_done"
     http_status = 409
+
+
+class CapabilityMissing(GroundControlError):
+    """A claim by a hand that lacks a capability the run needs (`missing` names them). 409 as
+    the other claim denials: the run does not take this hand, as a closed run takes nobody;
+    it is no question of the key's authority (403) and a supervisor's change can resolve it."""
+
+    code = "capability_missing"
+    http_status = 409

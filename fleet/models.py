@@ -66,6 +66,8 @@ class Run(models.Model):
     # The least grade (EvidenceGrade) a finish's evidence of a kind must have, by kind; every
     # kind named is also in `evidence_required`.
     evidence_grades = models.JSONField(default=dict, blank=True)
+    # The tags a hand must have to claim a slot (`hands.capabilities`): python, browser, gpu.
+    capabilities = models.JSONField(default=list, blank=True)
     heartbeat_interval_s = models.PositiveIntegerField(default=DEFAULT_HEARTBEAT_INTERVAL_S)
     grace_s = models.PositiveIntegerField(default=DEFAULT_GRACE_S)
     slot_count = models.PositiveIntegerField(default=1)

@@ -6,14 +6,17 @@ each selector asks the database for the time once, however many rows it returns.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, CharField, F, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, CharField, F, Q, QuerySet, Value, When
+from django.db.models.expressions import RawSQL
 
 from apikit.errors import NotFound
 from fleet.models import Attempt, AttemptEnd, Run, RunState, Slot, SlotState, WorkPackage
+from hands import capabilities as hand_capabilities
 from hands.models import Hand, HandKey, Lane
 from leases import names
 from leases.clock import db_now, now_expression
@@ -405,13 +408,27 @@ def runs_list(*, work_package: WorkPackage) -> QuerySet[Run]:
 
 
 def runs_of_workspace(
-    *, workspace_id: int, state: str = "", lane_slug: str = "", lane_id: int | None = None
+    *,
+    workspace_id: int,
+    state: str = "",
+    lane_slug: str = "",
+    lane_id: int | None = None,
+    fitting: list[str] | None = None,
 ) -> QuerySet[Run]:
     """The workspace's runs (a lane-limited key's: its lane's), for hands discovering work. An
-    open run of a closed work package takes no claims, so `open` leaves it out."""
+    open run of a closed work package takes no claims, so `open` leaves it out. `fitting`: only
+    the runs a hand with those capabilities can take (the claim's own rule, in SQL)."""
     runs = Run.objects.filter(workspace_id=workspace_id).select_related(
         "work_package", "work_package__lane"
     )
+    if fitting is not None:
+        column = f'"{Run._meta.db_table}"."capabilities"'
+        fits = RawSQL(
+            hand_capabilities.fits_sql(column, hand_capabilities.array_param_sql("%s")),
+            [json.dumps(fitting)],
+            output_field=BooleanField(),
+        )
+        runs = runs.alias(fits=fits).filter(fits=True)
     if lane_id is not None:
         runs = runs.filter(work_package__lane_id=lane_id)
     if lane_slug:

@@ -14,6 +14,7 @@ from fleet.api import fences as fences_api
 from fleet.api import records as records_api
 from fleet.api import resources as resources_api
 from fleet.api import runs as runs_api
+from friction import api as friction_api
 from hands import api as hands_api
 from pools import api as pools_api
 from schedules import api as schedules_api
@@ -105,6 +106,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("runs/<int:run_id>", runs_api.RunApi.as_view(), name="api-run"),
     path("hands", hands_api.HandsApi.as_view(), name="api-hands"),
     path("hands/<path:name>/keys", hands_api.HandKeysApi.as_view(), name="api-hand-keys"),
+    path("hands/<path:name>", hands_api.HandApi.as_view(), name="api-hand"),
     path("keys/<str:prefix>/revoke", hands_api.KeyRevokeApi.as_view(), name="api-key-revoke"),
     path("attempts", attempts_api.AttemptsApi.as_view(), name="api-attempts"),
     path(
@@ -114,6 +116,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
     ),
     path("refusals", records_api.RefusalsApi.as_view(), name="api-refusals"),
     path("events", records_api.EventsApi.as_view(), name="api-events"),
+    # Friction: what got in the way, and the refused calls it refers to
+    path("friction", friction_api.FrictionApi.as_view(), name="api-friction"),
+    path("friction/export", friction_api.FrictionExportApi.as_view(), name="api-friction-export"),
     # The schema and its interactive docs
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

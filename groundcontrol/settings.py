@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "evidence",
     "webhooks",
     "schedules",
+    "friction",
     "dashboard",
     "ops",
     "groundcontrol",

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apikit.api import paginated
+from apikit.errors import NotFound
 from apikit.inputs import (
     PAGE_PARAMS,
     StrictBooleanField,
@@ -24,6 +25,7 @@ from apikit.inputs import (
 )
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
+from hands import capabilities as hand_capabilities
 from hands import selectors as hand_selectors
 from hands import services as hand_services
 from hands.idempotency import idempotent
@@ -60,6 +62,7 @@ def hand_json(hand: Hand) -> dict[str, Any]:
         "name": hand.name,
         "lane": hand.lane.slug if hand.lane_id else None,
         "is_supervisor": hand.is_supervisor,
+        "capabilities": hand.capabilities,
         "created_at": hand.created_at,
     }
 
@@ -89,6 +92,9 @@ class MeOut(serializers.Serializer):
     key_prefix = serializers.CharField()
     lane = serializers.CharField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
+    capabilities = serializers.ListField(
+        child=serializers.CharField(), help_text="The hand's capabilities (its claims need them)."
+    )
 
 
 class LaneOut(serializers.Serializer):
@@ -106,7 +112,19 @@ class HandOut(serializers.Serializer):
     name = serializers.CharField()
     lane = serializers.CharField(allow_null=True)
     is_supervisor = serializers.BooleanField()
+    capabilities = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What the hand can do: a run that needs a tag it lacks refuses its claim "
+        "(capability_missing).",
+    )
     created_at = serializers.DateTimeField()
+
+
+def capabilities_field(**kwargs: Any) -> serializers.ListField:
+    """Tags as sent; `hands.capabilities.normalise` says what a tag may be (and trims, lowers
+    and dedupes them), in one place for the API, the dashboard and the services."""
+    kwargs.setdefault("help_text", hand_capabilities.TAG_HELP)
+    return serializers.ListField(child=StrictCharField(trim_whitespace=False), **kwargs)
 
 
 class BoundToOut(serializers.Serializer):
@@ -162,6 +180,11 @@ class LaneIn(serializers.Serializer):
 class HandIn(serializers.Serializer):
     name = name_field()
     lane = StrictSlugField(required=False, allow_null=True, help_text="A lane's slug.")
+    capabilities = capabilities_field(required=False, default=list)
+
+
+class HandPatchIn(serializers.Serializer):
+    capabilities = capabilities_field()
 
 
 class KeyIn(serializers.Serializer):
@@ -201,6 +224,7 @@ class MeApi(HandAPIView):
                 "key_prefix": key.prefix,
                 "lane": key.lane.slug if key.lane_id else None,
                 "expires_at": key.expires_at,
+                "capabilities": self.hand.capabilities,
             }
         )
 
@@ -294,10 +318,45 @@ class HandsApi(HandAPIView):
                 name=data["name"],
                 lane=lane,
                 caller_lane_id=self.lane_id,
+                capabilities=data["capabilities"],
             )
             return Response(hand_json(hand), status=created_or_found(created))
 
         return idempotent(request, create)
+
+
+class HandApi(HandAPIView):
+    """One hand; PATCH sets its capabilities (a supervisor's change: the hand's next claim is
+    judged by them)."""
+
+    required_scope = {"GET": (HANDS, SUPERVISE), "PATCH": HANDS}
+
+    @extend_schema(
+        tags=["hands"], responses={200: HandOut, **error_responses("scope_denied", "not_found")}
+    )
+    def get(self, request: Request, name: str) -> Response:
+        hands = hand_selectors.hands_list(workspace_id=self.workspace_id, lane_id=self.lane_id)
+        hand = hands.filter(name=name).first()
+        if hand is None:
+            raise NotFound(f"no hand {name!r}")
+        return Response(hand_json(hand))
+
+    @extend_schema(
+        tags=["hands"],
+        request=HandPatchIn,
+        description="Replace the hand's capabilities (tags are trimmed, lowercased and kept "
+        "once each).",
+        responses={200: HandOut, **error_responses("scope_denied", "not_found", body=True)},
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        data = valid(HandPatchIn, request)
+        hand = hand_services.hand_set_capabilities(
+            workspace_id=self.workspace_id,
+            name=name,
+            capabilities=data["capabilities"],
+            caller_lane_id=self.lane_id,
+        )
+        return Response(hand_json(hand))
 
 
 class HandKeysApi(HandAPIView):

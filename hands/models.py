@@ -71,6 +71,9 @@ class Hand(models.Model):
         Lane, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     is_supervisor = models.BooleanField(default=False)
+    # What it can do (`hands.capabilities`): a claim of a run that needs a tag it lacks is
+    # refused (capability_missing). Set at creation or by a supervisor.
+    capabilities = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:

@@ -20,6 +20,7 @@ from django.db.models import Model, Q
 from django.utils.text import slugify
 
 from apikit.errors import KeyInvalid, NotFound, ScopeDenied, ValidationFailed
+from hands import capabilities as hand_capabilities
 from hands import keys
 from hands.models import Hand, HandKey, Lane, Membership, Role, Scope, Workspace
 from leases import engine
@@ -100,22 +101,41 @@ def hand_create(
     name: str,
     lane: Lane | None = None,
     caller_lane_id: int | None = None,
+    capabilities: list[str] | None = None,
 ) -> tuple[Hand, bool]:
-    """Create a hand, or return the existing one of that name (created=False). A lane-limited
-    caller (`caller_lane_id`) creates hands only in its own lane, and finds only those."""
+    """Create a hand, or return the existing one of that name (created=False, its capabilities
+    as they are: `hand_set_capabilities` changes them). A lane-limited caller
+    (`caller_lane_id`) creates hands only in its own lane, and finds only those."""
     validate_name(name, field="name")
+    tags = hand_capabilities.normalise(capabilities)
     if caller_lane_id is not None and (lane is None or lane.pk != caller_lane_id):
         raise ScopeDenied(
             "a lane-limited key can create hands only in its own lane", required_scope="hands"
         )
     hand, created = Hand.objects.get_or_create(
-        workspace=workspace, name=name, defaults={"lane": lane}
+        workspace=workspace, name=name, defaults={"lane": lane, "capabilities": tags}
     )
     if caller_lane_id is not None and hand.lane_id != caller_lane_id:
         raise ScopeDenied(
             f"a hand named {name!r} exists outside this key's lane", required_scope="hands"
         )
     return hand, created
+
+
+@refusals_recorded
+def hand_set_capabilities(
+    *, workspace_id: int, name: str, capabilities: object, caller_lane_id: int | None = None
+) -> Hand:
+    """A supervisor sets what a hand can do, in one statement (a lane-limited caller: only its
+    lane's hands). A claim running at the same moment judges by the row its own statement
+    reads (`fleet.services.attempts.attempt_claim`)."""
+    tags = hand_capabilities.normalise(capabilities)
+    hands = Hand.objects.filter(workspace_id=workspace_id, name=name)
+    if caller_lane_id is not None:
+        hands = hands.filter(lane_id=caller_lane_id)
+    if not hands.update(capabilities=tags):
+        raise NotFound(f"no hand {name!r}")
+    return Hand.objects.select_related("lane").get(workspace_id=workspace_id, name=name)
 
 
 @dataclass(frozen=True)

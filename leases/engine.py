@@ -388,8 +388,10 @@ def take_first_free(
     process_id: str,
     interval_s: float,
     grace_s: float,
+    guard: Guard | None = None,
 ) -> LeaseSnapshot | None:
-    """Take the lowest free-or-lost lease among `lease_ids` (a run's slots) in one statement.
+    """Take the lowest free-or-lost lease among `lease_ids` (a run's slots) in one statement
+    (and only if `guard`'s condition holds, checked by the statement itself).
 
     On PostgreSQL the candidate is picked with FOR UPDATE SKIP LOCKED, so concurrent claimers
     each take a different slot instead of queueing on the same one; the outer WHERE checks the
@@ -421,10 +423,11 @@ def take_first_free(
                 "released_at = NULL, noticed_state = 'live', next_check_at = {deadline_from_now} "
                 "WHERE id = (SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
                 f"AND id IN ({placeholders}) AND {{free_or_lost}} ORDER BY id LIMIT 1{lock}) "
-                "AND {free_or_lost} "
-                "RETURNING {columns}, {now} AS server_time"
+                "AND {free_or_lost}{caller_guard} "
+                "RETURNING {columns}, {now} AS server_time",
+                **(guard.slots() if guard else {}),
             ),
-            params,
+            {**params, **(guard.params if guard else {})},
         )
         if taken is not None:
             return taken

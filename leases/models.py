@@ -158,6 +158,8 @@ class EventKind(models.TextChoices):
     SLOT_REOPENED = "slot_reopened"
     SLOTS_ADDED = "slots_added"
     ATTESTED = "attested"
+    # A friction report was filed (friction.services.friction_file).
+    FRICTION = "friction"
 
 
 class Event(models.Model):
@@ -250,6 +252,8 @@ class Refusal(models.Model):
         indexes = [
             models.Index(fields=["workspace_id", "-id"], name="refusal_ws_idx"),
             models.Index(fields=["workspace_id", "code", "-id"], name="refusal_ws_code_idx"),
+            # A friction report links refused calls by request id (friction.services).
+            models.Index(fields=["workspace_id", "request_id"], name="refusal_ws_request_idx"),
             models.Index(fields=["at"], name="refusal_at_idx"),
         ]
 

@@ -7,6 +7,7 @@
 - `pools/`: lease pools, whose members are resource leases (above `leases`, `hands`, `fleet`);
 - `evidence/` and `webhooks/`, which hang off the fleet and not off each other or the pools;
 - `schedules/`: plans that make themselves (schedules, GitHub), above the fleet and evidence;
+- `friction/`: friction reports, which name the fleet's lanes, runs and attempts;
 - `dashboard/` and `ops/`, the pages and the machines' view over all of them;
 - `groundcontrol/`: only the wiring (settings, URLs, Celery, the server) imports every app.
 
@@ -30,6 +31,7 @@ APPS = [
     "evidence",
     "webhooks",
     "schedules",
+    "friction",
     "dashboard",
     "ops",
 ]
@@ -41,10 +43,11 @@ FORBIDDEN = {
     "leases": PROJECT - {"apikit", "leases"},
     "hands": PROJECT - {"apikit", "leases", "hands"},
     "fleet": PROJECT - {"apikit", "leases", "hands", "fleet"},
-    "pools": {"evidence", "webhooks", "schedules", "dashboard", "ops", *NOT_ABOVE},
-    "evidence": {"webhooks", "pools", "schedules", "dashboard", "ops", *NOT_ABOVE},
-    "webhooks": {"evidence", "pools", "schedules", "dashboard", "ops", *NOT_ABOVE},
-    "schedules": {"webhooks", "pools", "dashboard", "ops", *NOT_ABOVE},
+    "pools": {"evidence", "webhooks", "schedules", "friction", "dashboard", "ops", *NOT_ABOVE},
+    "evidence": {"webhooks", "pools", "schedules", "friction", "dashboard", "ops", *NOT_ABOVE},
+    "webhooks": {"evidence", "pools", "schedules", "friction", "dashboard", "ops", *NOT_ABOVE},
+    "schedules": {"webhooks", "pools", "friction", "dashboard", "ops", *NOT_ABOVE},
+    "friction": {"pools", "evidence", "webhooks", "schedules", "dashboard", "ops", *NOT_ABOVE},
     "dashboard": {"ops", *NOT_ABOVE},
     "ops": {"dashboard", *NOT_ABOVE},
     "client/groundcontrol_client": PROJECT | {"django", "rest_framework", "drf_spectacular"},

@@ -6,6 +6,7 @@ from groundcontrol_client.async_runtime import AsyncClaimedAttempt, AsyncHand, A
 from groundcontrol_client.client import Client, RetryPolicy, __version__
 from groundcontrol_client.errors import (
     AuthFailed,
+    CapabilityMissing,
     ConfigError,
     ConnectionFailed,
     Denied,
@@ -34,6 +35,7 @@ from groundcontrol_client.errors import (
     Unavailable,
     ValidationFailed,
 )
+from groundcontrol_client.friction import FrictionReport, LinkedRefusal
 from groundcontrol_client.grades import Attestation, GradedEvidence, describe_evidence
 from groundcontrol_client.identity import process_identity
 from groundcontrol_client.models import (
@@ -69,6 +71,7 @@ __all__ = [
     "Attestation",
     "AuthFailed",
     "Brief",
+    "CapabilityMissing",
     "ClaimedAttempt",
     "Client",
     "ConfigError",
@@ -78,6 +81,7 @@ __all__ = [
     "Evidence",
     "EvidenceMissing",
     "FenceAnswer",
+    "FrictionReport",
     "GatewayUnavailable",
     "GradedEvidence",
     "GroundControlError",
@@ -90,6 +94,7 @@ __all__ = [
     "LeaseHeld",
     "LeaseLost",
     "LeaseUnconfirmed",
+    "LinkedRefusal",
     "MalformedAnswer",
     "Me",
     "NoOpenSlot",

@@ -44,6 +44,7 @@ from groundcontrol_client.errors import (
     SlotTaken,
     error_from_response,
 )
+from groundcontrol_client.friction import AsyncFrictionCalls
 from groundcontrol_client.grades import Attestation, GradedEvidence
 from groundcontrol_client.models import (
     Attempt,
@@ -59,7 +60,7 @@ from groundcontrol_client.models import (
 )
 
 
-class AsyncClient:
+class AsyncClient(AsyncFrictionCalls):
     """One hand's connection to Ground Control, for asyncio. Safe to share between the tasks
     of one event loop (the runtime's heartbeat tasks share it with the agent's own calls)."""
 

@@ -29,7 +29,8 @@ def cmd_me(client: Client, args: argparse.Namespace) -> Result:
     me = client.me()
     text = (
         f"hand {me.hand} in workspace {me.workspace}; key {me.key_prefix} "
-        f"(scopes: {', '.join(me.scopes)}); lane: {me.lane or 'any'}"
+        f"(scopes: {', '.join(me.scopes)}); lane: {me.lane or 'any'}; "
+        f"capabilities: {', '.join(me.capabilities) or 'none'}"
     )
     return me.raw, text
 

@@ -17,6 +17,7 @@ from groundcontrol_client.cli_attempts import (
     cmd_runs,
     cmd_slots,
 )
+from groundcontrol_client.cli_friction import add_friction_command
 from groundcontrol_client.cli_git import add_git_commands
 from groundcontrol_client.cli_leases import (
     cmd_lease_acquire,
@@ -245,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="release the session's leases on Stop too, not only on SessionEnd",
     )
     add_git_commands(sub, common)
+    add_friction_command(sub, common)
     return parser
 
 

@@ -33,6 +33,7 @@ from groundcontrol_client.errors import (
     error_from_response,
     is_transient,
 )
+from groundcontrol_client.friction import FrictionCalls
 from groundcontrol_client.grades import Attestation, GradedEvidence
 from groundcontrol_client.models import (
     Attempt,
@@ -147,6 +148,7 @@ def run_plan(
     heartbeat_interval_s: int | None = None,
     grace_s: int | None = None,
     evidence_grades: Mapping[str, str] | None = None,
+    capabilities: Iterable[str] | None = None,
 ) -> dict[str, Any]:
     """The body that plans a run (`run_create`); unset timings take the lane's."""
     return _drop_none(
@@ -158,6 +160,7 @@ def run_plan(
             "heartbeat_interval_s": heartbeat_interval_s,
             "grace_s": grace_s,
             "evidence_grades": dict(evidence_grades) if evidence_grades else None,
+            "capabilities": list(capabilities) if capabilities is not None else None,
         }
     )
 
@@ -171,7 +174,7 @@ def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-class Client:
+class Client(FrictionCalls):
     """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
     share it with the agent's own calls."""
 

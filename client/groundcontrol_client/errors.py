@@ -3,8 +3,8 @@
 Every non-2xx answer has the body `{"error": {"code", "message", "request_id", ...fields}}`; one
 class per code, grouped under the categories a caller branches on:
 
-- `Denied`: someone else has it (lease_held, no_open_slot, slot_taken, run_closed). Wait, pick
-  other work, or escalate.
+- `Denied`: someone else has it, or the run does not take this hand (lease_held,
+  no_open_slot, slot_taken, run_closed, capability_missing). Wait, pick other work, or escalate.
 - `TenureLost`: this tenure is over or not ours (lease_lost, stale_fence, process_mismatch,
   not_holder). Stop working on it.
 - `AuthFailed`: the key is bad or lacks a scope.
@@ -121,6 +121,12 @@ class RunClosed(Denied):
     code = "run_closed"
 
 
+class CapabilityMissing(Denied):
+    """The run needs capabilities the hand lacks (`missing`): claim a run that fits."""
+
+    code = "capability_missing"
+
+
 class LeaseLost(TenureLost):
     code = "lease_lost"
 
@@ -195,6 +201,7 @@ ERRORS_BY_CODE: dict[str, type[GroundControlError]] = {
         NoOpenSlot,
         SlotTaken,
         RunClosed,
+        CapabilityMissing,
         LeaseLost,
         StaleFence,
         ProcessMismatch,
@@ -424,6 +431,8 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
             return f"{error.message}: {ADVICE_DENIED}"
         # The counts say it all: keep only the server's "run 12 has no open slot" head.
         return f"{error.message.partition(':')[0]} ({slots}): {ADVICE_DENIED}"
+    if isinstance(error, CapabilityMissing):
+        return f"{error.message}: pick a run that fits (gctl runs lists only those), or escalate."
     if isinstance(error, RunClosed):
         return f"{error.message.rstrip('.')}; it takes no claims: pick other work, or escalate."
     if isinstance(error, Denied):

@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError
 
 from groundcontrol_client.client import __version__
 from groundcontrol_client.errors import GroundControlError, describe
+from groundcontrol_client.mcp_friction import RecentRefusals, register_friction_tool
 from groundcontrol_client.mcp_parameters import (
     MAX_TEXT,
     MAX_TTL_S,
@@ -42,7 +43,8 @@ one of a pool of interchangeable things (a port, a test database), take a member
 with `lease_from_pool`.
 If a claim or a lease is denied: wait, pick other work, or escalate. Never work on something
 whose claim or lease you were told is lost; if the supervisor says stop, release and stop; if it
-says pause, wait and check again with `status`.
+says pause, wait and check again with `status`. When something costs you time (a lock held too
+long, a refusal you did not expect, a flaky tool), tell the supervisor with `file_friction`.
 """
 
 P = ParamSpec("P")
@@ -134,6 +136,8 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
         log_level="WARNING",
     )
 
+    recent = RecentRefusals()
+
     def tool(fn: Callable[P, str]) -> Callable[P, CallToolResult]:
         """Answer with the notices first; a refusal becomes a plain sentence, not a crash."""
 
@@ -143,6 +147,7 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
             try:
                 text, error = fn(*args, **kwargs), False
             except GroundControlError as refusal:
+                recent.saw(refusal)
                 text, error = describe(refusal), True
             except LookupError as missing:
                 text, error = str(missing.args[0]), True
@@ -512,4 +517,5 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
         lines.append(f"(Ground Control MCP server, groundcontrol-client {__version__}.)")
         return "\n".join(lines)
 
+    register_friction_tool(tool, session, recent)
     return server

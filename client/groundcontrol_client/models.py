@@ -349,6 +349,8 @@ class Run:
     brief: str = field(default="", repr=False)  # in a run's own answer; not in the runs list
     # The least grade (hand < wrapper < ci) a finish's evidence of each kind needs.
     evidence_grades: dict[str, str] = field(default_factory=dict)
+    # The tags a hand must have to claim a slot (capability_missing otherwise).
+    capabilities: list[str] = field(default_factory=list)
 
     @classmethod
     @_parsing("run")
@@ -383,6 +385,7 @@ class Run:
             raw=data,
             brief=str(data.get("brief") or ""),
             evidence_grades=_grades(data.get("evidence_grades")),
+            capabilities=[str(tag) for tag in data.get("capabilities") or []],
         )
 
 
@@ -394,6 +397,8 @@ class Me:
     key_prefix: str
     lane: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    # What the hand can do: a run that needs a tag it lacks refuses its claim.
+    capabilities: list[str] = field(default_factory=list)
 
     @classmethod
     @_parsing("key description")
@@ -408,6 +413,7 @@ class Me:
             key_prefix=str(data.get("key_prefix", "")),
             lane=str(lane) if lane else None,
             raw=data,
+            capabilities=[str(tag) for tag in data.get("capabilities") or []],
         )
 
 
@@ -533,6 +539,7 @@ def describe_run(run: Run) -> str:
         f"run {run.id}{state}: {run.title} (lane {run.lane}, work package {package}): "
         f"{counts.open} of {counts.total} slot{'' if counts.total == 1 else 's'} open"
         + (f" ({', '.join(taken)})" if taken else "")
+        + (f"; needs {', '.join(run.capabilities)}" if run.capabilities else "")
         + f"; evidence: {evidence}; heartbeat every {run.heartbeat_interval_s:g} s, "
         f"grace {run.grace_s:g} s"
     )

@@ -19,6 +19,7 @@ from apikit.clients import client_address
 from apikit.errors import GroundControlError
 from dashboard import login_throttle, pages
 from dashboard.forms import (
+    HandCapabilitiesForm,
     HandCreateForm,
     HandFilterForm,
     KeyIssueForm,
@@ -53,6 +54,7 @@ def hands(request: HttpRequest, membership: Membership) -> HttpResponse:
                     workspace=membership.workspace,
                     name=create_form.cleaned_data["name"],
                     lane=create_form.cleaned_data["lane"],
+                    capabilities=create_form.cleaned_data["capabilities"],
                 )
                 messages.success(request, f"Hand {hand.name} {'created' if created else 'exists'}.")
                 return redirect("hand", pk=hand.pk)
@@ -90,7 +92,28 @@ def hand_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRe
         label=lambda row: f"{row.attempt.run.title} · slot {row.attempt.slot.index}",
         href=lambda row: reverse("run", args=[row.attempt.run_id]),
     )
-    return render_page(request, "fleet/hand.html", {"page": page, "hand": page.hand, **timeline})
+    form = HandCapabilitiesForm(initial={"capabilities": ", ".join(page.hand.capabilities)})
+    context = {"page": page, "hand": page.hand, "capabilities_form": form, **timeline}
+    return render_page(request, "fleet/hand.html", context)
+
+
+@dashboard_view(Role.ADMIN)
+@require_http_methods(["POST"])
+def hand_capabilities(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
+    """Set what a hand can do: its next claim is judged by it."""
+    page = pages.hand_page(workspace_id=membership.workspace_id, hand_id=pk)
+    form = HandCapabilitiesForm(request.POST)
+    if form.is_valid():
+        hand = hand_services.hand_set_capabilities(
+            workspace_id=membership.workspace_id,
+            name=page.hand.name,
+            capabilities=form.cleaned_data["capabilities"],
+        )
+        shown = ", ".join(hand.capabilities) or "none"
+        messages.success(request, f"Hand {hand.name} now has capabilities: {shown}.")
+    else:
+        messages.error(request, f"Refused: {' '.join(form.errors.get('capabilities', []))}")
+    return redirect("hand", pk=pk)
 
 
 @dashboard_view(Role.ADMIN)

@@ -32,7 +32,13 @@ class ClaimApi(HandAPIView):
         responses={
             201: AttemptOut,
             **error_responses(
-                "scope_denied", "not_found", "no_open_slot", "slot_taken", "run_closed", body=True
+                "scope_denied",
+                "not_found",
+                "no_open_slot",
+                "slot_taken",
+                "run_closed",
+                "capability_missing",
+                body=True,
             ),
         },
     )

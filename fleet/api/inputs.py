@@ -11,6 +11,8 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from apikit.inputs import StrictCharField, StrictFloatField, StrictIntegerField
 from fleet.models import GRADE_ORDER, Directive, PlanState, ReportKind, RunState, SlotState
 from fleet.services import plan as plan_services
+from hands import capabilities as hand_capabilities
+from hands.api import capabilities_field
 from hands.views import MAX_INTERVAL, name_field, reason_field
 from leases import services as lease_services
 from leases.fences import FENCE_MAX
@@ -145,14 +147,31 @@ class RunIn(serializers.Serializer):
     grace_s = StrictIntegerField(
         required=False, allow_null=True, min_value=0, max_value=MAX_INTERVAL
     )
+    capabilities = capabilities_field(
+        required=False,
+        default=list,
+        help_text="Tags a hand must have to claim a slot (python, browser, gpu). "
+        + hand_capabilities.TAG_HELP,
+    )
 
 
 class RunPatchIn(serializers.Serializer):
     state = serializers.ChoiceField(
         choices=PlanState.choices,
+        required=False,
         help_text="closed: no more claims. open: claims again (a run whose slots are all done "
         "reopens as done: reopen a slot or add slots to work on it again).",
     )
+    capabilities = capabilities_field(
+        required=False,
+        help_text="Replace the tags a hand must have to claim a slot (attempts already "
+        "claimed go on).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError("Send state, capabilities, or both.")
+        return attrs
 
 
 class SlotsAddIn(serializers.Serializer):

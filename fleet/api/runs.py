@@ -138,6 +138,13 @@ class RunsIndexApi(HandAPIView):
                 state=choice_param(request, "state", RUN_STATES),
                 lane_slug=text_param(request, "lane", max_length=MAX_NAME),
                 lane_id=self.lane_id,
+                # A worker's key finds only the runs its hand can take; a planner's or a
+                # supervisor's sees every run (each says the capabilities it needs).
+                fitting=(
+                    None
+                    if PLAN in self.key.scopes or SUPERVISE in self.key.scopes
+                    else list(self.hand.capabilities)
+                ),
             ),
             runs_json,
         )
@@ -257,14 +264,26 @@ class RunApi(HandAPIView):
     @extend_schema(
         tags=["plan"],
         request=RunPatchIn,
-        description="Close a run (it takes no more claims; its attempts go on) or reopen it.",
+        description="Close a run (it takes no more claims; its attempts go on) or reopen it; "
+        "set the capabilities a hand needs to claim its slots.",
         responses={200: RunOut, **error_responses("scope_denied", "not_found", body=True)},
     )
     def patch(self, request: Request, run_id: int) -> Response:
         data = valid(RunPatchIn, request)
         # Looked up first so a lane-limited key cannot touch another lane's run.
         run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
-        run = plan_services.run_set_state(
-            workspace_id=self.workspace_id, run_id=run.pk, state=data["state"], actor=self.hand.name
-        )
+        if "capabilities" in data:
+            plan_services.run_set_capabilities(
+                workspace_id=self.workspace_id,
+                run_id=run.pk,
+                capabilities=data["capabilities"],
+                lane_id=self.lane_id,
+            )
+        if "state" in data:
+            plan_services.run_set_state(
+                workspace_id=self.workspace_id,
+                run_id=run.pk,
+                state=data["state"],
+                actor=self.hand.name,
+            )
         return Response(run_json(selectors.run_get(workspace_id=self.workspace_id, run_id=run.pk)))

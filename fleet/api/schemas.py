@@ -165,6 +165,10 @@ class RunOut(serializers.Serializer):
         child=serializers.ChoiceField(choices=GRADE_ORDER),
         help_text="The least grade (hand < wrapper < ci) a finish's evidence of each kind needs.",
     )
+    capabilities = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The tags a hand must have to claim a slot (capability_missing otherwise).",
+    )
     slots = serializers.IntegerField()
     heartbeat_interval_s = serializers.IntegerField()
     grace_s = serializers.IntegerField()

@@ -12,7 +12,7 @@ from datetime import datetime
 from django.db import transaction
 
 from apikit.errors import NotFound, ValidationFailed
-from fleet.errors import NoOpenSlot, RunClosed, SlotTaken
+from fleet.errors import CapabilityMissing, NoOpenSlot, RunClosed, SlotTaken
 from fleet.models import Attempt, AttemptEnd, Directive, PlanState, Run, RunState, Slot, SlotState
 from fleet.selectors import (
     AttemptView,
@@ -23,6 +23,7 @@ from fleet.selectors import (
     run_slot_counts,
 )
 from fleet.services.plan import lock_run, mark_run_done_if_finished, slot_resource
+from hands import capabilities as hand_capabilities
 from hands.models import Hand
 from leases import engine
 from leases import services as lease_services
@@ -61,6 +62,7 @@ def attempt_claim(
         candidates = [slots[slot][1]]
     else:
         candidates = [lease_id for _, lease_id in slots]
+    guard = capability_guard(hand=hand, run=run)
     with transaction.atomic():
         lease = engine.take_first_free(
             workspace_id=hand.workspace_id,
@@ -69,6 +71,7 @@ def attempt_claim(
             process_id=process_id,
             interval_s=run.heartbeat_interval_s,
             grace_s=run.grace_s,
+            guard=guard,
         )
         if lease is not None:
             taken = Slot.objects.get(lease_id=lease.id)
@@ -104,6 +107,9 @@ def attempt_claim(
             return AttemptView(
                 attempt_get(workspace_id=hand.workspace_id, attempt_id=attempt.pk), lease
             )
+    unfit = guard.explain()
+    if unfit is not None:
+        raise unfit
     if slot is not None:
         current = engine.read(workspace_id=hand.workspace_id, resource=slot_resource(run.pk, slot))
         assert current is not None
@@ -126,6 +132,48 @@ def attempt_claim(
         held=counts.held,
         done=counts.done,
         next_expires_in_s=counts.next_expires_in_s,
+    )
+
+
+def capability_guard(*, hand: Hand, run: Run) -> engine.Guard:
+    """The run's capabilities, all of them the hand's, as a condition of the claim's one
+    statement (`leases.engine.Guard`), with `missing` to explain a refusal.
+
+    Why in the statement: a supervisor may change the hand's (or the run's) capabilities while
+    a claim is on its way. The statement reads both rows as of its own start, so a change that
+    committed before the statement began refuses the claim, and one committing later orders
+    the claim before it (the change governs every claim whose statement starts after it). A
+    check in Python before the statement would let a change that committed between that read
+    and the grant pass unseen (tests/concurrency/test_capability_races.py pauses a claim just
+    there). The explanation reads the rows again only after the statement matched nothing."""
+
+    def explain() -> Exception | None:
+        needed = Run.objects.filter(pk=run.pk).values_list("capabilities", flat=True).first()
+        has = Hand.objects.filter(pk=hand.pk).values_list("capabilities", flat=True).first()
+        lacking = hand_capabilities.missing(needed or [], has or [])
+        if not lacking:
+            return None
+        return CapabilityMissing(
+            f"run {run.pk} needs {', '.join(lacking)}, which hand {hand.name!r} lacks "
+            f"(it has: {', '.join(has or []) or 'none'}); claim a run that fits, or ask a "
+            "supervisor to give the hand these capabilities",
+            missing=lacking,
+            capabilities=list(needed or []),
+            hand_capabilities=list(has or []),
+        )
+
+    return engine.Guard(
+        sql=f"EXISTS (SELECT 1 FROM {Run._meta.db_table} guard_run, {Hand._meta.db_table} "
+        "guard_hand WHERE guard_run.workspace_id = %(guard_workspace_id)s AND guard_run.id = "
+        "%(guard_run_id)s AND guard_hand.workspace_id = %(guard_workspace_id)s AND "
+        "guard_hand.id = %(guard_hand_id)s AND "
+        f"{hand_capabilities.fits_sql('guard_run.capabilities', 'guard_hand.capabilities')})",
+        params={
+            "guard_workspace_id": hand.workspace_id,
+            "guard_run_id": run.pk,
+            "guard_hand_id": hand.pk,
+        },
+        explain=explain,
     )
 
 

@@ -28,6 +28,7 @@ from fleet.selectors import (
     run_slot_counts,
     slot_state,
 )
+from hands import capabilities as hand_capabilities
 from hands.models import Lane
 from leases import engine
 from leases.audit import record_event, refusals_recorded
@@ -142,10 +143,12 @@ def run_create(
     evidence_grades: dict[str, str] | None = None,
     heartbeat_interval_s: int | None = None,
     grace_s: int | None = None,
+    capabilities: list[str] | None = None,
 ) -> Run:
     """A run with its slots, each a free lease row `run/<id>/slot/<n>` at fence 0. A kind
     `evidence_grades` names is required too (appended to `evidence_required`)."""
     validate_name(title, field="title")
+    tags = hand_capabilities.normalise(capabilities)
     grades = _validate_evidence_grades(evidence_grades)
     required = list(dict.fromkeys([*_validate_evidence_kinds(evidence_required), *grades]))
     if len(required) > MAX_EVIDENCE_KINDS:
@@ -189,6 +192,7 @@ def run_create(
             heartbeat_interval_s=interval,
             grace_s=grace,
             slot_count=slots,
+            capabilities=tags,
         )
         _create_slots(run, range(slots))
     return run
@@ -228,6 +232,21 @@ def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> 
             Run.objects.filter(pk=run.pk, state=RunState.CLOSED).update(
                 state=RunState.OPEN, closed_at=None
             )
+    run.refresh_from_db()
+    return run
+
+
+@refusals_recorded
+def run_set_capabilities(
+    *, workspace_id: int, run_id: int, capabilities: object, lane_id: int | None = None
+) -> Run:
+    """Replace the tags a hand needs to claim the run's slots, in one statement. Attempts
+    already claimed go on; a claim running at the same moment judges by the row its own
+    statement reads (`fleet.services.attempts.attempt_claim`)."""
+    tags = hand_capabilities.normalise(capabilities)
+    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
+    if not Run.objects.filter(pk=run.pk).update(capabilities=tags):
+        raise NotFound(f"no run {run_id}")
     run.refresh_from_db()
     return run
 

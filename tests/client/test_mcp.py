@@ -50,6 +50,7 @@ TOOLS = {
     "list_leases",
     "list_my_leases",
     "status",
+    "file_friction",
 }
 VERSION_LINE = f"(Ground Control MCP server, groundcontrol-client {__version__}.)"
 LOST_AT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"

@@ -14,6 +14,7 @@ from dashboard.pages import BoardFilters
 from evidence.models import Evidence
 from fleet import demo
 from fleet.models import Attempt, AttemptEnd, Run
+from friction.models import FrictionReport
 from hands.models import HandKey
 from leases.models import Refusal
 
@@ -52,6 +53,11 @@ def test_it_shows_every_state_within_seconds_on_fast_timings(live_server):
     assert per_slot and max(per_slot.values()) == 1, per_slot
     assert any("the planner planned run" in line for line in lines), lines
     assert Refusal.objects.filter(code="lease_held", hand="demo-waiter").exists()
+    # The waiter that gave up filed friction, linking the denials it was answered.
+    report = FrictionReport.objects.filter(hand="demo-waiter").first()
+    assert report is not None, lines
+    assert report.attempt_id is not None and report.lane.slug == demo.LANE_SLUG
+    assert {link.code for link in report.refusals.all()} == {"lease_held"}
     assert Evidence.objects.filter(
         kind="pull_request",
         url__startswith="https://example.com/",

@@ -20,6 +20,8 @@ from evidence.services import MAX_EVIDENCE_ITEMS, MAX_URL_LENGTH
 from fleet.models import Run
 from fleet.services import plan as plan_services
 from fleet.services.reports import MAX_DETAILS_BYTES
+from friction import services as friction_services
+from hands import capabilities
 from hands import services as hand_services
 from hands.models import Hand, HandKey, Lane
 from leases.models import Refusal
@@ -85,6 +87,16 @@ def done_slot(w: World) -> int:
     )
     assert finished.status_code == 200, finished.content
     return attempt["slot"]
+
+
+def refused_call(n: int, i: int) -> str:
+    """A request id of hand a's refusals (one of `n`), recorded as the API records one."""
+    request_id = f"limit-{n}-{i}"
+    hand = Hand.objects.get(name="hand-a")
+    Refusal.objects.create(
+        workspace_id=hand.workspace_id, hand=hand.name, code="not_found", request_id=request_id
+    )
+    return request_id
 
 
 def key_prefix(w: World) -> str:
@@ -396,6 +408,64 @@ LIMITS = [
     ),
     Limit("POST /hands", "name", NAME, send=lambda w, _, v: w.boss.post("/hands", {"name": v})),
     Limit(
+        "POST /hands",
+        "capabilities[]",
+        capabilities.MAX_TAG_LENGTH,
+        refused_as="capabilities",
+        send=lambda w, _, v: w.boss.post("/hands", {"name": "tagged", "capabilities": [v]}),
+    ),
+    Limit(
+        "POST /hands",
+        "capabilities",
+        capabilities.MAX_TAGS,
+        value=kinds,
+        unit="items",
+        send=lambda w, _, v: w.boss.post("/hands", {"name": "tagged", "capabilities": v}),
+    ),
+    Limit(
+        "PATCH /hands/{name}",
+        "capabilities[]",
+        capabilities.MAX_TAG_LENGTH,
+        refused_as="capabilities",
+        send=lambda w, _, v: w.boss.patch("/hands/hand-a", {"capabilities": [v]}),
+    ),
+    Limit(
+        "POST /work-packages/{id}/runs",
+        "capabilities[]",
+        capabilities.MAX_TAG_LENGTH,
+        refused_as="capabilities",
+        send=lambda w, _, v: w.boss.post(
+            f"/work-packages/{w.run.work_package_id}/runs", {"title": "t", "capabilities": [v]}
+        ),
+    ),
+    Limit(
+        "PATCH /runs/{id}",
+        "capabilities[]",
+        capabilities.MAX_TAG_LENGTH,
+        refused_as="capabilities",
+        send=lambda w, _, v: w.boss.patch(f"/runs/{w.run.pk}", {"capabilities": [v]}),
+    ),
+    Limit(
+        "POST /friction",
+        "what",
+        friction_services.MAX_TEXT_LENGTH,
+        send=lambda w, _, v: w.api.post("/friction", {"what": v}),
+    ),
+    Limit(
+        "POST /friction",
+        "instead",
+        friction_services.MAX_TEXT_LENGTH,
+        send=lambda w, _, v: w.api.post("/friction", {"what": "w", "instead": v}),
+    ),
+    Limit(
+        "POST /friction",
+        "refusals",
+        friction_services.MAX_REFUSALS,
+        value=lambda n: [refused_call(n, i) for i in range(n)],
+        unit="items",
+        send=lambda w, _, v: w.api.post("/friction", {"what": "w", "refusals": v}),
+    ),
+    Limit(
         "POST /keys/{prefix}/revoke",
         "reason",
         REASON,
@@ -477,7 +547,7 @@ def rows() -> dict[str, list[dict[str, Any]]]:
     """Every row the calls could write (all but the refusals, and a key's last use, which a
     call stamps at most once a minute whatever it asked), to tell that nothing was written."""
     out = {}
-    for label in ("leases", "fleet", "hands", "evidence"):
+    for label in ("leases", "fleet", "hands", "evidence", "friction"):
         for model in apps.get_app_config(label).get_models():
             if model is Refusal:
                 continue

@@ -56,6 +56,7 @@ def test_it_creates_a_schedule_with_its_next_planned_times(boss: Api, lane) -> N
             "slots": 2,
             "evidence_required": ["pr"],
             "evidence_grades": {},
+            "capabilities": [],
         }
     ]
     schedule = Schedule.objects.get(pk=body["id"])
