@@ -58,6 +58,7 @@ from groundcontrol_client.runtime import (
     LeaseUnconfirmed,
     StopRequested,
 )
+from groundcontrol_client.schedule_models import GitHubIntegration, Schedule, ScheduleTry
 
 __all__ = [
     "AsyncClaimedAttempt",
@@ -79,6 +80,7 @@ __all__ = [
     "EvidenceMissing",
     "FenceAnswer",
     "GatewayUnavailable",
+    "GitHubIntegration",
     "GradedEvidence",
     "GroundControlError",
     "Hand",
@@ -105,6 +107,8 @@ __all__ = [
     "RetryPolicy",
     "Run",
     "RunClosed",
+    "Schedule",
+    "ScheduleTry",
     "ScopeDenied",
     "ServerError",
     "Slot",
