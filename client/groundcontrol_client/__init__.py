@@ -3,7 +3,7 @@ leases for an agent (`Hand`), the `gctl` CLI and its MCP server."""
 
 from groundcontrol_client.async_client import AsyncClient
 from groundcontrol_client.async_runtime import AsyncClaimedAttempt, AsyncHand, AsyncHeldLease
-from groundcontrol_client.client import Client, RetryPolicy, __version__
+from groundcontrol_client.client import Client, RetryPolicy, __version__, run_plan
 from groundcontrol_client.errors import (
     AuthFailed,
     ConfigError,
@@ -122,4 +122,5 @@ __all__ = [
     "__version__",
     "describe_evidence",
     "process_identity",
+    "run_plan",
 ]

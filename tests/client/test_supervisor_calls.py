@@ -19,6 +19,7 @@ from groundcontrol_client import (
     ScheduleTry,
     ScopeDenied,
     ValidationFailed,
+    run_plan,
 )
 from groundcontrol_client.errors import GroundControlError
 
@@ -38,7 +39,7 @@ DAILY: dict[str, Any] = {
     "cron": "0 6 * * *",
     "key_pattern": "daily-{date}",
     "title_pattern": "Rewalk of {date}",
-    "runs": [{"title": "Walk", "slots": 2}],
+    "runs": [run_plan(title="Walk", slots=2)],
 }
 
 
