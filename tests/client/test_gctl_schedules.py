@@ -39,8 +39,9 @@ def plan_key(gc: Fleet, owner: Hand, lane: Any) -> str:
 
 
 def test_gctl_creates_a_schedule_with_a_run_per_title(gc: Fleet, plan_key: str) -> None:
-    made = gc.gctl("schedule", "create", "rewalk", *DAILY, "--run", "Walk", "--run", "Review",
-                   key=plan_key)  # fmt: skip
+    made = gc.gctl(
+        "schedule", "create", "rewalk", *DAILY, "--run", "Walk", "--run", "Review", key=plan_key
+    )
     assert made.returncode == 0, made.stderr
     schedule = Schedule.objects.get()
     assert made.stdout.splitlines() == [
@@ -58,8 +59,17 @@ def test_gctl_takes_the_runs_from_a_json_file_and_answers_json(
 ) -> None:
     runs = tmp_path / "runs.json"
     runs.write_text(json.dumps([{"title": "Walk", "slots": 3, "evidence_required": ["pr"]}]))
-    made = gc.gctl("--json", "schedule", "create", "rewalk", *DAILY, "--run-json", str(runs),
-                   "--off", key=plan_key)  # fmt: skip
+    made = gc.gctl(
+        "--json",
+        "schedule",
+        "create",
+        "rewalk",
+        *DAILY,
+        "--run-json",
+        str(runs),
+        "--off",
+        key=plan_key,
+    )
     assert made.returncode == 0, made.stderr
     body = json.loads(made.stdout)
     schedule = Schedule.objects.get()
@@ -103,16 +113,27 @@ def test_gctl_schedules_shows_the_next_periods_and_the_latest_try(gc: Fleet, pla
 def test_a_bad_schedule_is_refused_with_its_reason_and_nothing_is_made(
     gc: Fleet, plan_key: str, tmp_path: Path
 ) -> None:
-    bad_cron = gc.gctl("schedule", "create", "rewalk", "--cron", "61 * * * *", "--key", "k-{date}",
-                       "--title", "t", key=plan_key)  # fmt: skip
+    bad_cron = gc.gctl(
+        "schedule",
+        "create",
+        "rewalk",
+        "--cron",
+        "61 * * * *",
+        "--key",
+        "k-{date}",
+        "--title",
+        "t",
+        key=plan_key,
+    )
     assert bad_cron.returncode == EXIT_ERROR
     assert bad_cron.stderr.rstrip().endswith("(validation_error)")
     assert "cron" in bad_cron.stderr
 
     untitled = tmp_path / "runs.json"
     untitled.write_text(json.dumps([{"slots": 1}]))
-    bad_run = gc.gctl("schedule", "create", "rewalk", *DAILY, "--run-json", str(untitled),
-                      key=plan_key)  # fmt: skip
+    bad_run = gc.gctl(
+        "schedule", "create", "rewalk", *DAILY, "--run-json", str(untitled), key=plan_key
+    )
     assert bad_run.returncode == EXIT_ERROR
     assert "runs[0].title" in bad_run.stderr
 
