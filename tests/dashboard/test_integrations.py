@@ -5,9 +5,13 @@ an outsider finds nothing; HTML is escaped; the page's queries do not grow with 
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from hands import services as hand_services
+from hands.models import Role
 from schedules import github
 from schedules.models import GitHubIntegration
 
@@ -109,3 +113,14 @@ def test_the_lane_page_costs_the_same_queries_with_one_integration_or_many(
     for i in range(10):
         github.integration_create(lane=lane, label=f"l{i}", actor="sam")
     assert count() == one
+
+
+def test_the_forms_need_their_csrf_token(workspace, lane) -> None:
+    user = get_user_model().objects.create_user(username="sue", password="x")
+    hand_services.membership_set(workspace=workspace, user=user, role=Role.SUPERVISOR)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    pk = github.integration_create(lane=lane, label="", actor="sam").integration.pk
+    assert client.post("/lanes/rewalk/integrations/new/", {"label": "x"}).status_code == 403
+    assert client.post(f"/lanes/rewalk/integrations/{pk}/delete/").status_code == 403
+    assert list(GitHubIntegration.objects.values_list("pk", flat=True)) == [pk]
