@@ -230,3 +230,11 @@ class ScheduleForm(forms.Form):
             return json.loads(text)
         except ValueError as error:
             raise forms.ValidationError(f"Not JSON: {error}") from None
+
+
+class IntegrationForm(forms.Form):
+    label = forms.CharField(
+        required=False,
+        max_length=100,
+        help_text="Only issues with this label become work packages (none: every issue).",
+    )

@@ -24,6 +24,16 @@ urlpatterns: list[URLPattern | URLResolver] = [
         schedules.schedule_delete,
         name="schedule-delete",
     ),
+    path(
+        "lanes/<slug:slug>/integrations/new/",
+        schedules.integration_create,
+        name="integration-create",
+    ),
+    path(
+        "lanes/<slug:slug>/integrations/<int:pk>/delete/",
+        schedules.integration_delete,
+        name="integration-delete",
+    ),
     path("work-packages/<int:pk>/", work.work_package_detail, name="work-package"),
     path("runs/<int:pk>/", work.run_detail, name="run"),
     path("runs/<int:pk>/close/", work.run_close, name="run-close"),

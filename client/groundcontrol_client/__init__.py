@@ -3,7 +3,7 @@ leases for an agent (`Hand`), the `gctl` CLI and its MCP server."""
 
 from groundcontrol_client.async_client import AsyncClient
 from groundcontrol_client.async_runtime import AsyncClaimedAttempt, AsyncHand, AsyncHeldLease
-from groundcontrol_client.client import Client, RetryPolicy, __version__
+from groundcontrol_client.client import Client, RetryPolicy, __version__, run_plan
 from groundcontrol_client.errors import (
     AuthFailed,
     CapabilityMissing,
@@ -60,6 +60,7 @@ from groundcontrol_client.runtime import (
     LeaseUnconfirmed,
     StopRequested,
 )
+from groundcontrol_client.schedule_models import GitHubIntegration, Schedule, ScheduleTry
 
 __all__ = [
     "AsyncClaimedAttempt",
@@ -83,6 +84,7 @@ __all__ = [
     "FenceAnswer",
     "FrictionReport",
     "GatewayUnavailable",
+    "GitHubIntegration",
     "GradedEvidence",
     "GroundControlError",
     "Hand",
@@ -110,6 +112,8 @@ __all__ = [
     "RetryPolicy",
     "Run",
     "RunClosed",
+    "Schedule",
+    "ScheduleTry",
     "ScopeDenied",
     "ServerError",
     "Slot",
@@ -123,4 +127,5 @@ __all__ = [
     "__version__",
     "describe_evidence",
     "process_identity",
+    "run_plan",
 ]

@@ -26,6 +26,7 @@ from groundcontrol_client.cli_leases import (
     cmd_lease_release,
     cmd_lease_renew,
 )
+from groundcontrol_client.cli_schedules import add_schedule_commands
 from groundcontrol_client.cli_wrappers import cmd_hold, cmd_hook, cmd_mcp, cmd_run
 
 # `gctl hold` and `gctl lease acquire` take a lease for this long unless told (seconds).
@@ -247,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_git_commands(sub, common)
     add_friction_command(sub, common)
+    add_schedule_commands(sub, common, add)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""A typed client for every hand and resource-lease call of the contract.
+"""A typed client for every hand and resource-lease call of the contract (and a supervisor's
+schedules and GitHub integrations: `supervisor.SupervisorCalls`).
 
 Retries: a transient failure (`errors.is_transient`: a 429, 502, 503 or 504 answer, or a
 connection that failed) is retried with exponential backoff and jitter (never a 409: a denial is an
@@ -47,6 +48,7 @@ from groundcontrol_client.models import (
     Run,
     Slot,
 )
+from groundcontrol_client.supervisor import SupervisorCalls
 
 __version__ = "0.1.0"
 DEFAULT_TIMEOUT_S = 10.0
@@ -174,7 +176,7 @@ def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-class Client(FrictionCalls):
+class Client(FrictionCalls, SupervisorCalls):
     """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
     share it with the agent's own calls."""
 
@@ -245,6 +247,7 @@ class Client(FrictionCalls):
         *,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
         idempotent: bool = True,
         give_up_at: float | None = None,
         timeout: float | None = None,
@@ -262,6 +265,7 @@ class Client(FrictionCalls):
                     path,
                     json=json,
                     params=_drop_none(dict(params)) if params else None,
+                    headers=headers,
                     timeout=timeout if timeout is not None else self.timeout,
                 )
             except httpx.TransportError as exc:

@@ -23,6 +23,7 @@ from dashboard.charts import Bar, state_chart_svg, timeline_svg
 from dashboard.forms import (
     BoardFilterForm,
     DirectiveForm,
+    IntegrationForm,
     ScheduleForm,
     SlotReopenForm,
     SlotsAddForm,
@@ -135,6 +136,7 @@ def lane_detail(request: HttpRequest, membership: Membership, slug: str) -> Http
             "schedules": schedule_selectors.lane_schedules(lane=lane),
             "integrations": schedule_selectors.lane_integrations(lane=lane),
             "schedule_form": ScheduleForm(),
+            "integration_form": IntegrationForm(),
         },
     )
 

@@ -1,5 +1,6 @@
 """A lane's schedule in real Chromium: a supervisor creates one from the lane page's form and
-the page shows its next planned times, in UTC (issue 22, item 5)."""
+the page shows its next planned times, in UTC; and a GitHub integration, whose secret is shown
+once (issue 22, item 5)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from leases import clock
-from schedules.models import Schedule
+from schedules.models import GitHubIntegration, Schedule
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -38,3 +39,31 @@ def test_the_lane_page_shows_a_new_schedules_next_planned_times(logged_in, lane,
     ]
     assert Schedule.objects.get().runs[0]["slots"] == 2
     page.screenshot(path=str(artifacts / "lane-schedules.png"), full_page=True)
+
+
+def test_a_new_github_integrations_secret_is_shown_once(logged_in, lane, artifacts):
+    page = logged_in
+    page.goto("/lanes/rewalk/")
+    page.get_by_text("No GitHub integrations in this lane.").wait_for()
+    page.get_by_text("New GitHub integration").click()
+    page.get_by_label("Label").fill("agent")
+    page.get_by_role("button", name="Create the integration").click()
+    page.get_by_text("Copy the secret now: it is shown only once").wait_for()
+    integration = GitHubIntegration.objects.get()
+    assert page.locator("#integration-secret").inner_text() == integration.secret
+    assert (
+        page.locator("#integration-payload-url")
+        .inner_text()
+        .endswith(f"/api/v1/integrations/github/{integration.pk}")
+    )
+    page.screenshot(path=str(artifacts / "lane-integration-secret.png"), full_page=True)
+
+    page.get_by_role("link", name="Back to Rewalk").click()
+    row = page.locator(f'#integrations tr[data-integration="{integration.pk}"]')
+    row.wait_for()
+    assert "labelled agent" in row.inner_text()
+    assert integration.secret not in page.content()
+
+    page.get_by_role("button", name=f"Delete GitHub integration {integration.pk}").click()
+    page.get_by_text(f"GitHub integration {integration.pk} is deleted").wait_for()
+    assert not GitHubIntegration.objects.exists()
