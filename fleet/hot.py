@@ -43,7 +43,7 @@ from django.views.decorators.csrf import csrf_exempt
 from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_repeat_a_key
 from apikit.errors import GroundControlError, RateLimited
 from apikit.ratelimit import rate_caller, rate_limit
-from fleet.api.presenters import lease_json, report_row_json
+from fleet.api.presenters import lease_json, renewed_json, report_row_json
 from fleet.models import ReportKind
 from fleet.services import reports as report_services
 from hands import keys
@@ -51,6 +51,7 @@ from hands import services as hand_services
 from hands.models import Hand, HandKey, Scope
 from hands.views import MAX_NAME, MAX_REASON
 from leases import engine, names, tree
+from leases import handoffs as lease_handoffs
 from leases import services as lease_services
 from leases.audit import event_insert_sql
 from leases.clock import now_sql
@@ -260,6 +261,7 @@ def _stamp_key(row: tuple[Any, ...], server_time_at: int) -> tuple[Any, ...]:
 
 
 _REPORT_TIME = report_services.REPORT_ANSWER_LEASE.index("server_time")
+_REPORT_HANDOFFS = report_services.REPORT_ANSWER_LEASE.index("handoff_open")
 _LEASE_TIME = len(engine.COLUMNS)
 _COLUMN = {name: i for i, name in enumerate(engine.COLUMNS)}
 
@@ -305,7 +307,8 @@ class Renew(HotCall):
         )
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
-        return 200, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
+        # Reads the handoff requests only when the row counts some.
+        return 200, renewed_json([engine.snapshot(_stamp_key(row, _LEASE_TIME))])[0]
 
 
 def is_slot(resource: str) -> bool:
@@ -402,7 +405,7 @@ class RenewAll(HotCall):
                 {"lease": lease_json(lease), "code": error.code, "message": error.message}
             )
         return 200, {
-            "renewed": [lease_json(lease) for lease in renewed],
+            "renewed": renewed_json(renewed),
             "not_renewed": not_renewed,
         }
 
@@ -472,7 +475,10 @@ class Report(HotCall):
         attempt = report_row_json(
             answer, attempt_id=attempt_id, fence=fence, recorded_at=recorded_at
         )
-        return 200, {"renewed": True, "attempt": attempt}
+        requests = lease_handoffs.pending_of(
+            lease_id=lease_id, fence=fence, count=answer[_REPORT_HANDOFFS]
+        )
+        return 200, {"renewed": True, "attempt": attempt, "handoff_requests": requests}
 
 
 # --- The views ------------------------------------------------------------------------------------
