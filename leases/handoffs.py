@@ -26,14 +26,20 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from apikit.errors import NotFound
+
 # `services` as a module: it imports this one (a release answers the tenure's requests).
 from leases import engine, nodes
 from leases import services as lease_services
 from leases.audit import record_event, refusals_recorded
 from leases.clock import db_now, parse_timestamp
 from leases.engine import LeaseSnapshot
-from leases.errors import HandoffAnswered, HandoffLimit, HandoffNotNeeded, HandoffOwnLease
-from leases.errors import NotHolder
+from leases.errors import (
+    HandoffAnswered,
+    HandoffLimit,
+    HandoffNotNeeded,
+    HandoffOwnLease,
+    NotHolder,
+)
 from leases.models import EventKind, HandoffRequest, HandoffStatus, Lease, LeaseMode, LeaseState
 from leases.names import validate_resource
 
@@ -106,9 +112,7 @@ _DROP_ANY = (
 )
 
 
-def tenure_in_the_way(
-    *, workspace_id: int, asker: str, resource: str, mode: str
-) -> LeaseSnapshot:
+def tenure_in_the_way(*, workspace_id: int, asker: str, resource: str, mode: str) -> LeaseSnapshot:
     """The held tenure that refuses `asker` an acquire of `resource` in `mode` (the one whose
     window ends first, as the denial names it); 409 when the asker holds it itself or nothing
     held is in the way."""
@@ -137,7 +141,9 @@ def handoff_ask_resource(
     lease_services.refuse_reserved_for_acquire(resource)
     mode = lease_services.validate_choice(mode, field="mode", choices=list(LeaseMode.values))
     reason = lease_services.validate_reason(reason, required=True)
-    tenure = tenure_in_the_way(workspace_id=workspace_id, asker=holder, resource=resource, mode=mode)
+    tenure = tenure_in_the_way(
+        workspace_id=workspace_id, asker=holder, resource=resource, mode=mode
+    )
     return handoff_ask(asker=holder, tenure=tenure, wanted=resource, reason=reason)
 
 
@@ -205,9 +211,7 @@ def _explain_bump(tenure: LeaseSnapshot, asker: str) -> Exception:
     )
 
 
-def _record(
-    request: HandoffRequest, kind: str, *, at: datetime, actor: str, **data: Any
-) -> None:
+def _record(request: HandoffRequest, kind: str, *, at: datetime, actor: str, **data: Any) -> None:
     record_event(
         workspace_id=request.workspace_id,
         kind=kind,
@@ -246,9 +250,7 @@ def _answered_error(request: HandoffRequest) -> HandoffAnswered:
 
 
 @refusals_recorded
-def handoff_decline(
-    *, workspace_id: int, holder: str, handoff_id: int, reason: str
-) -> HandoffView:
+def handoff_decline(*, workspace_id: int, holder: str, handoff_id: int, reason: str) -> HandoffView:
     """The holder keeps its tenure and says why; only the current holder at that fence."""
     reason = lease_services.validate_reason(reason, required=True)
     request = _request_in(workspace_id, handoff_id)
@@ -397,15 +399,20 @@ def handoff_get(*, workspace_id: int, handoff_id: int, reader: str | None) -> Ha
     return handoff_view(request)
 
 
-def handoffs_of(*, workspace_id: int, hand: str, role: str = "") -> Any:
+def handoffs_of(*, workspace_id: int, hand: str, role: str = "", status: str = "") -> Any:
     """A hand's requests, newest first: those it asked and those it received (`role`: `asked`
-    or `received` for one side)."""
-    mine = Q(asker=hand) | Q(holder=hand)
+    or `received` for one side, `workspace` for every request of the workspace); `status`: as
+    stored (an open one may read as lapsed)."""
+    found = HandoffRequest.objects.filter(workspace_id=workspace_id)
     if role == "asked":
-        mine = Q(asker=hand)
+        found = found.filter(asker=hand)
     elif role == "received":
-        mine = Q(holder=hand)
-    return HandoffRequest.objects.filter(mine, workspace_id=workspace_id).order_by("-id")
+        found = found.filter(holder=hand)
+    elif role != "workspace":
+        found = found.filter(Q(asker=hand) | Q(holder=hand))
+    if status:
+        found = found.filter(status=status)
+    return found.order_by("-id")
 
 
 def handoffs_open(*, workspace_id: int, limit: int = 100) -> list[HandoffView]:
