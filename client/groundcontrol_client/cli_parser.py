@@ -18,6 +18,7 @@ from groundcontrol_client.cli_attempts import (
     cmd_slots,
 )
 from groundcontrol_client.cli_git import add_git_commands
+from groundcontrol_client.cli_handoffs import add_handoff_commands
 from groundcontrol_client.cli_leases import (
     cmd_lease_acquire,
     cmd_lease_check,
@@ -245,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="release the session's leases on Stop too, not only on SessionEnd",
     )
     add_git_commands(sub, common)
+    add_handoff_commands(sub, common)
     return parser
 
 

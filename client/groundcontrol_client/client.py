@@ -34,6 +34,8 @@ from groundcontrol_client.errors import (
     is_transient,
 )
 from groundcontrol_client.grades import Attestation, GradedEvidence
+from groundcontrol_client.handoff_calls import HandoffCalls
+from groundcontrol_client.handoffs import pending_list
 from groundcontrol_client.models import (
     Attempt,
     Brief,
@@ -171,7 +173,7 @@ def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-class Client:
+class Client(HandoffCalls):
     """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
     share it with the agent's own calls."""
 
@@ -425,7 +427,9 @@ class Client:
             timeout=timeout,
         )
         return ReportResult(
-            renewed=bool(data.get("renewed")), attempt=Attempt.from_wire(data["attempt"])
+            renewed=bool(data.get("renewed")),
+            attempt=Attempt.from_wire(data["attempt"]),
+            handoff_requests=pending_list(data),
         )
 
     def finish(

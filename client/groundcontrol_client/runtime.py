@@ -21,7 +21,6 @@ import logging
 import os
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -34,6 +33,7 @@ from groundcontrol_client.errors import (
     TenureLost,
     ValidationFailed,
 )
+from groundcontrol_client.handoffs import NoticesHandoffs
 from groundcontrol_client.identity import process_identity
 from groundcontrol_client.models import Attempt, Brief, Evidence, Lease, ReportResult
 from groundcontrol_client.tenure import (
@@ -53,6 +53,7 @@ from groundcontrol_client.tenure import (
     refused_reason,
     renewal_period,
     renewal_retryable,
+    sleep_now,
 )
 
 if TYPE_CHECKING:
@@ -73,11 +74,7 @@ logger = logging.getLogger("groundcontrol_client")
 T = TypeVar("T")
 
 
-def _sleep(seconds: float) -> None:
-    time.sleep(seconds)  # looked up per call, so a test can replace time.sleep
-
-
-class _Keeper:
+class _Keeper(NoticesHandoffs):
     """Renews a tenure from a background thread; the tenure's clock decides when it is lost."""
 
     def __init__(
@@ -95,7 +92,7 @@ class _Keeper:
         self.tenure = TenureClock(clock=clock)
         self._fraction = fraction
         self._name = name
-        self._sleep = sleep or _sleep
+        self._sleep = sleep or sleep_now
         self._rand = random.random
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -315,6 +312,7 @@ class ClaimedAttempt(AttemptView, _Keeper):
             timeout=timeout,
         )
         self._update(result.attempt)
+        self._noticed(result.handoff_requests, self.attempt.lease.resource)
 
     def _mark_lost(self, error: GroundControlError) -> None:
         super()._mark_lost(error)
@@ -484,6 +482,7 @@ class HeldLease(_Keeper):
             give_up_at=give_up_at,
             timeout=timeout,
         )
+        self._noticed(self._lease.handoff_requests, self.resource)
 
     def check(self) -> Lease:
         """Raise unless `fence` is still the current tenure: locally first, then on the server.

@@ -50,6 +50,9 @@ TOOLS = {
     "list_leases",
     "list_my_leases",
     "status",
+    "ask_handoff",
+    "decline_handoff",
+    "handoff_status",
 }
 VERSION_LINE = f"(Ground Control MCP server, groundcontrol-client {__version__}.)"
 LOST_AT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
