@@ -236,10 +236,15 @@ def _answer(
 
 
 def _request_in(workspace_id: int, handoff_id: int) -> HandoffRequest:
-    request = HandoffRequest.objects.filter(workspace_id=workspace_id, pk=handoff_id).first()
+    request = handoff_find(workspace_id=workspace_id, handoff_id=handoff_id)
     if request is None:
         raise NotFound(f"no handoff request {handoff_id}")
     return request
+
+
+def handoff_find(*, workspace_id: int, handoff_id: int) -> HandoffRequest | None:
+    """The workspace's request `handoff_id`, or None."""
+    return HandoffRequest.objects.filter(workspace_id=workspace_id, pk=handoff_id).first()
 
 
 def _answered_error(request: HandoffRequest) -> HandoffAnswered:

@@ -24,7 +24,14 @@ from leases.errors import (
     StaleFence,
 )
 from leases.fences import stale_fence, validate_fence
-from leases.models import EventKind, FenceStatus, LeaseKind, LeaseMode, LeaseState
+from leases.models import (
+    EventKind,
+    FenceStatus,
+    HandoffRequest,
+    LeaseKind,
+    LeaseMode,
+    LeaseState,
+)
 from leases.names import MAX_RESOURCE_LENGTH, validate_resource
 from leases.state import seconds_until, thresholds
 from leases.waiting import notify_freed
@@ -500,7 +507,7 @@ def lease_break(
     resource: str,
     actor: str,
     reason: str,
-    handoff: handoffs.HandoffRequest | None = None,
+    handoff: HandoffRequest | None = None,
 ) -> LeaseSnapshot:
     """A supervisor frees `resource` at once, ending every tenure of its node (exclusive or
     shared); its fence moves on so each old holder is stale. Any name a lease may hold will do,

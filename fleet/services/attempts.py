@@ -31,7 +31,7 @@ from leases.clock import db_now
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseLost, NotHolder, ProcessMismatch
 from leases.fences import stale_fence, validate_fence
-from leases.models import EventKind, Lease, LeaseKind, LeaseState, LeaseStatus
+from leases.models import EventKind, HandoffRequest, Lease, LeaseKind, LeaseState, LeaseStatus
 from leases.services import held_error, validate_choice, validate_name, validate_reason
 
 
@@ -363,7 +363,7 @@ def lease_break(
     actor: str,
     reason: str,
     lane_id: int | None = None,
-    handoff: handoffs.HandoffRequest | None = None,
+    handoff: HandoffRequest | None = None,
 ) -> LeaseSnapshot:
     """Break any lease; a broken slot lease ends its attempt as lost in the same transaction.
 

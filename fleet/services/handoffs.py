@@ -67,9 +67,7 @@ def handoff_grant(
     tenure are answered released (ended by the break). `handoff_answered` when the request is
     no longer open (its tenure ended, or it was answered), and nothing is broken."""
     reason = validate_reason(reason, required=True)
-    request = handoffs.HandoffRequest.objects.filter(
-        workspace_id=workspace_id, pk=handoff_id
-    ).first()
+    request = handoffs.handoff_find(workspace_id=workspace_id, handoff_id=handoff_id)
     if request is None:
         raise NotFound(f"no handoff request {handoff_id}")
     view = handoffs.handoff_view(request)
