@@ -15,7 +15,7 @@ from evidence.models import Evidence
 from fleet import demo
 from fleet.models import Attempt, AttemptEnd, Run
 from hands.models import HandKey
-from leases.models import Refusal
+from leases.models import Event, Refusal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -52,6 +52,11 @@ def test_it_shows_every_state_within_seconds_on_fast_timings(live_server):
     assert per_slot and max(per_slot.values()) == 1, per_slot
     assert any("the planner planned run" in line for line in lines), lines
     assert Refusal.objects.filter(code="lease_held", hand="demo-waiter").exists()
+    # The waiter asks the lock's holder for it, and the holder declines (fleet.demo_loop).
+    asked = Event.objects.filter(kind="handoff_requested", actor="demo-waiter", hand="demo-healthy")
+    assert asked.exists(), lines
+    assert Event.objects.filter(kind="handoff_declined", actor="demo-healthy").exists(), lines
+    assert any("demo-healthy: hand demo-waiter asks for `migrations`" in line for line in lines)
     assert Evidence.objects.filter(
         kind="pull_request",
         url__startswith="https://example.com/",
