@@ -43,7 +43,7 @@ from django.views.decorators.csrf import csrf_exempt
 from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_repeat_a_key
 from apikit.errors import GroundControlError, RateLimited
 from apikit.ratelimit import rate_caller, rate_limit
-from fleet.api.presenters import lease_json, renewed_json, report_row_json
+from fleet.api.presenters import lease_json, pending_of_leases, renewed_json, report_row_json
 from fleet.models import ReportKind
 from fleet.services import reports as report_services
 from hands import keys
@@ -250,6 +250,14 @@ def _bookkeeping(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
         return None
 
 
+def _pending(*, lease_handoffs_of: list[engine.LeaseSnapshot]) -> dict[int, list[Any]]:
+    """The open handoff requests on renewed leases (a query only when a row counts some): read
+    after the renewal was applied, so a failure shows none this time, never the DRF view; the
+    count stays, and the next renewal shows them."""
+    found = _bookkeeping("reading the handoff requests", pending_of_leases, lease_handoffs_of)
+    return found or {}
+
+
 def _stamp_key(row: tuple[Any, ...], server_time_at: int) -> tuple[Any, ...]:
     """Every statement's row ends with the key's id and last use: stamp the key's last_used_at
     if it is a minute old, and leave them out."""
@@ -307,8 +315,8 @@ class Renew(HotCall):
         )
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
-        # Reads the handoff requests only when the row counts some.
-        return 200, renewed_json([engine.snapshot(_stamp_key(row, _LEASE_TIME))])[0]
+        lease = engine.snapshot(_stamp_key(row, _LEASE_TIME))
+        return 200, renewed_json([lease], _pending(lease_handoffs_of=[lease]))[0]
 
 
 def is_slot(resource: str) -> bool:
@@ -405,7 +413,7 @@ class RenewAll(HotCall):
                 {"lease": lease_json(lease), "code": error.code, "message": error.message}
             )
         return 200, {
-            "renewed": renewed_json(renewed),
+            "renewed": renewed_json(renewed, _pending(lease_handoffs_of=renewed)),
             "not_renewed": not_renewed,
         }
 
@@ -475,10 +483,14 @@ class Report(HotCall):
         attempt = report_row_json(
             answer, attempt_id=attempt_id, fence=fence, recorded_at=recorded_at
         )
-        requests = lease_handoffs.pending_of(
-            lease_id=lease_id, fence=fence, count=answer[_REPORT_HANDOFFS]
+        requests = _bookkeeping(
+            "reading the handoff requests",
+            lease_handoffs.pending_of,
+            lease_id=lease_id,
+            fence=fence,
+            count=answer[_REPORT_HANDOFFS],
         )
-        return 200, {"renewed": True, "attempt": attempt, "handoff_requests": requests}
+        return 200, {"renewed": True, "attempt": attempt, "handoff_requests": requests or []}
 
 
 # --- The views ------------------------------------------------------------------------------------

@@ -46,13 +46,20 @@ def lease_json(lease: LeaseSnapshot) -> dict[str, Any]:
     }
 
 
-def renewed_json(leases: list[LeaseSnapshot]) -> list[dict[str, Any]]:
-    """Renewed leases, each with the open handoff requests on its tenure (read only for leases
-    whose row counts some: `leases.handoffs.pending`)."""
-    pending = handoffs.pending([(lease.id, lease.fence, lease.handoff_open) for lease in leases])
+def renewed_json(
+    leases: list[LeaseSnapshot], pending: dict[int, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
+    """Renewed leases, each with the open handoff requests on its tenure (`pending`, else read,
+    only for leases whose row counts some: `leases.handoffs.pending`)."""
+    if pending is None:
+        pending = pending_of_leases(leases)
     return [
         {**lease_json(lease), "handoff_requests": pending.get(lease.id, [])} for lease in leases
     ]
+
+
+def pending_of_leases(leases: list[LeaseSnapshot]) -> dict[int, list[dict[str, Any]]]:
+    return handoffs.pending([(lease.id, lease.fence, lease.handoff_open) for lease in leases])
 
 
 def attempt_json(view: AttemptView) -> dict[str, Any]:

@@ -98,3 +98,26 @@ def test_a_renewal_with_a_pending_request_costs_one_query_more(
     assert statements.call_count == 2
     assert served_by_hot_path(renewed) and served_by_hot_path(beat)
     assert len(renewed.json()["handoff_requests"]) == len(beat.json()["handoff_requests"]) == 1
+
+
+def test_a_failing_read_of_the_requests_still_answers_the_applied_renewal(
+    holder: Api, api_b: Api, run
+) -> None:
+    from django.db import DatabaseError
+
+    from leases import handoffs
+    from leases.models import Lease
+
+    attempt = claim(holder, run)
+    holder.post("/leases/acquire", {"resource": "src/auth/", "ttl_s": 60, "process_id": "p1"})
+    _ask(api_b, resource="src/auth/")
+    _ask(api_b, run=run.pk, slot=0)
+    with mock.patch.object(handoffs, "pending", side_effect=DatabaseError("injected")):
+        renewed = holder.post("/leases/renew", RENEW)
+        beat = report(holder, attempt)
+    assert served_by_hot_path(renewed) and served_by_hot_path(beat)
+    assert renewed.status_code == beat.status_code == 200
+    assert renewed.json()["handoff_requests"] == beat.json()["handoff_requests"] == []
+    # The count stays: the next renewal shows them.
+    assert Lease.objects.get(resource="src/auth/").handoff_open == 1
+    assert len(holder.post("/leases/renew", RENEW).json()["handoff_requests"]) == 1
