@@ -117,7 +117,7 @@ def tenure_in_the_way(*, workspace_id: int, asker: str, resource: str, mode: str
     window ends first, as the denial names it); 409 when the asker holds it itself or nothing
     held is in the way."""
     in_the_way, _ = nodes.conflicts(
-        workspace_id=workspace_id, resource=resource, holder=asker, mode=mode, limit=1
+        workspace_id=workspace_id, resource=resource, holder=asker, mode=mode
     )
     held = [lease for lease in in_the_way if lease.held]
     if held:

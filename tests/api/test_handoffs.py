@@ -354,3 +354,54 @@ def test_asks_per_tenure_are_bounded(api_a: Api, workspace) -> None:
             )
     assert HandoffRequest.objects.filter(status="open").count() == MAX_OPEN_PER_TENURE
     assert Lease.objects.get(resource="src/auth/").handoff_open == MAX_OPEN_PER_TENURE
+
+
+def test_a_shared_tenure_is_asked_only_by_an_exclusive_asker(api_a: Api, api_b: Api) -> None:
+    assert (
+        api_a.post("/leases/acquire", {**TAKE, "resource": "docs/", "mode": "shared"}).status_code
+        == 201
+    )
+    shared = {"resource": "docs/", "mode": "shared", "reason": "x"}
+    error_of(api_b.post("/leases/handoff", shared), 409, "handoff_not_needed")
+    asked = ask(api_b, resource="docs/")
+    assert asked["holder"] == "hand-a" and asked["resource"] == "docs/"
+
+
+def test_nothing_crosses_workspaces(api_a: Api, api_outsider: Api) -> None:
+    lease = take(api_a)
+    error_of(
+        api_outsider.post("/leases/handoff", {"resource": "src/auth/", "reason": "x"}),
+        409,
+        "handoff_not_needed",
+    )
+    assert renew(api_a, lease)["handoff_requests"] == []
+    assert api_outsider.get("/leases/handoffs").json() == []
+
+
+def test_a_finish_answers_a_slots_requests_released_by_finishing(
+    api_a: Api, api_b: Api, run
+) -> None:
+    from tests.api.test_hand_calls import finish
+
+    attempt = claim(api_a, run)
+    asked = ask(api_b, run=run.pk, slot=0)
+    assert finish(api_a, attempt).status_code == 200
+    seen = api_b.get(f"/leases/handoff/{asked['id']}").json()
+    assert (seen["status"], seen["ended_by"]) == ("released", "finished")
+    assert "acquire" in seen["message"]
+
+
+def test_a_decline_after_the_tenure_is_lost_is_refused_as_lapsed(
+    api_a: Api, api_b: Api, frozen_clock: datetime
+) -> None:
+    take(api_a)
+    asked = ask(api_b, resource="src/auth/")
+    clock.freeze(frozen_clock + timedelta(seconds=61))
+    error = error_of(
+        api_a.post(f"/leases/handoff/{asked['id']}/decline", {"reason": "late"}),
+        409,
+        "handoff_answered",
+    )
+    assert error["status"] == "lapsed"
+    assert HandoffRequest.objects.get(pk=asked["id"]).status == "open"
+    assert kinds() == ["handoff_requested"]
