@@ -148,7 +148,7 @@ def handoff_ask_resource(
 
 
 def handoff_ask(
-    *, asker: str, tenure: LeaseSnapshot, wanted: str, reason: str
+    *, asker: str, tenure: LeaseSnapshot, wanted: str, reason: str, tries: int = 3
 ) -> tuple[HandoffView, bool]:
     """Open a request against `tenure` (held by another hand), or answer the asker's open one."""
     if tenure.holder == asker:
@@ -182,8 +182,15 @@ def handoff_ask(
             _record(request, EventKind.HANDOFF_REQUESTED, at=at, actor=asker)
     except _Duplicate:
         found = _open_of(tenure, asker)
-        if found is None:  # answered in between: ask again
-            return handoff_ask(asker=asker, tenure=tenure, wanted=wanted, reason=reason)
+        if found is None and tries > 1:  # answered in between: ask again
+            return handoff_ask(
+                asker=asker, tenure=tenure, wanted=wanted, reason=reason, tries=tries - 1
+            )
+        if found is None:
+            raise HandoffNotNeeded(
+                f"the tenure of {tenure.resource!r} is changing hands: acquire it or ask again",
+                resource=tenure.resource,
+            ) from None
         return HandoffView(found, HandoffStatus.OPEN), False
     return HandoffView(request, HandoffStatus.OPEN), True
 
