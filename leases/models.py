@@ -390,6 +390,8 @@ class HandoffRequest(models.Model):
                 name="handoff_open_idx",
                 condition=models.Q(status="open"),
             ),
+            # Retention's WHERE and ORDER BY (`ops.jobs.records_prune`).
+            models.Index(fields=["asked_at"], name="handoff_asked_at_idx"),
         ]
 
     def __str__(self) -> str:
