@@ -21,6 +21,7 @@ import logging
 import os
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -53,7 +54,6 @@ from groundcontrol_client.tenure import (
     refused_reason,
     renewal_period,
     renewal_retryable,
-    sleep_now,
 )
 
 if TYPE_CHECKING:
@@ -74,6 +74,10 @@ logger = logging.getLogger("groundcontrol_client")
 T = TypeVar("T")
 
 
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)  # looked up per call, so a test can replace time.sleep
+
+
 class _Keeper(NoticesHandoffs):
     """Renews a tenure from a background thread; the tenure's clock decides when it is lost."""
 
@@ -92,7 +96,7 @@ class _Keeper(NoticesHandoffs):
         self.tenure = TenureClock(clock=clock)
         self._fraction = fraction
         self._name = name
-        self._sleep = sleep or sleep_now
+        self._sleep = sleep or _sleep
         self._rand = random.random
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -556,13 +560,10 @@ class Hand:
         return ClaimedAttempt(
             self.client,
             run_id,
-            process_id=self.process_id,
             slot=slot,
             wait=wait,
             on_wait=on_wait,
-            fraction=self.heartbeat_fraction,
-            clock=self._clock,
-            sleep=self._sleep,
+            **self._keeping(),
         )
 
     def lease(

@@ -88,10 +88,6 @@ def exception_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def sleep_now(seconds: float) -> None:
-    time.sleep(seconds)  # looked up per call, so a test can replace time.sleep
-
-
 def _monotonic() -> float:
     return time.monotonic()  # looked up per call, so a test can replace time.monotonic
 

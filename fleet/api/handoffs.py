@@ -249,7 +249,9 @@ class HandoffDeclineApi(HandAPIView):
         "granted, withdrawn, declined) or has lapsed: exactly one answer wins.",
         responses={
             200: HandoffOut,
-            **error_responses("scope_denied", "not_found", "not_holder", "handoff_answered"),
+            **error_responses(
+                "scope_denied", "not_found", "not_holder", "handoff_answered", body=True
+            ),
         },
     )
     def post(self, request: Request, handoff_id: int) -> Response:
@@ -273,7 +275,7 @@ class HandoffWithdrawApi(HandAPIView):
         request=None,
         responses={
             200: HandoffOut,
-            **error_responses("scope_denied", "not_found", "handoff_answered"),
+            **error_responses("scope_denied", "not_found", "handoff_answered", body=True),
         },
     )
     def post(self, request: Request, handoff_id: int) -> Response:
