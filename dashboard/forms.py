@@ -155,6 +155,14 @@ class BreakLeaseForm(forms.Form):
     )
 
 
+class GrantHandoffForm(forms.Form):
+    reason = forms.CharField(
+        max_length=MAX_REASON_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Recorded in the lease_broken and handoff_granted events; the asker reads it.",
+    )
+
+
 class DirectiveForm(forms.Form):
     directive = forms.ChoiceField(choices=Directive.choices)
 

@@ -47,6 +47,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("keys/<str:prefix>/revoke/", people.key_revoke, name="key-revoke"),
     path("leases/", records.leases, name="leases"),
     path("leases/break/", records.lease_break, name="lease-break"),
+    path("handoffs/<int:pk>/grant/", records.handoff_grant, name="handoff-grant"),
     path("pools/", pools.pools, name="pools"),
     path("refusals/", records.refusals, name="refusals"),
     path("events/", records.events, name="events"),

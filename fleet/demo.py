@@ -37,7 +37,7 @@ import httpx
 from groundcontrol_client.errors import describe_holder
 
 from apikit.errors import GroundControlError
-from fleet.demo_loop import demo_friction
+from fleet.demo_loop import demo_friction, demo_handoff
 from fleet.models import Attempt, Run
 from fleet.services import attempts as attempt_services
 from fleet.services import plan as plan_services
@@ -428,12 +428,15 @@ class FinisherHand(DemoHand):
 
 
 class WaiterHand(DemoHand):
-    """Needs the `migrations` lock, is denied it, waits (heartbeating), and gives up."""
+    """Needs the `migrations` lock, is denied it, asks its holder for it (who declines, busy),
+    waits (heartbeating), and gives up."""
+
+    lock_holder: DemoHand | None = None  # the healthy hand, set by DemoFleet
 
     def tenure(self) -> None:
         # Not longer than half an interval: the tenure is already running and must not go late.
         self.lock_taken.wait(self.t.heartbeat_interval_s / 2)
-        started = time.monotonic()
+        started, asked = time.monotonic(), False
         denials: list[str] = []
         while time.monotonic() - started < self.t.waiter_gives_up_after_s:
             if self.report() == "stop":
@@ -444,6 +447,19 @@ class WaiterHand(DemoHand):
             except gc.LeaseHeld as held:
                 denials += [held.request_id] if held.request_id else []
                 self.say(f"{self.name}: {LOCK} is held by {describe_holder(held.fields)}; waiting")
+                holder = self.lock_holder
+                if not asked and holder is not None and held.get("holder") == holder.name:
+                    asked = True  # once per tenure: a handoff request (fleet.demo_loop)
+                    demo_handoff(
+                        self.client,
+                        holder.client,
+                        resource=LOCK,
+                        fence=held.get("fence"),
+                        holder_process=holder.process_id,
+                        say=self.say,
+                        asker_name=self.name,
+                        holder_name=holder.name,
+                    )
                 if not self.pause(self.t.beat_every_s):
                     return
                 continue
@@ -506,6 +522,8 @@ class DemoFleet:
             )
             for name in HAND_NAMES
         ]
+        by_name = {hand.name: hand for hand in self.hands}
+        by_name["demo-waiter"].lock_holder = by_name["demo-healthy"]  # type: ignore[attr-defined]
 
     def start(self) -> None:
         for hand in self.hands:

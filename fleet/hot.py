@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +44,8 @@ from apikit import reads
 from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_repeat_a_key
 from apikit.errors import GroundControlError, RateLimited
 from apikit.ratelimit import rate_caller, rate_limit
-from fleet.api.presenters import lease_json, report_row_json
+from fleet.api.presenters import lease_json, pending_of_leases, renewed_json, report_row_json
+from fleet.hot_values import plain_float, plain_text
 from fleet.models import ReportKind
 from fleet.services import reports as report_services
 from hands import keys
@@ -53,6 +53,7 @@ from hands import services as hand_services
 from hands.models import Hand, HandKey, Scope
 from hands.views import MAX_NAME, MAX_REASON
 from leases import engine, names, tree
+from leases import handoffs as lease_handoffs
 from leases import services as lease_services
 from leases.audit import event_insert_sql
 from leases.clock import now_sql
@@ -73,26 +74,6 @@ _UTC_Z = orjson.OPT_UTC_Z
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 # Tests turn the statements off to compare an answer with the DRF view's own.
 ENABLED = True
-
-
-# --- Plain values: what the serializers would keep unchanged --------------------------------------
-
-
-def plain_text(value: object, *, max_length: int, trimmed: bool = True) -> str | None:
-    """`value` if a DRF CharField would keep it exactly (printable, within its length, and, for a
-    trimming field, without surrounding spaces); None if the serializer must decide."""
-    if type(value) is not str or not 0 < len(value) <= max_length or not value.isprintable():
-        return None
-    if trimmed and value != value.strip():
-        return None
-    return value
-
-
-def plain_float(value: object, *, minimum: float, maximum: float) -> float | None:
-    """As a DRF FloatField would return it (a float), if it is a plain in-range number."""
-    if type(value) not in (int, float) or not math.isfinite(value):
-        return None
-    return float(value) if minimum <= value <= maximum else None
 
 
 # --- The key check, as SQL in front of each statement ------------------------------------------
@@ -134,7 +115,12 @@ _KEY_REPORTER = report_services.ReportCaller(
     where=(
         f"AND {_key_conditions(Scope.WORK)} AND mine.lane_id = COALESCE(k.lane_id, mine.lane_id) "
     ),
-    columns=(("mine.lease_id", "lease_id"), ("k.id", "key_id"), ("k.last_used_at", "key_used_at")),
+    columns=(
+        ("mine.workspace_id", "caller_workspace_id"),
+        ("mine.lease_id", "lease_id"),
+        ("k.id", "key_id"),
+        ("k.last_used_at", "key_used_at"),
+    ),
 )
 # attempt id -> its lease's id, as the reports' rows gave them: a report names its lease by this
 # value instead of reading the attempt again for it. An attempt's lease never changes, and the
@@ -255,6 +241,14 @@ def _bookkeeping(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
         return None
 
 
+def _pending(*, lease_handoffs_of: list[engine.LeaseSnapshot]) -> dict[int, list[Any]]:
+    """The open handoff requests on renewed leases (a query only when a row counts some): read
+    after the renewal was applied, so a failure shows none this time, never the DRF view; the
+    count stays, and the next renewal shows them."""
+    found = _bookkeeping("reading the handoff requests", pending_of_leases, lease_handoffs_of)
+    return found or {}
+
+
 def _stamp_key(row: tuple[Any, ...], server_time_at: int) -> tuple[Any, ...]:
     """Every statement's row ends with the key's id and last use: stamp the key's last_used_at
     if it is a minute old, and leave them out."""
@@ -266,6 +260,7 @@ def _stamp_key(row: tuple[Any, ...], server_time_at: int) -> tuple[Any, ...]:
 
 
 _REPORT_TIME = report_services.REPORT_ANSWER_LEASE.index("server_time")
+_REPORT_HANDOFFS = report_services.REPORT_ANSWER_LEASE.index("handoff_open")
 _LEASE_TIME = len(engine.COLUMNS)
 _COLUMN = {name: i for i, name in enumerate(engine.COLUMNS)}
 
@@ -311,7 +306,8 @@ class Renew(HotCall):
         )
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
-        return 200, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
+        lease = engine.snapshot(_stamp_key(row, _LEASE_TIME))
+        return 200, renewed_json([lease], _pending(lease_handoffs_of=[lease]))[0]
 
 
 def is_slot(resource: str) -> bool:
@@ -408,7 +404,7 @@ class RenewAll(HotCall):
                 {"lease": lease_json(lease), "code": error.code, "message": error.message}
             )
         return 200, {
-            "renewed": [lease_json(lease) for lease in renewed],
+            "renewed": renewed_json(renewed, _pending(lease_handoffs_of=renewed)),
             "not_renewed": not_renewed,
         }
 
@@ -459,7 +455,7 @@ class Report(HotCall):
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
         attempt_id, fence = prepared.params["attempt_id"], prepared.params["fence"]
-        *answer, record_due, lease_id = _stamp_key(row, _REPORT_TIME)
+        *answer, record_due, workspace_id, lease_id = _stamp_key(row, _REPORT_TIME)
         if len(_ATTEMPT_LEASES) >= _ATTEMPT_LEASES_MAX:
             _ATTEMPT_LEASES.clear()
         _ATTEMPT_LEASES[attempt_id] = lease_id
@@ -478,7 +474,15 @@ class Report(HotCall):
         attempt = report_row_json(
             answer, attempt_id=attempt_id, fence=fence, recorded_at=recorded_at
         )
-        return 200, {"renewed": True, "attempt": attempt}
+        requests = _bookkeeping(
+            "reading the handoff requests",
+            lease_handoffs.pending_of,
+            workspace_id=workspace_id,
+            lease_id=lease_id,
+            fence=fence,
+            count=answer[_REPORT_HANDOFFS],
+        )
+        return 200, {"renewed": True, "attempt": attempt, "handoff_requests": requests or []}
 
 
 # --- The views ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from evidence import api as evidence
 from fleet import hot
 from fleet.api import attempts as attempts_api
 from fleet.api import fences as fences_api
+from fleet.api import handoffs as handoffs_api
 from fleet.api import records as records_api
 from fleet.api import resources as resources_api
 from fleet.api import runs as runs_api
@@ -66,6 +67,25 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("leases/release", resources_api.LeaseReleaseApi.as_view(), name="api-lease-release"),
     path("leases/check", resources_api.LeaseCheckApi.as_view(), name="api-lease-check"),
     path("leases/break", resources_api.LeaseBreakApi.as_view(), name="api-lease-break"),
+    # Handoffs: a refused hand asks the holder (issue 22)
+    path("leases/handoff", handoffs_api.HandoffAskApi.as_view(), name="api-handoff-ask"),
+    path("leases/handoffs", handoffs_api.HandoffsApi.as_view(), name="api-handoffs"),
+    path("leases/handoff/<int:handoff_id>", handoffs_api.HandoffApi.as_view(), name="api-handoff"),
+    path(
+        "leases/handoff/<int:handoff_id>/decline",
+        handoffs_api.HandoffDeclineApi.as_view(),
+        name="api-handoff-decline",
+    ),
+    path(
+        "leases/handoff/<int:handoff_id>/withdraw",
+        handoffs_api.HandoffWithdrawApi.as_view(),
+        name="api-handoff-withdraw",
+    ),
+    path(
+        "leases/handoff/<int:handoff_id>/grant",
+        handoffs_api.HandoffGrantApi.as_view(),
+        name="api-handoff-grant",
+    ),
     # Fences at the repository: are a commit's fences still current?
     path("fences/verify", fences_api.FencesVerifyApi.as_view(), name="api-fences-verify"),
     # Pools: a free member of a named set, as a lease of its own

@@ -55,6 +55,9 @@ _COLUMNS = (
     "released_at",
     "mode",
     "shared_by",
+    # Open handoff requests on the tenure (`leases.handoffs`): a renewal reads them only when
+    # this is not 0, so the common renewal costs nothing more.
+    "handoff_open",
 )
 
 
@@ -73,7 +76,7 @@ TAKE = (
     "interval_s = %(interval_s)s, grace_s = %(grace_s)s, resource = %(resource)s, "
     "mode = 'exclusive', "
     "renewed_at = {now}, deadline = {deadline_from_now}, released_at = NULL, "
-    "noticed_state = 'live', next_check_at = {deadline_from_now}{caller_from} "
+    "noticed_state = 'live', next_check_at = {deadline_from_now}, handoff_open = 0{caller_from} "
     "WHERE workspace_id = {caller_workspace} AND node = %(node)s AND shared_by = '' "
     "AND status = 'free' AND {conflict_free}{caller_guard} "
     "RETURNING {columns}, {now} AS server_time"
@@ -126,6 +129,7 @@ class LeaseSnapshot:
     server_time: datetime
     # When the call that was granted this tenure joined the queue (`leases.queue`), if it waited.
     queued_at: datetime | None = None
+    handoff_open: int = 0
 
     @property
     def state(self) -> LeaseState:
@@ -208,6 +212,7 @@ def _snapshot(row: tuple[Any, ...]) -> LeaseSnapshot:
     values["fence"] = int(values["fence"])
     values["interval_s"] = float(values["interval_s"])
     values["grace_s"] = float(values["grace_s"])
+    values["handoff_open"] = int(values["handoff_open"] or 0)
     return LeaseSnapshot(**values)
 
 
@@ -420,7 +425,8 @@ def take_first_free(
                 "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, status = 'held', "
                 "holder = %(holder)s, process_id = %(process_id)s, interval_s = %(interval_s)s, "
                 "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
-                "released_at = NULL, noticed_state = 'live', next_check_at = {deadline_from_now} "
+                "released_at = NULL, noticed_state = 'live', next_check_at = {deadline_from_now}, "
+                "handoff_open = 0 "
                 "WHERE id = (SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
                 f"AND id IN ({placeholders}) AND {{free_or_lost}} ORDER BY id LIMIT 1{lock}) "
                 "AND {free_or_lost}{caller_guard} "
@@ -514,7 +520,8 @@ def release(
     return one(
         _sql(
             f"UPDATE {{table}} SET status = '{status}', released_at = {{now}}, "
-            f"next_check_at = NULL, noticed_state = 'free', tenure_mean_s = {_tenure_mean_sql()} "
+            "next_check_at = NULL, noticed_state = 'free', handoff_open = 0, "
+            f"tenure_mean_s = {_tenure_mean_sql()} "
             "WHERE workspace_id = %(workspace_id)s AND node = %(node)s "
             f"AND holder = %(holder)s AND fence = %(fence)s {process_clause}"
             "AND {alive} "

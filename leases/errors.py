@@ -28,3 +28,27 @@ class ProcessMismatch(GroundControlError):
 class StaleFence(GroundControlError):
     code = "stale_fence"
     http_status = 409
+
+
+class HandoffNotNeeded(GroundControlError):
+    """Nothing held stands in the way of the asker: it should acquire or claim instead."""
+
+    code = "handoff_not_needed"
+    http_status = 409
+
+
+class HandoffOwnLease(GroundControlError):
+    code = "handoff_own_lease"
+    http_status = 409
+
+
+class HandoffAnswered(GroundControlError):
+    """The request already has its answer (or lapsed): it takes no other."""
+
+    code = "handoff_answered"
+    http_status = 409
+
+
+class HandoffLimit(GroundControlError):
+    code = "handoff_limit"
+    http_status = 409

@@ -95,6 +95,12 @@ class Lease(models.Model):
         max_length=8, choices=LeaseState.choices, default=LeaseState.FREE
     )
     next_check_at = models.DateTimeField(null=True, blank=True)
+    # Open handoff requests on the current tenure (`leases.handoffs`): set and cleared only by
+    # the statements that open and answer them, reset by every grant. A renewal returns it with
+    # the row it already writes, and reads the requests only when it is not 0. Not indexed, so
+    # renewals stay heap-only updates (RENEWAL_NOTE in leases/engine.py). `db_default`: the
+    # engine's raw INSERTs leave it out.
+    handoff_open = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [
@@ -160,6 +166,11 @@ class EventKind(models.TextChoices):
     ATTESTED = "attested"
     # A friction report was filed (friction.services.friction_file).
     FRICTION = "friction"
+    HANDOFF_REQUESTED = "handoff_requested"
+    HANDOFF_DECLINED = "handoff_declined"
+    HANDOFF_RELEASED = "handoff_released"
+    HANDOFF_GRANTED = "handoff_granted"
+    HANDOFF_WITHDRAWN = "handoff_withdrawn"
 
 
 class Event(models.Model):
@@ -327,3 +338,65 @@ class Waiter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.holder} waiting for {self.resource} ({self.mode})"
+
+
+class HandoffStatus(models.TextChoices):
+    """A handoff request's answer as stored. `lapsed` is never stored: an open request whose
+    tenure has ended otherwise (expired, lost, taken over) reads as lapsed (`leases.handoffs`)."""
+
+    OPEN = "open"
+    RELEASED = "released"
+    DECLINED = "declined"
+    GRANTED = "granted"
+    WITHDRAWN = "withdrawn"
+
+
+class HandoffRequest(models.Model):
+    """One hand asking the holder of one tenure (a lease at its fence) to let it go."""
+
+    workspace_id = models.BigIntegerField()
+    lease = models.ForeignKey(Lease, on_delete=models.CASCADE, related_name="+")
+    fence = models.BigIntegerField()
+    # The tenure's name and holder as they were when asked; `wanted`: what the asker was
+    # refused (a name below or above a held directory, or the slot's own name).
+    resource = models.CharField(max_length=512)
+    kind = models.CharField(max_length=16, choices=LeaseKind.choices, default=LeaseKind.RESOURCE)
+    holder = models.CharField(max_length=200)
+    asker = models.CharField(max_length=200)
+    wanted = models.CharField(max_length=512)
+    reason = models.TextField()
+    status = models.CharField(
+        max_length=16, choices=HandoffStatus.choices, default=HandoffStatus.OPEN
+    )
+    # How a released request's tenure ended (released, finished, broken), and the holder's or
+    # the supervisor's words with a decline or a grant.
+    ended_by = models.CharField(max_length=16, blank=True, default="")
+    answer = models.TextField(blank=True, default="")
+    answered_by = models.CharField(max_length=200, blank=True, default="")
+    asked_at = models.DateTimeField()
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # One open request per asker and tenure: a repeated ask returns it.
+            models.UniqueConstraint(
+                fields=["workspace_id", "lease", "fence", "asker"],
+                name="handoff_one_open",
+                condition=models.Q(status="open"),
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["workspace_id", "asker", "-id"], name="handoff_asker_idx"),
+            models.Index(fields=["workspace_id", "holder", "-id"], name="handoff_holder_idx"),
+            # The board's open requests.
+            models.Index(
+                fields=["workspace_id", "-id"],
+                name="handoff_open_idx",
+                condition=models.Q(status="open"),
+            ),
+            # Retention's WHERE and ORDER BY (`ops.jobs.records_prune`).
+            models.Index(fields=["asked_at"], name="handoff_asked_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.asker} asks {self.holder} for {self.resource}@{self.fence} ({self.status})"

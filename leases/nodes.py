@@ -42,7 +42,7 @@ SHARE = (
     "interval_s = excluded.interval_s, grace_s = excluded.grace_s, "
     "acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, "
     "deadline = excluded.deadline, released_at = NULL, noticed_state = 'live', "
-    "next_check_at = excluded.next_check_at "
+    "next_check_at = excluded.next_check_at, handoff_open = 0 "
     "WHERE {table}.status = 'free' "
     "RETURNING {columns}, {now} AS server_time"
 )
@@ -166,7 +166,7 @@ def break_(*, workspace_id: int, resource: str) -> Broken | None:
     shares = engine.all_rows(
         engine.render(
             "UPDATE {table} SET status = 'free', released_at = NULL, next_check_at = NULL, "
-            "noticed_state = 'free' "
+            "noticed_state = 'free', handoff_open = 0 "
             "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND shared_by <> '' "
             "AND status = 'held' "
             "RETURNING {columns}, {now} AS server_time"
@@ -176,7 +176,7 @@ def break_(*, workspace_id: int, resource: str) -> Broken | None:
     own = engine.one(
         engine.render(
             "UPDATE {table} SET status = 'free', fence = fence + 1, released_at = NULL, "
-            "next_check_at = NULL, noticed_state = 'free' "
+            "next_check_at = NULL, noticed_state = 'free', handoff_open = 0 "
             "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND shared_by = '' "
             "AND status = 'held' "
             "RETURNING {columns}, {now} AS server_time"

@@ -12,12 +12,26 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from apikit.errors import GroundControlError, NotFound, ValidationFailed
-from leases import engine, names, nodes, queue, tree, verification
+from leases import engine, handoffs, names, nodes, queue, tree, verification
 from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
-from leases.errors import LeaseHeld, LeaseLost, NotHolder, ProcessMismatch, StaleFence
+from leases.errors import (
+    HandoffAnswered,
+    LeaseHeld,
+    LeaseLost,
+    NotHolder,
+    ProcessMismatch,
+    StaleFence,
+)
 from leases.fences import stale_fence, validate_fence
-from leases.models import EventKind, FenceStatus, LeaseKind, LeaseMode, LeaseState
+from leases.models import (
+    EventKind,
+    FenceStatus,
+    HandoffRequest,
+    LeaseKind,
+    LeaseMode,
+    LeaseState,
+)
 from leases.names import MAX_RESOURCE_LENGTH, validate_resource
 from leases.state import seconds_until, thresholds
 from leases.waiting import notify_freed
@@ -437,6 +451,10 @@ def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) 
                 resource=resource,
                 fence=fence,
             )
+            # Its handoff requests are answered in this transaction: released.
+            handoffs.handoffs_close(
+                [lease], at=lease.server_time, actor=holder, ended_by="released"
+            )
             notify_freed(workspace_id=workspace_id, resource=resource)
             return lease
     current = tenure_or_node(workspace_id=workspace_id, resource=resource, fence=fence)
@@ -483,10 +501,21 @@ def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapsho
 
 
 @refusals_recorded
-def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) -> LeaseSnapshot:
+def lease_break(
+    *,
+    workspace_id: int,
+    resource: str,
+    actor: str,
+    reason: str,
+    handoff: HandoffRequest | None = None,
+) -> LeaseSnapshot:
     """A supervisor frees `resource` at once, ending every tenure of its node (exclusive or
     shared); its fence moves on so each old holder is stale. Any name a lease may hold will do,
-    canonical or not (one taken before names had to be)."""
+    canonical or not (one taken before names had to be).
+
+    The open handoff requests on the tenures it ends are answered `released` (ended by a
+    break), or, for `handoff`, `granted`: then the break must end that request's tenure, or
+    nothing is broken (`handoff_answered`)."""
     validate_stored_resource(resource)
     with transaction.atomic():
         # After any grant of the node in flight (it holds the node's lock until it commits), so
@@ -505,6 +534,20 @@ def lease_break(*, workspace_id: int, resource: str, actor: str, reason: str) ->
                 resource=tenure.resource,
                 fence=broken.node.fence,
                 data={"reason": reason, "broken_fence": tenure.fence, "mode": tenure.mode},
+            )
+        granted = handoffs.handoffs_close(
+            broken.tenures,
+            at=broken.node.server_time,
+            actor=actor,
+            ended_by="broken",
+            granted=handoff.pk if handoff is not None else None,
+            answer=reason,
+        )
+        if handoff is not None and handoff.pk not in granted:
+            # The tenure asked about ended before this break; another one is not the grant's.
+            raise HandoffAnswered(
+                f"handoff request {handoff.pk} is no longer open: its tenure of "
+                f"{handoff.resource!r} at fence {handoff.fence} has ended"
             )
         notify_freed(workspace_id=workspace_id, resource=resource)
     return broken.node

@@ -23,7 +23,15 @@ from fleet.models import Attempt, Report
 from fleet.selectors import tenure_state_sql
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.jobs import MAX_BATCHES, JobResult, rows, seconds_param
-from leases.models import AddressRefusal, Event, FenceVerification, Lease, Refusal, Waiter
+from leases.models import (
+    AddressRefusal,
+    Event,
+    FenceVerification,
+    HandoffRequest,
+    Lease,
+    Refusal,
+    Waiter,
+)
 from leases.state import state_sql
 from ops.models import JobRun
 from schedules import jobs as schedule_jobs
@@ -159,8 +167,8 @@ def _prune(table: str, column: str, age_s: float, batch: int, extra: str = "") -
 
 @recorded("prune_records")
 def records_prune(*, batch: int | None = None) -> PruneResult:
-    """Prune reports, events, refusals (rows and counts), fence verifications and finished
-    webhook deliveries past their retention."""
+    """Prune reports, events, refusals (rows and counts), fence verifications, handoff requests
+    and finished webhook deliveries past their retention."""
     batch = batch or settings.GC_RETENTION_BATCH
     day = 86_400.0
     result = PruneResult()
@@ -185,6 +193,15 @@ def records_prune(*, batch: int | None = None) -> PruneResult:
         # What /fences/verify answered: kept as long as the events it was read from.
         "fence_verifications": _prune(
             FenceVerification._meta.db_table, "at", settings.GC_RETENTION_EVENTS_DAYS * day, batch
+        ),
+        # Handoff requests, kept as long as the events of their steps. One still open on a
+        # tenure that old goes too: its lease row's count then costs that tenure's renewals a
+        # read that finds nothing, until the tenure ends.
+        "handoff_requests": _prune(
+            HandoffRequest._meta.db_table,
+            "asked_at",
+            settings.GC_RETENTION_EVENTS_DAYS * day,
+            batch,
         ),
         # Waiters whose processes died (a waiter that gives up or is served deletes its own).
         "waiters": _prune(Waiter._meta.db_table, "expires_at", 60.0, batch),

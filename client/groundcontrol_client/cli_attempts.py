@@ -11,6 +11,7 @@ from groundcontrol_client.cli_environment import (
     attempt_id_for,
     process_id_for,
 )
+from groundcontrol_client.cli_handoffs import DECLINE
 from groundcontrol_client.cli_output import (
     Explained,
     Result,
@@ -118,9 +119,16 @@ def cmd_report(client: Client, args: argparse.Namespace) -> Result:
             "the wrapper's identity.",
         ) from error
     renewed = "renewed" if result.renewed else "recorded (not renewed)"
+    asks = "".join(
+        f"\n{r.sentence(result.attempt.lease.resource)}{DECLINE}" for r in result.handoff_requests
+    )
     return (
-        {"renewed": result.renewed, "attempt": result.attempt.raw},
-        f"{renewed}; {attempt_line(result.attempt)}",
+        {
+            "renewed": result.renewed,
+            "attempt": result.attempt.raw,
+            "handoff_requests": [r.to_wire() for r in result.handoff_requests],
+        },
+        f"{renewed}; {attempt_line(result.attempt)}{asks}",
     )
 
 

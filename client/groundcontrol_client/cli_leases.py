@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from groundcontrol_client.cli_environment import lease_fence_for, process_id_for
+from groundcontrol_client.cli_handoffs import DECLINE
 from groundcontrol_client.cli_output import Result, UsageError, commented, export_line
 from groundcontrol_client.client import Client
 from groundcontrol_client.models import describe_lease
@@ -36,7 +37,8 @@ def cmd_lease_renew(client: Client, args: argparse.Namespace) -> Result:
     lease = client.lease_renew(
         args.resource, fence=lease_fence_for(args), process_id=process_id_for(args)
     )
-    return lease.raw, f"renewed {describe_lease(lease)}"
+    asks = "".join(f"\n{r.sentence(lease.resource)}{DECLINE}" for r in lease.handoff_requests)
+    return lease.raw, f"renewed {describe_lease(lease)}{asks}"
 
 
 def cmd_lease_release(client: Client, args: argparse.Namespace) -> Result:

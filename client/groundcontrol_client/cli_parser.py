@@ -19,6 +19,7 @@ from groundcontrol_client.cli_attempts import (
 )
 from groundcontrol_client.cli_friction import add_friction_command
 from groundcontrol_client.cli_git import add_git_commands
+from groundcontrol_client.cli_handoffs import add_handoff_commands
 from groundcontrol_client.cli_leases import (
     cmd_lease_acquire,
     cmd_lease_check,
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_git_commands(sub, common)
     add_friction_command(sub, common)
     add_schedule_commands(sub, common, add)
+    add_handoff_commands(sub, common)
     return parser
 
 

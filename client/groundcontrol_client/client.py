@@ -36,6 +36,8 @@ from groundcontrol_client.errors import (
 )
 from groundcontrol_client.friction import FrictionCalls
 from groundcontrol_client.grades import Attestation, GradedEvidence
+from groundcontrol_client.handoff_calls import HandoffCalls
+from groundcontrol_client.handoffs import pending_list
 from groundcontrol_client.models import (
     Attempt,
     Brief,
@@ -176,7 +178,7 @@ def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-class Client(FrictionCalls, SupervisorCalls):
+class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
     """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
     share it with the agent's own calls."""
 
@@ -432,7 +434,9 @@ class Client(FrictionCalls, SupervisorCalls):
             timeout=timeout,
         )
         return ReportResult(
-            renewed=bool(data.get("renewed")), attempt=Attempt.from_wire(data["attempt"])
+            renewed=bool(data.get("renewed")),
+            attempt=Attempt.from_wire(data["attempt"]),
+            handoff_requests=pending_list(data),
         )
 
     def finish(

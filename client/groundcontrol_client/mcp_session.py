@@ -116,6 +116,7 @@ class Session:
                         "the slot may already be someone else's."
                     )
                     continue
+                self._handoff_notices(attempt)
                 directive = attempt.directive
                 if directive != self._directives.get(attempt_id, "continue"):
                     self._directives[attempt_id] = directive
@@ -138,6 +139,16 @@ class Session:
                     self._pending.append(
                         f"NOTICE: {_cap(gone.sentence())} ({why}.) Do not write to it any more."
                     )
+                    continue
+                self._handoff_notices(lease)
+
+    def _handoff_notices(self, held: ClaimedAttempt | HeldLease) -> None:
+        """Each handoff request for what the session holds, said once (call under the lock)."""
+        for line in held.handoffs.take():
+            self._pending.append(
+                f"NOTICE: {_cap(line)}. Release it if you can spare it; else decline with a "
+                "reason (decline_handoff)."
+            )
 
     def notify(self, line: str) -> None:
         """Queue a notice for the top of the next answer (said once)."""

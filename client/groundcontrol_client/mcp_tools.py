@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError
 from groundcontrol_client.client import __version__
 from groundcontrol_client.errors import GroundControlError, describe
 from groundcontrol_client.mcp_friction import RecentRefusals, register_friction_tool
+from groundcontrol_client.mcp_handoffs import register_handoff_tools
 from groundcontrol_client.mcp_parameters import (
     MAX_TEXT,
     MAX_TTL_S,
@@ -41,7 +42,8 @@ such as a pull request), or `release` with a reason if you cannot finish. Before
 shared resource (a directory, a migration lock), take a lease on it with `acquire_lease`; for
 one of a pool of interchangeable things (a port, a test database), take a member of the pool
 with `lease_from_pool`.
-If a claim or a lease is denied: wait, pick other work, or escalate. Never work on something
+If a claim or a lease is denied: wait, pick other work, escalate, or ask its holder
+(`ask_handoff`). Never work on something
 whose claim or lease you were told is lost; if the supervisor says stop, release and stop; if it
 says pause, wait and check again with `status`. When something costs you time (a lock held too
 long, a refusal you did not expect, a flaky tool), tell the supervisor with `file_friction`.
@@ -518,4 +520,5 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
         return "\n".join(lines)
 
     register_friction_tool(tool, session, recent)
+    register_handoff_tools(tool, session)
     return server

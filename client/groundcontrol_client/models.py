@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from groundcontrol_client.errors import MalformedAnswer
+from groundcontrol_client.handoffs import PendingHandoff, pending_list
 
 T = TypeVar("T")
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -190,6 +191,8 @@ class Lease:
     pool: str | None = None
     member: str | None = None
     mode: str = "exclusive"
+    # A renewal's answer: other hands asking for this tenure (`groundcontrol_client.handoffs`).
+    handoff_requests: tuple[PendingHandoff, ...] = ()
 
     @classmethod
     @_parsing("lease")
@@ -208,6 +211,7 @@ class Lease:
             expires_at=_time(data.get("expires_at")),
             server_time=_time(data.get("server_time")),
             raw=data,
+            handoff_requests=pending_list(data),
         )
 
 
@@ -477,6 +481,7 @@ class Evidence:
 class ReportResult:
     renewed: bool
     attempt: Attempt
+    handoff_requests: tuple[PendingHandoff, ...] = ()
 
 
 # --- sentences: how gctl and the MCP server say a lease, a slot and a run ---------------------

@@ -34,6 +34,7 @@ from groundcontrol_client.errors import (
     TenureLost,
     ValidationFailed,
 )
+from groundcontrol_client.handoffs import NoticesHandoffs
 from groundcontrol_client.identity import process_identity
 from groundcontrol_client.models import Attempt, Brief, Evidence, Lease, ReportResult
 from groundcontrol_client.tenure import (
@@ -77,7 +78,7 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # looked up per call, so a test can replace time.sleep
 
 
-class _Keeper:
+class _Keeper(NoticesHandoffs):
     """Renews a tenure from a background thread; the tenure's clock decides when it is lost."""
 
     def __init__(
@@ -315,6 +316,7 @@ class ClaimedAttempt(AttemptView, _Keeper):
             timeout=timeout,
         )
         self._update(result.attempt)
+        self._noticed(result.handoff_requests, self.attempt.lease.resource)
 
     def _mark_lost(self, error: GroundControlError) -> None:
         super()._mark_lost(error)
@@ -484,6 +486,7 @@ class HeldLease(_Keeper):
             give_up_at=give_up_at,
             timeout=timeout,
         )
+        self._noticed(self._lease.handoff_requests, self.resource)
 
     def check(self) -> Lease:
         """Raise unless `fence` is still the current tenure: locally first, then on the server.
@@ -557,13 +560,10 @@ class Hand:
         return ClaimedAttempt(
             self.client,
             run_id,
-            process_id=self.process_id,
             slot=slot,
             wait=wait,
             on_wait=on_wait,
-            fraction=self.heartbeat_fraction,
-            clock=self._clock,
-            sleep=self._sleep,
+            **self._keeping(),
         )
 
     def lease(

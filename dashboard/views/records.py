@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import require_http_methods
@@ -13,6 +13,7 @@ from dashboard import pages
 from dashboard.forms import (
     BreakLeaseForm,
     EventFilterForm,
+    GrantHandoffForm,
     LeaseFilterForm,
     RefusalFilterForm,
 )
@@ -25,16 +26,24 @@ from dashboard.views.base import (
     show_refusal,
 )
 from fleet.services import attempts as attempt_services
+from fleet.services import handoffs as handoff_services
 from hands.models import Membership, Role
-from leases import engine, queue
+from leases import engine, handoffs, queue
 
 
 @dashboard_view(replica=True)
 def leases(request: HttpRequest, membership: Membership) -> HttpResponse:
     template = "fleet/leases.html#records" if request.htmx else "fleet/leases.html"
     line = queue.line(workspace_id=membership.workspace_id)
+    # Open handoff requests, for a supervisor to grant (`handoff_grant`).
+    asked = handoffs.handoffs_open(workspace_id=membership.workspace_id)
     response = filtered_list(
-        request, membership, LeaseFilterForm, pages.resource_leases, template, {"line": line}
+        request,
+        membership,
+        LeaseFilterForm,
+        pages.resource_leases,
+        template,
+        {"line": line, "handoffs": asked},
     )
     patch_vary_headers(response, ["HX-Request"])
     patch_cache_control(response, no_store=True)
@@ -72,6 +81,43 @@ def lease_break(request: HttpRequest, membership: Membership) -> HttpResponse:
             "form": form,
             "lease": current,
             "resource": resource,
+            "next": request.POST.get("next") or request.GET.get("next") or default,
+        },
+    )
+
+
+@dashboard_view(Role.SUPERVISOR)
+@require_http_methods(["GET", "POST"])
+def handoff_grant(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
+    """Grant an open handoff request: the lease is broken (as `lease_break` does) and the
+    request marked granted in one transaction; the confirmation shows who asks and why."""
+    form = GrantHandoffForm(request.POST or None)
+    default = reverse("leases")
+    if request.method == "POST" and form.is_valid():
+        try:
+            view, lease = handoff_services.handoff_grant(
+                workspace_id=membership.workspace_id,
+                handoff_id=pk,
+                actor=actor_name(request),
+                reason=form.cleaned_data["reason"],
+            )
+            messages.success(
+                request,
+                f"Granted: the lease on {view.request.resource} is broken (its fence is now "
+                f"{lease.fence}); {view.request.asker} may take it.",
+            )
+            return redirect_back(request, default)
+        except GroundControlError as error:
+            show_refusal(request, error)
+    found = handoffs.handoff_find(workspace_id=membership.workspace_id, handoff_id=pk)
+    if found is None:
+        raise Http404("no such handoff request")
+    return render_page(
+        request,
+        "fleet/handoff_grant.html",
+        {
+            "form": form,
+            "handoff": handoffs.handoff_view(found),
             "next": request.POST.get("next") or request.GET.get("next") or default,
         },
     )

@@ -19,6 +19,7 @@ from fleet.api.schemas import AttemptOut, BriefOut, ReportOut
 from fleet.services import attempts as attempt_services
 from fleet.services import reports as report_services
 from hands.views import READ_ATTEMPT, SUPERVISE, WORK, HandAPIView
+from leases import handoffs
 
 
 class ClaimApi(HandAPIView):
@@ -134,7 +135,18 @@ class ReportApi(HandAPIView):
             details=data.get("details"),
             lane_id=self.lane_id,
         )
-        return Response({"renewed": renewed, "attempt": attempt_json(view)})
+        return Response(
+            {
+                "renewed": renewed,
+                "attempt": attempt_json(view),
+                "handoff_requests": handoffs.pending_of(
+                    workspace_id=view.lease.workspace_id,
+                    lease_id=view.lease.id,
+                    fence=view.attempt.fence,
+                    count=view.lease.handoff_open if view.lease.fence == view.attempt.fence else 0,
+                ),
+            }
+        )
 
 
 class ReleaseApi(HandAPIView):

@@ -36,8 +36,9 @@ class ResourceField(StrictCharField):
         self.validators = [v for v in self.validators if not isinstance(v, dropped)]
 
 
-def resource_field() -> serializers.CharField:
+def resource_field(**kwargs: Any) -> serializers.CharField:
     return ResourceField(
+        **kwargs,
         max_length=lease_services.MAX_RESOURCE_LENGTH,
         trim_whitespace=False,
         help_text="A canonical name of 1 to 512 characters (a path like src/auth/ is normal): "

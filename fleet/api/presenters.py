@@ -11,6 +11,7 @@ from fleet.models import Run, WorkPackage
 from fleet.selectors import AttemptView, SlotView
 from fleet.services import plan as plan_services
 from hands import selectors as hand_selectors
+from leases import handoffs
 from leases.audit import event_payload
 from leases.engine import LeaseSnapshot
 from leases.models import Event, LeaseState, LeaseStatus, Refusal
@@ -43,6 +44,28 @@ def lease_json(lease: LeaseSnapshot) -> dict[str, Any]:
         "queued_at": lease.queued_at,
         "server_time": lease.server_time,
     }
+
+
+def renewed_json(
+    leases: list[LeaseSnapshot], pending: dict[int, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
+    """Renewed leases, each with the open handoff requests on its tenure (`pending`, else read,
+    only for leases whose row counts some: `leases.handoffs.pending`)."""
+    if pending is None:
+        pending = pending_of_leases(leases)
+    return [
+        {**lease_json(lease), "handoff_requests": pending.get(lease.id, [])} for lease in leases
+    ]
+
+
+def pending_of_leases(leases: list[LeaseSnapshot]) -> dict[int, list[dict[str, Any]]]:
+    """The open handoff requests on renewed leases (all of one caller, so one workspace)."""
+    if not leases:
+        return {}
+    return handoffs.pending(
+        [(lease.id, lease.fence, lease.handoff_open) for lease in leases],
+        workspace_id=leases[0].workspace_id,
+    )
 
 
 def attempt_json(view: AttemptView) -> dict[str, Any]:
@@ -97,6 +120,7 @@ def report_row_json(
         renewed_at,
         deadline,
         now,
+        _handoff_open,
         run_id,
         process_id,
         directive,

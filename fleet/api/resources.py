@@ -18,8 +18,15 @@ from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet import selectors
 from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewAllIn, RenewIn
-from fleet.api.presenters import lease_json
-from fleet.api.schemas import CheckOut, LeaseOut, ReleasedOut, RenewedAllOut, WaiterOut
+from fleet.api.presenters import lease_json, renewed_json
+from fleet.api.schemas import (
+    CheckOut,
+    LeaseOut,
+    ReleasedOut,
+    RenewedAllOut,
+    RenewedLeaseOut,
+    WaiterOut,
+)
 from fleet.services import attempts as attempt_services
 from fleet.waits import wait_permit
 from hands import services as hand_services
@@ -87,7 +94,7 @@ class LeaseRenewApi(HandAPIView):
         tags=["leases"],
         request=RenewIn,
         responses={
-            200: LeaseOut,
+            200: RenewedLeaseOut,
             **error_responses(*FENCED_LEASE_ERRORS, "process_mismatch", body=True),
         },
     )
@@ -100,7 +107,7 @@ class LeaseRenewApi(HandAPIView):
             fence=data["fence"],
             process_id=data["process_id"],
         )
-        return Response(lease_json(lease))
+        return Response(renewed_json([lease])[0])
 
 
 class LeaseRenewAllApi(HandAPIView):
@@ -124,7 +131,7 @@ class LeaseRenewAllApi(HandAPIView):
         )
         return Response(
             {
-                "renewed": [lease_json(lease) for lease in done.renewed],
+                "renewed": renewed_json(done.renewed),
                 "not_renewed": [
                     {"lease": lease_json(lease), "code": error.code, "message": error.message}
                     for lease, error in done.lost

@@ -112,9 +112,35 @@ class BriefOut(serializers.Serializer):
     lane = BriefLaneOut()
 
 
+class PendingHandoffOut(serializers.Serializer):
+    """An open handoff request on the tenure, as a renewal or heartbeat answer shows it."""
+
+    id = serializers.IntegerField()
+    # `from` is a Python keyword: the field's name in the JSON is set below.
+    from_ = serializers.CharField(help_text="The asking hand.")
+    resource = serializers.CharField(help_text="The tenure's name.")
+    wanted = serializers.CharField(help_text="What the asker was refused.")
+    reason = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
+# The JSON field is `from` (a keyword in Python).
+PendingHandoffOut._declared_fields["from"] = PendingHandoffOut._declared_fields.pop("from_")
+
+HANDOFF_REQUESTS_HELP = (
+    "Open handoff requests on this tenure (other hands asking for it): release it when you "
+    "can, decline with a reason (POST /leases/handoff/{id}/decline), or ignore them."
+)
+
+
 class ReportOut(serializers.Serializer):
     renewed = serializers.BooleanField()
     attempt = AttemptOut()
+    handoff_requests = PendingHandoffOut(many=True, help_text=HANDOFF_REQUESTS_HELP)
+
+
+class RenewedLeaseOut(LeaseOut):
+    handoff_requests = PendingHandoffOut(many=True, help_text=HANDOFF_REQUESTS_HELP)
 
 
 class ReleasedOut(serializers.Serializer):
@@ -129,7 +155,7 @@ class NotRenewedOut(serializers.Serializer):
 
 
 class RenewedAllOut(serializers.Serializer):
-    renewed = LeaseOut(many=True)
+    renewed = RenewedLeaseOut(many=True)
     not_renewed = NotRenewedOut(many=True)
 
 

@@ -25,14 +25,14 @@ from fleet.selectors import (
 from fleet.services.plan import lock_run, mark_run_done_if_finished, slot_resource
 from hands import capabilities as hand_capabilities
 from hands.models import Hand
-from leases import engine
+from leases import engine, handoffs
 from leases import services as lease_services
 from leases.audit import record_event, refusals_recorded
 from leases.clock import db_now
 from leases.engine import LeaseSnapshot
 from leases.errors import LeaseLost, NotHolder, ProcessMismatch
 from leases.fences import stale_fence, validate_fence
-from leases.models import EventKind, Lease, LeaseKind, LeaseState, LeaseStatus
+from leases.models import EventKind, HandoffRequest, Lease, LeaseKind, LeaseState, LeaseStatus
 from leases.services import held_error, validate_choice, validate_name, validate_reason
 
 
@@ -51,7 +51,7 @@ def attempt_claim(
     """
     validate_name(process_id, field="process_id")
     run = run_get(workspace_id=hand.workspace_id, run_id=run_id, lane_id=lane_id)
-    _refuse_closed_run(run)
+    refuse_closed_run(run)
     slots = list(Slot.objects.filter(run=run).order_by("index").values_list("index", "lease_id"))
     if slot is not None:
         if isinstance(slot, bool) or not isinstance(slot, int) or not (0 <= slot < len(slots)):
@@ -125,7 +125,7 @@ def attempt_claim(
     counts = run_slot_counts(run_id=run.pk)
     if counts.all_done:  # the last slot was finished while this claim looked
         run.state = RunState.DONE
-        _refuse_closed_run(run)
+        refuse_closed_run(run)
     raise NoOpenSlot(
         _no_open_slot_message(run.pk, counts),
         slots=counts.total,
@@ -177,7 +177,7 @@ def capability_guard(*, hand: Hand, run: Run) -> engine.Guard:
     )
 
 
-def _refuse_closed_run(run: Run) -> None:
+def refuse_closed_run(run: Run) -> None:
     """run_closed, saying why, for a run that takes no claims."""
     if run.state == RunState.DONE:
         raise RunClosed(
@@ -334,6 +334,8 @@ def attempt_end(
     )
     if not updated:  # pragma: no cover - the lease statement above already decided the race
         raise LeaseLost(f"attempt {attempt.pk} has ended")
+    # The slot's handoff requests are answered with the tenure's end: released (or finished).
+    handoffs.handoffs_close([lease], at=lease.server_time, actor=hand.name, ended_by=end)
     record_event(
         workspace_id=hand.workspace_id,
         kind=end,
@@ -403,7 +405,13 @@ def attempt_release(
 
 @refusals_recorded
 def lease_break(
-    *, workspace_id: int, resource: str, actor: str, reason: str, lane_id: int | None = None
+    *,
+    workspace_id: int,
+    resource: str,
+    actor: str,
+    reason: str,
+    lane_id: int | None = None,
+    handoff: HandoffRequest | None = None,
 ) -> LeaseSnapshot:
     """Break any lease; a broken slot lease ends its attempt as lost in the same transaction.
 
@@ -415,7 +423,11 @@ def lease_break(
         if lane_id is not None and not _in_lane(workspace_id, resource, lane_id):
             raise NotFound(f"no lease on {resource!r} in this key's lane")
         lease = lease_services.lease_break(
-            workspace_id=workspace_id, resource=resource, actor=actor, reason=reason
+            workspace_id=workspace_id,
+            resource=resource,
+            actor=actor,
+            reason=reason,
+            handoff=handoff,
         )
         if lease.kind == LeaseKind.SLOT:
             for attempt_id in Attempt.objects.filter(

@@ -286,6 +286,8 @@ REPORT_ANSWER_LEASE = (
     "renewed_at",
     "deadline",
     "server_time",
+    # The tenure's open handoff requests (read only when not 0: `leases.handoffs.pending`).
+    "handoff_open",
 )
 
 

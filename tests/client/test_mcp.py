@@ -51,6 +51,9 @@ TOOLS = {
     "list_my_leases",
     "status",
     "file_friction",
+    "ask_handoff",
+    "decline_handoff",
+    "handoff_status",
 }
 VERSION_LINE = f"(Ground Control MCP server, groundcontrol-client {__version__}.)"
 LOST_AT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"

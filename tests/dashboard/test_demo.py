@@ -16,7 +16,7 @@ from fleet import demo
 from fleet.models import Attempt, AttemptEnd, Run
 from friction.models import FrictionReport
 from hands.models import HandKey
-from leases.models import Refusal
+from leases.models import Event, Refusal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -58,6 +58,11 @@ def test_it_shows_every_state_within_seconds_on_fast_timings(live_server):
     assert report is not None, lines
     assert report.attempt_id is not None and report.lane.slug == demo.LANE_SLUG
     assert {link.code for link in report.refusals.all()} == {"lease_held"}
+    # The waiter asks the lock's holder for it, and the holder declines (fleet.demo_loop).
+    asked = Event.objects.filter(kind="handoff_requested", actor="demo-waiter", hand="demo-healthy")
+    assert asked.exists(), lines
+    assert Event.objects.filter(kind="handoff_declined", actor="demo-healthy").exists(), lines
+    assert any("demo-healthy: hand demo-waiter asks for `migrations`" in line for line in lines)
     assert Evidence.objects.filter(
         kind="pull_request",
         url__startswith="https://example.com/",

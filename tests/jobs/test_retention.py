@@ -86,6 +86,7 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         "refusals": 3,
         "address_refusals": 0,
         "fence_verifications": 6,
+        "handoff_requests": 0,
         "waiters": 0,
         "schedule_tries": 6,
         "github_deliveries": 2,
@@ -114,3 +115,30 @@ def test_it_keeps_deliveries_still_being_retried(workspace) -> None:
         (0, "pending"),
         (99, "delivered"),
     ]
+
+
+@override_settings(GC_RETENTION_EVENTS_DAYS=20)
+def test_it_prunes_handoff_requests_as_old_as_the_events(owner, teammate) -> None:
+    from leases.handoffs import handoff_ask_resource
+    from leases.models import HandoffRequest
+    from leases.services import lease_acquire
+
+    now = db_now()
+    for days in AGES:
+        resource = f"src/{days}/"
+        lease_acquire(
+            workspace_id=owner.workspace_id,
+            resource=resource,
+            holder=owner.name,
+            process_id="p",
+            ttl_s=60,
+        )
+        view, _ = handoff_ask_resource(
+            workspace_id=owner.workspace_id, holder=teammate.name, resource=resource, reason="x"
+        )
+        HandoffRequest.objects.filter(pk=view.request.pk).update(
+            asked_at=now - timedelta(days=days)
+        )
+    assert ops_jobs.records_prune(batch=1).deleted["handoff_requests"] == 2
+    left = HandoffRequest.objects.values_list("resource", flat=True)
+    assert sorted(left) == ["src/15/", "src/5/"]

@@ -1,0 +1,123 @@
+"""The hot views and handoff requests (PostgreSQL): a renewal, a renew-all and a heartbeat show
+the tenure's open requests (`handoff_requests`) exactly as the DRF views do, and read them only
+when the lease row counts some: the common renewal is still one statement and no query."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from unittest import mock
+
+import pytest
+
+from fleet import hot
+from tests.api.conftest import Api
+from tests.api.test_hand_calls import claim, report
+from tests.api.test_hot_path import (  # the autouse fixture notes who answered
+    _note_who_answers,  # noqa: F401
+    django_twin,
+    noting,
+    same_answer,
+    served_by_hot_path,
+)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+RENEW = {"resource": "src/auth/", "fence": 1, "process_id": "p1"}
+
+
+@pytest.fixture
+def holder(api_a: Api) -> Api:
+    return noting(api_a)
+
+
+def _ask(api: Api, **body) -> dict:  # noqa: ANN003
+    answer = api.post("/leases/handoff", {"reason": "the login bug", **body})
+    assert answer.status_code == 201, answer.content
+    return answer.json()
+
+
+def test_a_renewal_shows_the_requests_as_django_does(
+    holder: Api, api_b: Api, boss: Api, frozen_clock: datetime
+) -> None:
+    holder.post("/leases/acquire", {"resource": "src/auth/", "ttl_s": 60, "process_id": "p1"})
+    holder.post("/leases/acquire", {"resource": "docs/", "ttl_s": 60, "process_id": "p1"})
+    full = django_twin(holder)
+    for step in ("none", "one", "two"):
+        if step != "none":
+            _ask(api_b if step == "one" else boss, resource="src/auth/x")
+        fast = holder.post("/leases/renew", RENEW)
+        assert served_by_hot_path(fast), step
+        same_answer(fast, full.post("/leases/renew", RENEW))
+        everything = {"process_id": "p1"}
+        fast = holder.post("/leases/renew-all", everything)
+        assert served_by_hot_path(fast), step
+        same_answer(fast, full.post("/leases/renew-all", everything))
+    renewed = {lease["resource"]: lease for lease in fast.json()["renewed"]}
+    assert [p["from"] for p in renewed["src/auth/"]["handoff_requests"]] == ["hand-b", "boss"]
+    assert renewed["docs/"]["handoff_requests"] == []
+
+
+def test_a_heartbeat_shows_the_requests_as_django_does(
+    holder: Api, api_b: Api, run, frozen_clock: datetime
+) -> None:
+    attempt = claim(holder, run)
+    full = django_twin(holder)
+    for asked in (False, True):
+        if asked:
+            _ask(api_b, run=run.pk, slot=0)
+        for body in ({}, {"message": "half", "percent": 50}):
+            fast = report(holder, attempt, **body)
+            assert served_by_hot_path(fast)
+            same_answer(fast, report(full, attempt, **body))
+    assert [p["from"] for p in fast.json()["handoff_requests"]] == ["hand-b"]
+
+
+def test_a_renewal_with_a_pending_request_costs_one_query_more(
+    holder: Api, api_b: Api, run, django_assert_num_queries
+) -> None:
+    attempt = claim(holder, run)
+    holder.post("/leases/acquire", {"resource": "src/auth/", "ttl_s": 60, "process_id": "p1"})
+    report(holder, attempt)  # the minute's record, and the lane's slug, are behind us
+    # Nothing pending: the statement alone, as in test_hot_path.py.
+    with (
+        mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as statements,
+        django_assert_num_queries(0),
+    ):
+        assert holder.post("/leases/renew", RENEW).json()["handoff_requests"] == []
+        assert report(holder, attempt).json()["handoff_requests"] == []
+    assert statements.call_count == 2
+    _ask(api_b, resource="src/auth/")
+    _ask(api_b, run=run.pk, slot=0)
+    # A pending request: the statement, then one read of the tenure's open requests.
+    with (
+        mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as statements,
+        django_assert_num_queries(2),
+    ):
+        renewed = holder.post("/leases/renew", RENEW)
+        beat = report(holder, attempt)
+    assert statements.call_count == 2
+    assert served_by_hot_path(renewed) and served_by_hot_path(beat)
+    assert len(renewed.json()["handoff_requests"]) == len(beat.json()["handoff_requests"]) == 1
+
+
+def test_a_failing_read_of_the_requests_still_answers_the_applied_renewal(
+    holder: Api, api_b: Api, run
+) -> None:
+    from django.db import DatabaseError
+
+    from leases import handoffs
+    from leases.models import Lease
+
+    attempt = claim(holder, run)
+    holder.post("/leases/acquire", {"resource": "src/auth/", "ttl_s": 60, "process_id": "p1"})
+    _ask(api_b, resource="src/auth/")
+    _ask(api_b, run=run.pk, slot=0)
+    with mock.patch.object(handoffs, "pending", side_effect=DatabaseError("injected")):
+        renewed = holder.post("/leases/renew", RENEW)
+        beat = report(holder, attempt)
+    assert served_by_hot_path(renewed) and served_by_hot_path(beat)
+    assert renewed.status_code == beat.status_code == 200
+    assert renewed.json()["handoff_requests"] == beat.json()["handoff_requests"] == []
+    # The count stays: the next renewal shows them.
+    assert Lease.objects.get(resource="src/auth/").handoff_open == 1
+    assert len(holder.post("/leases/renew", RENEW).json()["handoff_requests"]) == 1
