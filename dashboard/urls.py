@@ -10,6 +10,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", work.board, name="board"),
     path("chart/", work.fleet_chart, name="fleet-chart"),
+    path("board/handoffs/", work.board_handoffs, name="board-handoffs"),
     path("workspace/", work.workspace_switch, name="workspace-switch"),
     path("lanes/", work.lanes, name="lanes"),
     path("lanes/<slug:slug>/", work.lane_detail, name="lane"),

@@ -47,6 +47,7 @@ from fleet.selectors import last_report_at
 from fleet.services import attempts as attempt_services
 from fleet.services import plan as plan_services
 from hands.models import Membership, Role
+from leases import handoffs
 from leases.clock import db_now
 from schedules import selectors as schedule_selectors
 
@@ -102,6 +103,21 @@ def board(request: HttpRequest, membership: Membership) -> HttpResponse:
             context["chart_svg"] = mark_safe(svg)  # noqa: S308
         response = render_page(request, template, context)
     patch_vary_headers(response, ["HX-Request"])
+    patch_cache_control(response, no_store=True)
+    return response
+
+
+@dashboard_view(replica=True)
+def board_handoffs(request: HttpRequest, membership: Membership) -> HttpResponse:
+    """The board's open handoff requests, loaded after the board and polled on their own (the
+    board's fingerprint and query budget are the attempts')."""
+    context = {
+        "loaded": True,
+        "grant_next": reverse("board"),
+        "handoffs": handoffs.handoffs_open(workspace_id=membership.workspace_id),
+        "poll_s": _poll_seconds(),
+    }
+    response = render_page(request, "fleet/board.html#handoffs", context)
     patch_cache_control(response, no_store=True)
     return response
 
