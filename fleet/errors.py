@@ -25,3 +25,10 @@ class SlotNotDone(GroundControlError):
 
     code = "slot_not_done"
     http_status = 409
+
+
+class BudgetReached(GroundControlError):
+    """A claim in a lane whose budget for the current period has been reached."""
+
+    code = "budget_reached"
+    http_status = 409

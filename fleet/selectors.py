@@ -79,6 +79,11 @@ class ReportedAttempt:
     end_reason: str
     summary: str
     progress_percent: float | None
+    progress_timeout_s: int | None
+    last_progress_at: datetime | None
+    idle_since: datetime | None
+    budget_notice: Any
+    budget_until: datetime | None
     hand: Named
     slot: Named
     lane: Named

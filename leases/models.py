@@ -158,6 +158,8 @@ class EventKind(models.TextChoices):
     SLOT_REOPENED = "slot_reopened"
     SLOTS_ADDED = "slots_added"
     ATTESTED = "attested"
+    IDLE = "idle"
+    BUDGET = "budget"
 
 
 class Event(models.Model):

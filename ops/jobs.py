@@ -18,6 +18,7 @@ from django.db import connection
 from django.db.models import F
 
 from fleet import jobs as fleet_jobs
+from fleet.idle_sweep import IdleResult, attempts_flag_idle
 from fleet.jobs import KeyRevokeResult, SweepResult
 from fleet.models import Attempt, Report
 from fleet.selectors import tenure_state_sql
@@ -93,6 +94,15 @@ def keys_revoke_due(*, batch: int | None = None) -> KeyRevokeResult:
     """Key revocation (`fleet.jobs.keys_revoke_due`); its events go out to webhooks."""
     result = fleet_jobs.keys_revoke_due(batch=batch)
     if result.processed:
+        webhooks_kick()
+    return result
+
+
+@recorded("flag_idle")
+def idle_flag() -> IdleResult:
+    """The idle sweep (`fleet.idle_sweep.attempts_flag_idle`); its events go out to webhooks."""
+    result = attempts_flag_idle()
+    if result.events:
         webhooks_kick()
     return result
 

@@ -31,7 +31,13 @@ class ClaimApi(HandAPIView):
         responses={
             201: AttemptOut,
             **error_responses(
-                "scope_denied", "not_found", "no_open_slot", "slot_taken", "run_closed", body=True
+                "scope_denied",
+                "not_found",
+                "no_open_slot",
+                "slot_taken",
+                "run_closed",
+                "budget_reached",
+                body=True,
             ),
         },
     )
@@ -126,6 +132,9 @@ class ReportApi(HandAPIView):
             percent=data.get("percent"),
             details=data.get("details"),
             lane_id=self.lane_id,
+            tokens_in=data.get("tokens_in"),
+            tokens_out=data.get("tokens_out"),
+            cost_usd=data.get("cost_usd"),
         )
         return Response({"renewed": renewed, "attempt": attempt_json(view)})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
@@ -9,7 +10,16 @@ from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from apikit.inputs import StrictCharField, StrictFloatField, StrictIntegerField
-from fleet.models import GRADE_ORDER, Directive, PlanState, ReportKind, RunState, SlotState
+from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
+from fleet.models import (
+    GRADE_ORDER,
+    Directive,
+    IdleDirective,
+    PlanState,
+    ReportKind,
+    RunState,
+    SlotState,
+)
 from fleet.services import plan as plan_services
 from hands.views import MAX_INTERVAL, name_field, reason_field
 from leases import services as lease_services
@@ -63,6 +73,31 @@ class ReportIn(serializers.Serializer):
     message = reason_field(required=False, allow_blank=True)
     percent = StrictFloatField(required=False, allow_null=True, min_value=0, max_value=100)
     details = serializers.DictField(required=False, allow_null=True)
+    tokens_in = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=MAX_TOKENS,
+        help_text="Input tokens the work used since the last report.",
+    )
+    tokens_out = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=MAX_TOKENS,
+        help_text="Output tokens the work used since the last report.",
+    )
+    cost_usd = serializers.DecimalField(
+        required=False,
+        allow_null=True,
+        max_digits=12,
+        decimal_places=COST_PLACES,
+        min_value=Decimal(0),
+        max_value=MAX_COST_USD,
+        coerce_to_string=True,
+        help_text="What the work cost since the last report, in US dollars (a number or a "
+        "decimal string; at most 6 places).",
+    )
 
 
 class ReleaseIn(serializers.Serializer):
@@ -114,6 +149,26 @@ class WorkPackageIn(serializers.Serializer):
     )
 
 
+def PROGRESS_TIMEOUT() -> StrictIntegerField:  # noqa: N802 - a field factory
+    return StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=plan_services.MIN_PROGRESS_TIMEOUT_S,
+        max_value=plan_services.MAX_PROGRESS_TIMEOUT_S,
+        help_text="A live hand that reports no progress (any report but a bare heartbeat) "
+        "this long is flagged idle; null: never. Copied into each attempt at its claim.",
+    )
+
+
+def IDLE_DIRECTIVE() -> serializers.ChoiceField:  # noqa: N802 - a field factory
+    return serializers.ChoiceField(
+        choices=IdleDirective.choices,
+        required=False,
+        help_text="What an attempt that turns idle is told: none, pause or stop (never "
+        "weakening a stop).",
+    )
+
+
 class RunIn(serializers.Serializer):
     title = name_field()
     brief = StrictCharField(
@@ -145,14 +200,26 @@ class RunIn(serializers.Serializer):
     grace_s = StrictIntegerField(
         required=False, allow_null=True, min_value=0, max_value=MAX_INTERVAL
     )
+    progress_timeout_s = PROGRESS_TIMEOUT()
+    idle_directive = IDLE_DIRECTIVE()
 
 
 class RunPatchIn(serializers.Serializer):
     state = serializers.ChoiceField(
+        required=False,
         choices=PlanState.choices,
         help_text="closed: no more claims. open: claims again (a run whose slots are all done "
         "reopens as done: reopen a slot or add slots to work on it again).",
     )
+    progress_timeout_s = PROGRESS_TIMEOUT()
+    idle_directive = IDLE_DIRECTIVE()
+
+    def validate(self, attrs: dict[str, object]) -> dict[str, object]:
+        if not attrs:
+            raise serializers.ValidationError(
+                "give state, progress_timeout_s or idle_directive (or several)"
+            )
+        return attrs
 
 
 class SlotsAddIn(serializers.Serializer):

@@ -257,14 +257,22 @@ class RunApi(HandAPIView):
     @extend_schema(
         tags=["plan"],
         request=RunPatchIn,
-        description="Close a run (it takes no more claims; its attempts go on) or reopen it.",
+        description="Close a run (it takes no more claims; its attempts go on) or reopen it; "
+        "set its progress timeout and idle directive.",
         responses={200: RunOut, **error_responses("scope_denied", "not_found", body=True)},
     )
     def patch(self, request: Request, run_id: int) -> Response:
         data = valid(RunPatchIn, request)
         # Looked up first so a lane-limited key cannot touch another lane's run.
         run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
-        run = plan_services.run_set_state(
-            workspace_id=self.workspace_id, run_id=run.pk, state=data["state"], actor=self.hand.name
-        )
+        idle = {k: data[k] for k in ("progress_timeout_s", "idle_directive") if k in data}
+        if idle:
+            plan_services.run_set_idle(workspace_id=self.workspace_id, run_id=run.pk, **idle)
+        if "state" in data:
+            plan_services.run_set_state(
+                workspace_id=self.workspace_id,
+                run_id=run.pk,
+                state=data["state"],
+                actor=self.hand.name,
+            )
         return Response(run_json(selectors.run_get(workspace_id=self.workspace_id, run_id=run.pk)))

@@ -22,6 +22,7 @@ from fleet.selectors import (
     run_get,
     run_slot_counts,
 )
+from fleet.services.budgets import refuse_over_budget
 from fleet.services.plan import lock_run, mark_run_done_if_finished, slot_resource
 from hands.models import Hand
 from leases import engine
@@ -51,6 +52,7 @@ def attempt_claim(
     validate_name(process_id, field="process_id")
     run = run_get(workspace_id=hand.workspace_id, run_id=run_id, lane_id=lane_id)
     _refuse_closed_run(run)
+    refuse_over_budget(lane_id=run.work_package.lane_id)
     slots = list(Slot.objects.filter(run=run).order_by("index").values_list("index", "lease_id"))
     if slot is not None:
         if isinstance(slot, bool) or not isinstance(slot, int) or not (0 <= slot < len(slots)):
@@ -89,6 +91,7 @@ def attempt_claim(
                 fence=lease.fence,
                 process_id=process_id,
                 claimed_at=lease.server_time,
+                progress_timeout_s=run.progress_timeout_s,
             )
             record_event(
                 workspace_id=hand.workspace_id,

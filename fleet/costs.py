@@ -1,0 +1,132 @@
+"""Cost and tokens (issue 22, part 4): what reports said the work cost, summed on read.
+
+Reports are the one record (`Report.tokens_in`, `tokens_out`, `cost_usd`: what the work cost since
+the hand's last report); totals per attempt, run, hand and lane are sums over them, never a
+second counter that could disagree. A heartbeat carries no cost and pays nothing for it: the
+sums read only costed reports, through their partial index `report_cost_idx` (by time), and a
+budget's period (a UTC day or ISO week) is a range of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q, Sum
+from django.db.models.functions import TruncDate
+
+from fleet.models import BudgetPeriod, Report
+
+# Bounds of one report's figures: far above any real call, low enough that sums never overflow.
+MAX_TOKENS = 10**9
+MAX_COST_USD = Decimal("100000")
+COST_PLACES = 6
+COSTED = Q(cost_usd__gt=0) | Q(tokens_in__gt=0) | Q(tokens_out__gt=0)
+GROUPS = {"lane": "attempt__lane", "run": "attempt__run", "hand": "attempt__hand"}
+GROUPS["attempt"] = "attempt"
+
+
+@dataclass(frozen=True)
+class Spend:
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: Decimal = Decimal(0)
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+def period_bounds(period: str, at: datetime) -> tuple[datetime, datetime]:
+    """The UTC day or ISO week (from Monday 00:00) holding the database time `at`."""
+    day = at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == BudgetPeriod.DAY:
+        return day, day + timedelta(days=1)
+    start = day - timedelta(days=day.weekday())
+    return start, start + timedelta(days=7)
+
+
+def _spend(values: dict[str, Any]) -> Spend:
+    return Spend(
+        tokens_in=values.get("tokens_in") or 0,
+        tokens_out=values.get("tokens_out") or 0,
+        cost_usd=Decimal(values.get("cost_usd") or 0),
+    )
+
+
+_SUMS = {
+    "tokens_in": Sum("tokens_in"),
+    "tokens_out": Sum("tokens_out"),
+    "cost_usd": Sum("cost_usd"),
+}
+
+
+def lane_spend(*, lane_id: int, start: datetime, end: datetime) -> Spend:
+    """What the lane's reports cost in [start, end)."""
+    return _spend(
+        Report.objects.filter(
+            COSTED, at__gte=start, at__lt=end, attempt__lane_id=lane_id
+        ).aggregate(**_SUMS)
+    )
+
+
+def attempt_spend(*, attempt_id: int) -> Spend:
+    return _spend(Report.objects.filter(COSTED, attempt_id=attempt_id).aggregate(**_SUMS))
+
+
+def costs_by(
+    *,
+    workspace_id: int,
+    by: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    lane_id: int | None = None,
+    limit: int = 500,
+) -> list[dict[str, Any]]:
+    """Totals per lane, run, hand or attempt of the workspace, largest cost first: one grouped
+    query, with the group's name (a lane's slug, a run's title, a hand's name)."""
+    group = GROUPS[by]
+    reports = Report.objects.filter(COSTED, attempt__workspace_id=workspace_id)
+    if since is not None:
+        reports = reports.filter(at__gte=since)
+    if until is not None:
+        reports = reports.filter(at__lt=until)
+    if lane_id is not None:
+        reports = reports.filter(attempt__lane_id=lane_id)
+    names = {
+        "lane": "attempt__lane__slug",
+        "run": "attempt__run__title",
+        "hand": "attempt__hand__name",
+        "attempt": "attempt__hand__name",
+    }
+    rows = (
+        reports.values(f"{group}_id" if by != "attempt" else "attempt_id", names[by])
+        .annotate(**_SUMS)
+        .order_by("-cost_usd", f"{group}_id" if by != "attempt" else "attempt_id")[:limit]
+    )
+    key = f"{group}_id" if by != "attempt" else "attempt_id"
+    return [
+        {
+            "id": row[key],
+            "name": row[names[by]],
+            "tokens_in": row["tokens_in"] or 0,
+            "tokens_out": row["tokens_out"] or 0,
+            "cost_usd": Decimal(row["cost_usd"] or 0),
+        }
+        for row in rows
+    ]
+
+
+def lane_daily(*, lane_id: int, since: date) -> dict[date, Spend]:
+    """A lane's spend per UTC day from `since`, for its chart (one grouped query)."""
+    start = datetime(since.year, since.month, since.day, tzinfo=UTC)
+    rows = (
+        Report.objects.filter(COSTED, at__gte=start, attempt__lane_id=lane_id)
+        .annotate(day=TruncDate("at", tzinfo=UTC))
+        .values("day")
+        .annotate(**_SUMS)
+        .order_by("day")
+    )
+    return {row["day"]: _spend(row) for row in rows}
