@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Q, Sum
 from django.db.models.functions import TruncDate
 
-from fleet.models import BudgetPeriod, Report
+from fleet.models import Budget, BudgetHit, BudgetPeriod, Report
 
 # Bounds of one report's figures: far above any real call, low enough that sums never overflow.
 MAX_TOKENS = 10**9
@@ -130,3 +130,59 @@ def lane_daily(*, lane_id: int, since: date) -> dict[date, Spend]:
         .order_by("day")
     )
     return {row["day"]: _spend(row) for row in rows}
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """A budget in its current period: what the lane has spent, and whether it was reached."""
+
+    budget: Budget
+    period_start: datetime
+    period_end: datetime
+    spent: Spend
+    reached_at: datetime | None
+
+
+def budgets_list(*, workspace_id: int, lane_id: int | None = None, lane_slug: str = "") -> Any:
+    budgets = Budget.objects.filter(workspace_id=workspace_id).select_related("lane")
+    if lane_id is not None:
+        budgets = budgets.filter(lane_id=lane_id)
+    if lane_slug:
+        budgets = budgets.filter(lane__slug=lane_slug)
+    return budgets.order_by("lane__slug", "period")
+
+
+def budgets_status(budgets: list[Budget], now: datetime) -> list[BudgetStatus]:
+    """Each budget's current period at the database time `now`: one grouped query per period
+    kind for the spend and one for the hits, however many budgets."""
+    bounds = {period.value: period_bounds(period.value, now) for period in BudgetPeriod}
+    spent: dict[tuple[str, int], Spend] = {}
+    for period, (start, end) in bounds.items():
+        lanes = {b.lane_id for b in budgets if b.period == period}
+        if not lanes:
+            continue
+        rows = (
+            Report.objects.filter(COSTED, at__gte=start, at__lt=end, attempt__lane_id__in=lanes)
+            .values("attempt__lane_id")
+            .annotate(**_SUMS)
+            .order_by()
+        )
+        for row in rows:
+            spent[(period, row["attempt__lane_id"])] = _spend(row)
+    hits = {
+        (hit.budget_id, hit.period_start): hit.at
+        for hit in BudgetHit.objects.filter(
+            budget__in=[b.pk for b in budgets],
+            period_start__in=[start for start, _ in bounds.values()],
+        )
+    }
+    return [
+        BudgetStatus(
+            budget=b,
+            period_start=bounds[b.period][0],
+            period_end=bounds[b.period][1],
+            spent=spent.get((b.period, b.lane_id), Spend()),
+            reached_at=hits.get((b.pk, bounds[b.period][0])),
+        )
+        for b in budgets
+    ]

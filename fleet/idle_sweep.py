@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from fleet.idle import idle_sql
 from fleet.models import Attempt, Directive, IdleDirective, Run
@@ -23,7 +23,7 @@ from fleet.selectors import tenure_state_sql
 from hands.models import Hand
 from leases.audit import event, record_events
 from leases.clock import now_sql, parse_timestamp
-from leases.jobs import MAX_BATCHES, SYSTEM_ACTOR, JobResult, rows, skip_locked
+from leases.jobs import MAX_BATCHES, SYSTEM_ACTOR, JobResult, rows
 from leases.models import EventKind, Lease
 
 IDLE_ACTOR = "idle"  # the actor of a directive the idle sweep set
@@ -36,7 +36,8 @@ class IdleResult(JobResult):
     events: int = 0
 
 
-def _flag_sql(now: str) -> str:
+def _parts(now: str) -> tuple[str, str, str]:
+    """The candidates' SELECT (alias `a`), the SET list and the re-checked WHERE of the flag."""
     attempts, leases, runs, hands = (
         Attempt._meta.db_table,
         Lease._meta.db_table,
@@ -44,30 +45,60 @@ def _flag_sql(now: str) -> str:
         Hand._meta.db_table,
     )
     state = tenure_state_sql(now, attempt="a", lease="l")
-    # The new directive: the run's, unless the attempt's is already as strong.
-    directive = (
-        f"CASE WHEN r.idle_directive = '{IdleDirective.STOP.value}' THEN '{Directive.STOP.value}' "
-        f"WHEN r.idle_directive = '{IdleDirective.PAUSE.value}' "
-        f"AND due.directive = '{Directive.CONTINUE.value}' THEN '{Directive.PAUSE.value}' "
-        "ELSE due.directive END"
-    )
-    lock = skip_locked().replace("FOR UPDATE", "FOR UPDATE OF a")
-    return (
-        "WITH due AS ("
-        f"SELECT a.id, a.directive, a.run_id, l.resource, h.name AS hand_name FROM {attempts} a "
+    due = (
+        f"SELECT a.id, a.directive, l.resource, h.name FROM {attempts} a "
         f"JOIN {leases} l ON l.id = a.lease_id JOIN {hands} h ON h.id = a.hand_id "
         # attempt_idle_idx: open, with a timeout, not flagged.
         'WHERE a."end" IS NULL AND a.idle_since IS NULL AND a.progress_timeout_s IS NOT NULL '
-        f"AND {idle_sql(now, attempt='a', state=state)} "
-        f"ORDER BY a.id LIMIT %(batch)s{lock}) "
-        f"UPDATE {attempts} SET idle_since = {now}, directive = {directive} "
-        f"FROM due, {runs} r "
-        f"WHERE {attempts}.id = due.id AND r.id = due.run_id AND {attempts}.idle_since IS NULL "
-        f'AND {attempts}."end" IS NULL '
-        f"RETURNING {attempts}.id, {attempts}.workspace_id, due.hand_name, due.resource, "
-        f"{attempts}.fence, due.directive, {attempts}.directive, {attempts}.idle_since, "
-        f"{attempts}.run_id, {attempts}.progress_timeout_s, {attempts}.last_progress_at"
+        f"AND {idle_sql(now, attempt='a', state=state)} ORDER BY a.id LIMIT %(batch)s"
     )
+    # The new directive: the run's, unless the attempt's is already as strong.
+    named = f"(SELECT r.idle_directive FROM {runs} r WHERE r.id = {attempts}.run_id)"
+    directive = (
+        f"CASE WHEN {named} = '{IdleDirective.STOP.value}' THEN '{Directive.STOP.value}' "
+        f"WHEN {named} = '{IdleDirective.PAUSE.value}' "
+        f"AND {attempts}.directive = '{Directive.CONTINUE.value}' THEN '{Directive.PAUSE.value}' "
+        f"ELSE {attempts}.directive END"
+    )
+    sets = f"idle_since = {now}, directive = {directive}"
+    recheck = f'{attempts}.idle_since IS NULL AND {attempts}."end" IS NULL'
+    return due, sets, recheck
+
+
+_RETURNED = "id, workspace_id, fence, directive, idle_since, run_id, progress_timeout_s, "
+_RETURNED += "last_progress_at"
+
+
+def _flag(now: str, batch: int) -> list[tuple[Any, ...]]:
+    """Flag a batch; each row: id, workspace, hand, resource, fence, the directive before and
+    after, idle_since, run, timeout, last progress."""
+    attempts = Attempt._meta.db_table
+    due, sets, recheck = _parts(now)
+    if connection.vendor == "postgresql":
+        returned = ", ".join(f"{attempts}.{c.strip()}" for c in _RETURNED.split(","))
+        flagged = rows(
+            f"WITH due AS ({due} FOR UPDATE OF a SKIP LOCKED) "
+            f"UPDATE {attempts} SET {sets} FROM due WHERE {attempts}.id = due.id AND {recheck} "
+            f"RETURNING {returned}, due.directive, due.resource, due.name",
+            {"batch": batch},
+        )
+    else:
+        # SQLite has one writer and a RETURNING that sees only the updated table.
+        candidates = {row[0]: row[1:] for row in rows(due, {"batch": batch})}
+        if not candidates:
+            return []
+        flagged = [
+            (*row, *candidates[row[0]])
+            for row in rows(
+                f"UPDATE {attempts} SET {sets} WHERE id IN ({', '.join(map(str, candidates))}) "
+                f"AND {recheck} RETURNING {_RETURNED}",
+                {},
+            )
+        ]
+    return [
+        (i, ws, hand, resource, fence, before, after, at, run, timeout, last)
+        for (i, ws, fence, after, at, run, timeout, last, before, resource, hand) in flagged
+    ]
 
 
 def _events(row: tuple[Any, ...]) -> list[Any]:
@@ -115,7 +146,7 @@ def attempts_flag_idle(*, batch: int = 500) -> IdleResult:
     result = IdleResult()
     for _ in range(MAX_BATCHES):
         with transaction.atomic():
-            flagged = rows(_flag_sql(now_sql()), {"batch": batch})
+            flagged = _flag(now_sql(), batch)
             written = [made for row in flagged for made in _events(row)]
             record_events(written)
         result.flagged += len(flagged)

@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import Case, CharField, F, Q, QuerySet, Value, When
 
 from apikit.errors import NotFound
+from fleet.idle import idle_q
 from fleet.models import Attempt, AttemptEnd, Run, RunState, Slot, SlotState, WorkPackage
 from hands.models import Hand, HandKey, Lane
 from leases import names
@@ -371,8 +372,10 @@ def attempts_list(
     hand_name: str = "",
     run_id: int | None = None,
     lane_id: int | None = None,
+    idle: bool | None = None,
 ) -> QuerySet[Attempt]:
-    """Attempts of the workspace; `state` as `attempt_state` computes it, in SQL."""
+    """Attempts of the workspace; `state` as `attempt_state` computes it, in SQL; `idle` as
+    fleet/idle.py does."""
     attempts = attempts_base().filter(workspace_id=workspace_id)
     if lane_id is not None:
         attempts = attempts.filter(lane_id=lane_id)
@@ -384,6 +387,9 @@ def attempts_list(
         attempts = attempts.filter(run_id=run_id)
     if state:
         attempts = attempts.filter(tenure_state_q(state, now_expression()))
+    if idle is not None:
+        q = idle_q(now_expression())
+        attempts = attempts.filter(q if idle else ~q)
     return attempts
 
 

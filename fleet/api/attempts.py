@@ -177,6 +177,9 @@ class AttemptsApi(HandAPIView):
             OpenApiParameter("lane", str, description="A lane's slug."),
             OpenApiParameter("hand", str, description="A hand's name."),
             OpenApiParameter("run", int, description="A run's id."),
+            OpenApiParameter(
+                "idle", str, enum=["true", "false"], description="Only idle (or not idle) ones."
+            ),
             *PAGE_PARAMS,
         ],
         responses={
@@ -193,6 +196,9 @@ class AttemptsApi(HandAPIView):
             hand_name=params.get("hand", ""),
             run_id=int_param(request, "run"),
             lane_id=self.lane_id,
+            idle={"": None, "true": True, "false": False}[
+                choice_param(request, "idle", ["true", "false"])
+            ],
         )
         return paginated(
             request, attempts, lambda rows: [attempt_json(v) for v in selectors.attempt_views(rows)]

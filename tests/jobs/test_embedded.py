@@ -58,7 +58,13 @@ def test_its_jobs_are_the_beat_schedule(settings) -> None:
     assert jobs == {
         name: float(entry["schedule"]) for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
     }
-    assert set(jobs) == {"sweep-leases", "revoke-keys", "deliver-webhooks", "prune-records"}
+    assert set(jobs) == {
+        "sweep-leases",
+        "revoke-keys",
+        "flag-idle",
+        "deliver-webhooks",
+        "prune-records",
+    }
 
 
 @pytest.mark.django_db
