@@ -28,6 +28,14 @@ GROUPS = {"lane": "attempt__lane", "run": "attempt__run", "hand": "attempt__hand
 GROUPS["attempt"] = "attempt"
 
 
+_PLACES = Decimal(1).scaleb(-COST_PLACES)
+
+
+def money_text(value: Decimal | None) -> str | None:
+    """Money as the contract writes it: a decimal string with 6 places (never a float)."""
+    return None if value is None else str(Decimal(value).quantize(_PLACES))
+
+
 @dataclass(frozen=True)
 class Spend:
     tokens_in: int = 0

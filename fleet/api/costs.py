@@ -25,8 +25,7 @@ from leases.clock import db_now
 MONEY = {"max_digits": 14, "decimal_places": costs.COST_PLACES}
 
 
-def _money(value: Decimal | None) -> str | None:
-    return None if value is None else str(value)
+_money = costs.money_text
 
 
 def _time_param(request: Request, name: str) -> datetime | None:
@@ -67,7 +66,7 @@ class CostsOut(serializers.Serializer):
 
 
 def _spend_json(tokens_in: int, tokens_out: int, cost_usd: Decimal) -> dict[str, Any]:
-    return {"tokens_in": tokens_in, "tokens_out": tokens_out, "cost_usd": str(cost_usd)}
+    return {"tokens_in": tokens_in, "tokens_out": tokens_out, "cost_usd": _money(cost_usd)}
 
 
 class CostsApi(HandAPIView):

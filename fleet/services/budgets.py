@@ -22,7 +22,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Value, When
 
 from apikit.errors import NotFound, ValidationFailed
-from fleet.costs import MAX_COST_USD, MAX_TOKENS, Spend, lane_spend, period_bounds
+from fleet.costs import (
+    MAX_COST_USD,
+    MAX_TOKENS,
+    Spend,
+    lane_spend,
+    money_text,
+    period_bounds,
+)
 from fleet.errors import BudgetReached
 from fleet.models import Attempt, Budget, BudgetAction, BudgetHit, BudgetPeriod, Directive
 from hands.models import Lane
@@ -157,12 +164,17 @@ def _reached(budget: Budget, spent: Spend) -> bool:
     )
 
 
+def budgets_lock(*, lane_id: int) -> list[Budget]:
+    """The lane's budgets, locked for the rest of the transaction, in id order: costed reports in
+    one lane are judged one after another; two lanes' never wait on each other."""
+    return list(Budget.objects.filter(lane_id=lane_id).order_by("pk").select_for_update())
+
+
 def budgets_enforce(*, workspace_id: int, lane_id: int, at: datetime, actor: str) -> int:
     """After a costed report in the lane at the database time `at`, inside its transaction:
     act on every budget of the lane it took to its limit. How many budgets it reached."""
     reached = 0
-    # Locked in id order: two lanes' reports never wait on each other, one lane's in one order.
-    for budget in Budget.objects.filter(lane_id=lane_id).order_by("pk").select_for_update():
+    for budget in budgets_lock(lane_id=lane_id):
         start, end = period_bounds(budget.period, at)
         if BudgetHit.objects.filter(budget=budget, period_start=start).exists():
             continue
@@ -211,8 +223,8 @@ def _act(
         "period": budget.period,
         "period_start": start.isoformat(),
         "period_end": end.isoformat(),
-        "spent_usd": str(spent.cost_usd),
-        "limit_usd": None if budget.limit_usd is None else str(budget.limit_usd),
+        "spent_usd": money_text(spent.cost_usd),
+        "limit_usd": money_text(budget.limit_usd),
         "spent_tokens": spent.tokens,
         "limit_tokens": budget.limit_tokens,
         "action": budget.action,

@@ -18,7 +18,7 @@ from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
 from fleet.models import Attempt, Report, ReportKind
 from fleet.selectors import AttemptView, Named, ReportedAttempt
 from fleet.services.attempts import attempt_for_hand, refuse_ended, tenure_error
-from fleet.services.budgets import budgets_enforce
+from fleet.services.budgets import budgets_enforce, budgets_lock
 from fleet.services.plan import slot_index
 from hands.models import Hand
 from hands.selectors import lane_slug
@@ -477,6 +477,11 @@ def attempt_report(
     refuse_ended(attempt)
     resource = attempt.lease.resource
     with transaction.atomic():
+        if costed:
+            # Before the lease and the attempt: a report that reaches a budget updates every open
+            # attempt of the lane, so a costed report holding its own attempt while it waited
+            # for the budget would deadlock with it.
+            budgets_lock(lane_id=attempt.lane_id)
         if process_id is not None:
             lease = engine.renew(
                 workspace_id=hand.workspace_id,
