@@ -13,6 +13,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -45,6 +46,7 @@ from groundcontrol_client.errors import (
     error_from_response,
 )
 from groundcontrol_client.grades import Attestation, GradedEvidence
+from groundcontrol_client.loop import cost_fields
 from groundcontrol_client.models import (
     Attempt,
     Brief,
@@ -250,6 +252,9 @@ class AsyncClient:
         message: str | None = None,
         percent: float | None = None,
         details: Mapping[str, Any] | None = None,
+        tokens_in: int | None = None,
+        tokens_out: int | None = None,
+        cost_usd: Decimal | str | float | None = None,
         give_up_at: float | None = None,
         timeout: float | None = None,
     ) -> ReportResult:
@@ -261,6 +266,7 @@ class AsyncClient:
                 "message": message,
                 "percent": percent,
                 "details": dict(details) if details is not None else None,
+                **cost_fields(tokens_in, tokens_out, cost_usd),
             }
         )
         data = await self.request(

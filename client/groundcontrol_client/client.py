@@ -16,6 +16,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
@@ -34,6 +35,7 @@ from groundcontrol_client.errors import (
     is_transient,
 )
 from groundcontrol_client.grades import Attestation, GradedEvidence
+from groundcontrol_client.loop import cost_fields
 from groundcontrol_client.models import (
     Attempt,
     Brief,
@@ -403,6 +405,9 @@ class Client:
         message: str | None = None,
         percent: float | None = None,
         details: Mapping[str, Any] | None = None,
+        tokens_in: int | None = None,
+        tokens_out: int | None = None,
+        cost_usd: Decimal | str | float | None = None,
         give_up_at: float | None = None,
         timeout: float | None = None,
     ) -> ReportResult:
@@ -415,6 +420,7 @@ class Client:
                 "message": message,
                 "percent": percent,
                 "details": dict(details) if details is not None else None,
+                **cost_fields(tokens_in, tokens_out, cost_usd),
             }
         )
         data = self.request(
