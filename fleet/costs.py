@@ -9,6 +9,7 @@ budget's period (a UTC day or ISO week) is a range of it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -45,6 +46,15 @@ class Spend:
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
+
+
+def budget_notice_now(notice: object, until: datetime | None, now: datetime) -> Any:
+    """The budget notice an attempt carries, while its period lasts at the database time `now`
+    (a new period lifts it)."""
+    if notice is None or until is None or now >= until:
+        return None
+    # A raw cursor may hand jsonb over as text.
+    return json.loads(notice) if isinstance(notice, str | bytes) else notice
 
 
 def period_bounds(period: str, at: datetime) -> tuple[datetime, datetime]:

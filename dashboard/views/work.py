@@ -20,9 +20,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apikit.errors import GroundControlError
 from dashboard import pages
 from dashboard.charts import Bar, state_chart_svg, timeline_svg
+from dashboard.cost_charts import cost_chart_svg
+from dashboard.costs import lane_costs
 from dashboard.forms import (
     BoardFilterForm,
+    BudgetForm,
     DirectiveForm,
+    RunIdleForm,
     SlotReopenForm,
     SlotsAddForm,
     WorkspaceSwitchForm,
@@ -124,7 +128,10 @@ def lanes(request: HttpRequest, membership: Membership) -> HttpResponse:
 @dashboard_view()
 def lane_detail(request: HttpRequest, membership: Membership, slug: str) -> HttpResponse:
     lane, packages = pages.lane_page(workspace_id=membership.workspace_id, slug=slug)
-    return render_page(request, "fleet/lane.html", {"lane": lane, "packages": packages})
+    spend = lane_costs(lane=lane, now=db_now())
+    chart = mark_safe(cost_chart_svg(spend.days, limit_usd=spend.daily_limit))  # noqa: S308 - escaped
+    context = {"lane": lane, "packages": packages, "costs": spend, "cost_chart": chart}
+    return render_page(request, "fleet/lane.html", {**context, "budget_form": BudgetForm()})
 
 
 @dashboard_view()
@@ -201,6 +208,12 @@ def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRes
         "run": page.run,
         "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
         "done_slots": sum(1 for cell in page.slots if cell.state == "done"),
+        "idle_form": RunIdleForm(
+            initial={
+                "progress_timeout_s": page.run.progress_timeout_s,
+                "idle_directive": page.run.idle_directive,
+            }
+        ),
         **timeline,
     }
     return render_page(request, "fleet/run.html", context)

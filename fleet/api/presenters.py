@@ -3,11 +3,11 @@ the contract's JSON. The hot views (`fleet.hot`) answer with the same ones."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from fleet import selectors
+from fleet.costs import budget_notice_now
 from fleet.idle import is_idle
 from fleet.models import Run, WorkPackage
 from fleet.selectors import AttemptView, SlotView
@@ -156,14 +156,6 @@ def report_row_json(
     )
 
 
-def budget_notice_json(notice: object, until: datetime | None, now: datetime) -> Any:
-    """The budget notice an attempt carries, while its period lasts (a new period lifts it)."""
-    if notice is None or until is None or now >= until:
-        return None
-    # A raw cursor may hand jsonb over as text.
-    return json.loads(notice) if isinstance(notice, str | bytes) else notice
-
-
 def attempt_answer(
     *,
     attempt_id: int,
@@ -237,7 +229,7 @@ def attempt_answer(
         "idle": idle_now,
         # The sweep's flag is sticky until progress; shown only while the tenure is idle.
         "idle_since": idle_since if idle_now else None,
-        "budget": budget_notice_json(budget_notice, budget_until, now),
+        "budget": budget_notice_now(budget_notice, budget_until, now),
     }
 
 
