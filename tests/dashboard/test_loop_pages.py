@@ -82,10 +82,16 @@ def test_the_lane_page_costs_the_same_queries_however_much_was_reported(
     few = queries()
     # Costed reports on each of the chart's days (written in bulk: the lease is the test's).
     Report.objects.bulk_create(
-        Report(attempt_id=view.attempt.pk, kind="note", at=frozen_clock - timedelta(days=d, hours=h),
-               cost_usd=Decimal("0.10"), tokens_out=5)
-        for d in range(14) for h in range(5)
-    )  # fmt: skip
+        Report(
+            attempt_id=view.attempt.pk,
+            kind="note",
+            at=frozen_clock - timedelta(days=d, hours=h),
+            cost_usd=Decimal("0.10"),
+            tokens_out=5,
+        )
+        for d in range(14)
+        for h in range(5)
+    )
     assert queries() == few
     html = viewer_client.get(f"/lanes/{lane.slug}/").content.decode()
     assert html.count("<rect x=") == 14 and "2030-01-01: $0.51, 25 tokens" in html
