@@ -6,6 +6,7 @@ from groundcontrol_client.async_runtime import AsyncClaimedAttempt, AsyncHand, A
 from groundcontrol_client.client import Client, RetryPolicy, __version__
 from groundcontrol_client.errors import (
     AuthFailed,
+    BudgetReached,
     ConfigError,
     ConnectionFailed,
     Denied,
@@ -105,6 +106,7 @@ __all__ = [
     "RetryPolicy",
     "Run",
     "RunClosed",
+    "BudgetReached",
     "ScopeDenied",
     "ServerError",
     "Slot",

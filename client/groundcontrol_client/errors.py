@@ -3,8 +3,8 @@
 Every non-2xx answer has the body `{"error": {"code", "message", "request_id", ...fields}}`; one
 class per code, grouped under the categories a caller branches on:
 
-- `Denied`: someone else has it (lease_held, no_open_slot, slot_taken, run_closed). Wait, pick
-  other work, or escalate.
+- `Denied`: someone else has it (lease_held, no_open_slot, slot_taken, run_closed), or the lane's
+  budget is spent (budget_reached). Wait, pick other work, or escalate.
 - `TenureLost`: this tenure is over or not ours (lease_lost, stale_fence, process_mismatch,
   not_holder). Stop working on it.
 - `AuthFailed`: the key is bad or lacks a scope.
@@ -121,6 +121,12 @@ class RunClosed(Denied):
     code = "run_closed"
 
 
+class BudgetReached(Denied):
+    """The lane's budget for this period is spent: claims wait for the next (`period_end`)."""
+
+    code = "budget_reached"
+
+
 class LeaseLost(TenureLost):
     code = "lease_lost"
 
@@ -195,6 +201,7 @@ ERRORS_BY_CODE: dict[str, type[GroundControlError]] = {
         NoOpenSlot,
         SlotTaken,
         RunClosed,
+        BudgetReached,
         LeaseLost,
         StaleFence,
         ProcessMismatch,

@@ -8,7 +8,8 @@ import json
 from decimal import Decimal
 
 import pytest
-from groundcontrol_client import Client
+from groundcontrol_client import BudgetReached, Client
+from groundcontrol_client.errors import Denied
 from groundcontrol_client.loop import attempt_notices, cost_fields, cost_usd_text
 
 from fleet.models import Attempt, BudgetHit, Report
@@ -91,6 +92,10 @@ def test_the_client_and_gctl_report_cost_and_gctl_says_the_budget(gc: Fleet, lan
     row = Report.objects.get(attempt_id=claimed["id"], kind="progress")
     assert (row.tokens_in, row.tokens_out, row.cost_usd) == (1200, 300, Decimal("0.12"))
     assert Attempt.objects.get(pk=other.id).directive == "pause"
+    with pytest.raises(BudgetReached) as refused_claim:
+        client.claim(run.pk, process_id="b:2")
+    assert refused_claim.value.get("action") == "pause"
+    assert isinstance(refused_claim.value, Denied)
     bad = gc.gctl("report", "--cost", "lots", **session)
     assert bad.returncode != 0 and "cost_usd" in bad.stderr
     refused = gc.gctl("report", "--tokens-in", "-5", **session)
