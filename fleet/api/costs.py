@@ -82,7 +82,10 @@ class CostsApi(HandAPIView):
             OpenApiParameter("until", str, description="ISO 8601 time: reports before."),
             OpenApiParameter("lane", str, description="A lane's slug: only its reports."),
         ],
-        responses={200: CostsOut, **error_responses("scope_denied", "validation_error")},
+        responses={
+            200: CostsOut,
+            **error_responses("scope_denied", "not_found", "validation_error"),
+        },
     )
     def get(self, request: Request) -> Response:
         by = choice_param(request, "by", list(costs.GROUPS)) or "lane"
