@@ -150,6 +150,11 @@ class BudgetPatchIn(serializers.Serializer):
     limit_usd = serializers.DecimalField(required=False, allow_null=True, **MONEY)
     limit_tokens = StrictIntegerField(required=False, allow_null=True, min_value=1)
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError("give action, limit_usd or limit_tokens")
+        return attrs
+
 
 def budget_json(status: costs.BudgetStatus) -> dict[str, Any]:
     budget, spent = status.budget, status.spent

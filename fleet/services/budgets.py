@@ -170,9 +170,12 @@ def budgets_lock(*, lane_id: int) -> list[Budget]:
     return list(Budget.objects.filter(lane_id=lane_id).order_by("pk").select_for_update())
 
 
-def budgets_enforce(*, workspace_id: int, lane_id: int, at: datetime, actor: str) -> int:
-    """After a costed report in the lane at the database time `at`, inside its transaction:
-    act on every budget of the lane it took to its limit. How many budgets it reached."""
+def budgets_enforce(
+    *, workspace_id: int, lane_id: int, at: datetime, actor: str, attempt_id: int
+) -> int:
+    """After a costed report of `attempt_id` (by the hand `actor`) in the lane at the database
+    time `at`, inside its transaction: act on every budget of the lane it took to its limit.
+    How many budgets it reached."""
     reached = 0
     for budget in budgets_lock(lane_id=lane_id):
         start, end = period_bounds(budget.period, at)
@@ -194,7 +197,10 @@ def budgets_enforce(*, workspace_id: int, lane_id: int, at: datetime, actor: str
         except IntegrityError:
             continue
         reached += 1
-        _act(budget, spent, start, end, at, workspace_id=workspace_id, actor=actor)
+        _act(
+            budget, spent, start, end, at,
+            workspace_id=workspace_id, actor=actor, attempt_id=attempt_id,
+        )  # fmt: skip
     return reached
 
 
@@ -207,6 +213,7 @@ def _act(
     *,
     workspace_id: int,
     actor: str,
+    attempt_id: int,
 ) -> None:
     lane = lane_slug(budget.lane_id)
     message = budget_message(
@@ -244,6 +251,9 @@ def _act(
         kind=EventKind.BUDGET,
         at=at,
         actor=actor,
+        # The hand and attempt whose report reached it: a lane-limited supervisor sees it too.
+        hand=actor,
+        attempt_id=attempt_id,
         data={**notice, "attempts": affected},
     )
 

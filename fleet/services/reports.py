@@ -536,6 +536,7 @@ def attempt_report(
             lane_id=attempt.lane_id,
             at=lease.server_time,
             actor=hand.name,
+            attempt_id=attempt.pk,
         ):
             attempt.refresh_from_db(fields=["directive", "budget_notice", "budget_until"])
     return renewed, AttemptView(attempt, lease)

@@ -169,6 +169,7 @@ def test_supervisors_create_list_and_update_budgets(
     assert (changed.json()["limit_usd"], changed.json()["action"]) == ("7.500000", "stop")
     error_of(boss.patch(f"/budgets/{made['id']}", {"limit_usd": None}), 400, "validation_error")
     error_of(boss.patch("/budgets/999999", {"action": "stop"}), 404, "not_found")
+    error_of(boss.patch(f"/budgets/{made['id']}", {}), 400, "validation_error")
 
 
 def make_budget_raw(boss: Api, **body):  # noqa: ANN003, ANN201
@@ -206,6 +207,7 @@ def test_reaching_a_budget_pauses_the_lane_says_so_and_refuses_claims_until_the_
     assert (beat["directive"], beat["budget"]["action"]) == ("stop", "pause")
     assert boss.get(f"/attempts/{a['id']}").json()["budget"]["spent_usd"] == "5.000000"
     [event] = Event.objects.filter(kind="budget")
+    assert (event.actor, event.hand, event.attempt_id) == ("hand-a", "hand-a", a["id"])
     assert (event.actor, event.data["attempts"], event.data["spent_usd"]) == (
         "hand-a",
         sorted([a["id"], b["id"]]),
