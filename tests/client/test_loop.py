@@ -128,3 +128,36 @@ def test_report_progress_takes_cost_and_says_the_budget(gc: Fleet, lane) -> None
     row = Report.objects.get(attempt=record, kind="progress")
     assert (row.tokens_in, row.tokens_out, row.cost_usd) == (900, 100, Decimal("0.25"))
     assert refused.is_error and "tokens_in" in text(refused)
+
+
+def test_every_report_method_sends_the_cost_as_decimal_text() -> None:
+    import asyncio
+
+    import httpx
+    from groundcontrol_client import AsyncClient
+
+    from tests.client.fakes import KEY, URL, FakeServer
+
+    fake = FakeServer()
+    client = fake.client()
+    attempt = client.claim(12, process_id="p")
+    client.report(attempt.id, fence=attempt.fence, process_id="p", tokens_in=5, cost_usd=0.1)
+
+    async def send() -> None:
+        async with AsyncClient(URL, KEY, transport=httpx.MockTransport(fake.handle)) as aclient:
+            await aclient.report(
+                attempt.id, fence=attempt.fence, process_id="p", kind="note", message="m",
+                tokens_out=7, cost_usd=Decimal("2.50"),
+            )  # fmt: skip
+
+    asyncio.run(send())
+    sent = fake.calls("/reports")
+    assert {k: sent[-2][k] for k in ("tokens_in", "cost_usd")} == {
+        "tokens_in": 5,
+        "cost_usd": "0.1",
+    }
+    assert "tokens_out" not in sent[-2]
+    assert {k: sent[-1][k] for k in ("tokens_out", "cost_usd")} == {
+        "tokens_out": 7,
+        "cost_usd": "2.50",
+    }
