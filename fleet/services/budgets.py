@@ -14,7 +14,7 @@ a pause the budget set is lifted by a supervisor's directive, as any other.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -40,6 +40,11 @@ from leases.models import EventKind
 from leases.services import validate_choice
 
 BUDGET_ACTOR = "budget"
+
+
+def _iso(instant: datetime) -> str:
+    """A time as every answer writes it (UTC, with Z)."""
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _money(value: Decimal | None) -> str | None:
@@ -228,8 +233,8 @@ def _act(
         "budget": budget.pk,
         "lane": lane,
         "period": budget.period,
-        "period_start": start.isoformat(),
-        "period_end": end.isoformat(),
+        "period_start": _iso(start),
+        "period_end": _iso(end),
         "spent_usd": money_text(spent.cost_usd),
         "limit_usd": money_text(budget.limit_usd),
         "spent_tokens": spent.tokens,
@@ -278,10 +283,9 @@ def refuse_over_budget(*, lane_id: int) -> None:
         action=budget.action,
     )
     raise BudgetReached(
-        f"{message}; claims in the lane wait for the next period (from "
-        f"{hit.period_end.isoformat()})",
+        f"{message}; claims in the lane wait for the next period (from {_iso(hit.period_end)})",
         lane=lane_slug(lane_id),
         period=budget.period,
-        period_end=hit.period_end.isoformat(),
+        period_end=_iso(hit.period_end),
         action=budget.action,
     )

@@ -193,8 +193,8 @@ def test_reaching_a_budget_pauses_the_lane_says_so_and_refuses_claims_until_the_
         "budget": budget["id"],
         "lane": "rewalk",
         "period": "day",
-        "period_start": "2030-01-01T00:00:00+00:00",
-        "period_end": "2030-01-02T00:00:00+00:00",
+        "period_start": "2030-01-01T00:00:00Z",
+        "period_end": "2030-01-02T00:00:00Z",
         "spent_usd": "5.000000",
         "limit_usd": "5.000000",
         "spent_tokens": 0,
@@ -220,7 +220,7 @@ def test_reaching_a_budget_pauses_the_lane_says_so_and_refuses_claims_until_the_
         api_b.post(f"/runs/{run.pk}/claim", {"process_id": "x"}), 409, "budget_reached"
     )
     assert error["lane"] == "rewalk" and error["action"] == "pause"
-    assert error["period_end"] == "2030-01-02T00:00:00+00:00"
+    assert error["period_end"] == "2030-01-02T00:00:00Z"
     assert "lane rewalk has spent its daily budget ($5.00 of $5.00)" in error["message"]
     listed = boss.get("/budgets").json()[0]
     assert listed["reached_at"] == "2030-01-01T23:58:00Z"

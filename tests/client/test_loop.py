@@ -40,11 +40,10 @@ def test_the_notices_say_idle_and_budget_in_words() -> None:
     assert said.startswith("idle: no progress reported for over 600 s (since 2030-01-01T12:00")
     budget = {
         "message": "lane docs has spent its daily budget ($5.00 of $5.00): pause",
-        "period_end": "2030-01-02T00:00:00+00:00",
+        "period_end": "2030-01-02T00:00:00Z",
     }
     assert attempt_notices({"budget": budget}) == [
-        "lane docs has spent its daily budget ($5.00 of $5.00): pause "
-        "(until 2030-01-02T00:00:00+00:00)"
+        "lane docs has spent its daily budget ($5.00 of $5.00): pause (until 2030-01-02T00:00:00Z)"
     ]
 
 
@@ -87,7 +86,7 @@ def test_the_client_and_gctl_report_cost_and_gctl_says_the_budget(gc: Fleet, lan
     assert lines[0].startswith("renewed; attempt ") and "directive pause" in lines[0]
     assert lines[1] == (
         "lane rewalk has spent its daily budget ($5.02 of $5.00): pause "
-        f"(until {BudgetHit.objects.get().period_end.isoformat()})"
+        f"(until {BudgetHit.objects.get().period_end.isoformat().replace('+00:00', 'Z')})"
     )
     row = Report.objects.get(attempt_id=claimed["id"], kind="progress")
     assert (row.tokens_in, row.tokens_out, row.cost_usd) == (1200, 300, Decimal("0.12"))
