@@ -3,6 +3,8 @@ with their reports. Slots and attempts stand on `leases.Lease`; nothing here is 
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db import models
 from django.db.models.functions import Now
 
@@ -197,9 +199,13 @@ class Report(models.Model):
     percent = models.FloatField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
     # What the hand says the work cost since its last report (fleet/costs.py sums them on read).
-    tokens_in = models.BigIntegerField(db_default=0)
-    tokens_out = models.BigIntegerField(db_default=0)
-    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, db_default=0)
+    # The database's default serves the renewing statement's INSERT, which leaves them out; the
+    # Python one, an unsaved report (the admin's add page shows it).
+    tokens_in = models.BigIntegerField(default=0, db_default=0)
+    tokens_out = models.BigIntegerField(default=0, db_default=0)
+    cost_usd = models.DecimalField(
+        max_digits=14, decimal_places=6, default=Decimal(0), db_default=Decimal(0)
+    )
 
     class Meta:
         indexes = [
