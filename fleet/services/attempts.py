@@ -52,7 +52,6 @@ def attempt_claim(
     validate_name(process_id, field="process_id")
     run = run_get(workspace_id=hand.workspace_id, run_id=run_id, lane_id=lane_id)
     _refuse_closed_run(run)
-    refuse_over_budget(lane_id=run.work_package.lane_id)
     slots = list(Slot.objects.filter(run=run).order_by("index").values_list("index", "lease_id"))
     if slot is not None:
         if isinstance(slot, bool) or not isinstance(slot, int) or not (0 <= slot < len(slots)):
@@ -64,6 +63,9 @@ def attempt_claim(
     else:
         candidates = [lease_id for _, lease_id in slots]
     with transaction.atomic():
+        # In the claim's transaction, behind the lane's budget locks: a report reaching the
+        # budget meanwhile has either stamped this attempt too or been seen (budgets.py).
+        refuse_over_budget(lane_id=run.work_package.lane_id)
         lease = engine.take_first_free(
             workspace_id=hand.workspace_id,
             lease_ids=candidates,

@@ -264,7 +264,11 @@ def _act(
 
 
 def refuse_over_budget(*, lane_id: int) -> None:
-    """`budget_reached` for a claim in a lane whose budget for the current period is reached."""
+    """`budget_reached` for a claim in a lane whose budget for the current period is reached.
+    Inside the claim's transaction it takes the lane's budget locks first (none: no budget, no
+    lock), so a claim and the report that reaches a budget are one after the other: the claim
+    sees the hit and is refused, or its attempt is open when the report stamps the lane's."""
+    budgets_lock(lane_id=lane_id)
     hit = (
         BudgetHit.objects.filter(budget__lane_id=lane_id, period_end__gt=now_expression())
         .select_related("budget")

@@ -6,8 +6,10 @@ the lane and fire one `budget` event per period."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime
 from decimal import Decimal
+from unittest import mock
 
 import pytest
 from django.db import connection
@@ -17,7 +19,7 @@ from fleet.services import attempts as attempt_services
 from fleet.services import budgets as budget_services
 from fleet.services import reports as report_services
 from hands import services as hand_services
-from leases import clock
+from leases import clock, engine
 from leases.models import Event
 from tests.api.conftest import Api, error_of, mint
 from tests.api.test_hand_calls import claim, report
@@ -324,3 +326,68 @@ def test_many_reports_crossing_a_budget_at_once_fire_it_once(
     assert BudgetHit.objects.count() == 1
     assert set(Attempt.objects.values_list("directive", flat=True)) == {"pause"}
     assert Attempt.objects.filter(budget_notice__isnull=False).count() == 8
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_racing_the_report_that_reaches_the_budget_is_refused_or_told(
+    owner, teammate, make_run, lane, frozen_clock: datetime
+) -> None:
+    from apikit.errors import GroundControlError
+
+    budget_services.budget_create(lane=lane, period="day", action="pause", limit_usd=Decimal(1))
+    spenders = make_run(slots=4, heartbeat_interval_s=100, grace_s=60)
+    views = [
+        attempt_services.attempt_claim(hand=owner, run_id=spenders.pk, process_id=f"p{i}")
+        for i in range(4)
+    ]
+    claimed = make_run(slots=4, heartbeat_interval_s=100, grace_s=60)
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+    refused: list[str] = []
+
+    def spend(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            time.sleep(0.1)  # while the claims are between their check and their slot
+            report_services.attempt_report(
+                hand=owner, attempt_id=views[i].attempt.pk, fence=1, kind="note",
+                process_id=f"p{i}", message="spent", cost_usd=Decimal("0.25"),
+            )  # fmt: skip
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    def take(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            attempt_services.attempt_claim(hand=teammate, run_id=claimed.pk, process_id=f"c{i}")
+        except GroundControlError as error:
+            refused.append(error.code)
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    real_take = engine.take_first_free
+
+    def slow_take(**kwargs):  # noqa: ANN003, ANN202
+        # The claims' window, wide open: checked the budget, not yet holding a slot.
+        time.sleep(0.4)
+        return real_take(**kwargs)
+
+    threads = [threading.Thread(target=spend, args=(i,)) for i in range(4)]
+    threads += [threading.Thread(target=take, args=(i,)) for i in range(4)]
+    with mock.patch.object(engine, "take_first_free", slow_take):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not errors, errors
+    assert set(refused) <= {"budget_reached"}
+    # Every attempt open in the lane now was told: none slipped in beside the budget's update.
+    open_attempts = Attempt.objects.filter(lane=lane, end=None)
+    assert open_attempts.count() == 4 + 4 - len(refused)
+    assert not open_attempts.filter(budget_notice__isnull=True).exists()
+    assert set(open_attempts.values_list("directive", flat=True)) == {"pause"}
