@@ -100,6 +100,13 @@ class ErrorDetailSerializer(serializers.Serializer):
         help_text="no_open_slot: the soonest end of a holder's current renewal window",
     )
     run_state = serializers.CharField(required=False, help_text="run_closed: closed or done")
+    period = serializers.CharField(required=False, help_text="budget_reached: day or week")
+    period_end = serializers.DateTimeField(
+        required=False, help_text="budget_reached: when the period ends and claims resume"
+    )
+    action = serializers.CharField(
+        required=False, help_text="budget_reached: the budget's action (pause or stop)"
+    )
     lane = serializers.CharField(required=False, allow_null=True, help_text="scope_denied")
     idempotency_key = serializers.CharField(required=False, help_text="idempotency_conflict")
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from django import forms
 
 from apikit.errors import ValidationFailed
 from dashboard.pages import STATES
-from fleet.models import Directive
-from fleet.services.plan import MAX_SLOTS
+from fleet.models import BudgetAction, BudgetPeriod, Directive, IdleDirective
+from fleet.services.plan import MAX_PROGRESS_TIMEOUT_S, MAX_SLOTS, MIN_PROGRESS_TIMEOUT_S
 from hands import capabilities as hand_capabilities
 from hands.models import Lane, Role, Scope
 from leases.models import EventKind
@@ -36,6 +37,7 @@ REFUSAL_CODES = [
     "process_mismatch",
     "run_closed",
     "capability_missing",
+    "budget_reached",
     "slot_not_done",
     "payload_too_large",
     "evidence_missing",
@@ -181,6 +183,27 @@ class CapabilitiesField(forms.CharField):
             return hand_capabilities.normalise(tags)
         except ValidationFailed as error:
             raise forms.ValidationError(error.message) from None
+
+
+class RunIdleForm(forms.Form):
+    progress_timeout_s = forms.IntegerField(
+        required=False,
+        min_value=MIN_PROGRESS_TIMEOUT_S,
+        max_value=MAX_PROGRESS_TIMEOUT_S,
+        label="Progress timeout (s)",
+        help_text="A live hand that reports no progress this long is flagged idle; empty: never.",
+    )
+    idle_directive = forms.ChoiceField(choices=IdleDirective.choices, label="When idle")
+
+
+class BudgetForm(forms.Form):
+    period = forms.ChoiceField(choices=BudgetPeriod.choices)
+    limit_usd = forms.DecimalField(
+        required=False, min_value=Decimal("0.000001"), max_digits=14, decimal_places=6,
+        label="Limit (USD)",
+    )  # fmt: skip
+    limit_tokens = forms.IntegerField(required=False, min_value=1, label="Limit (tokens)")
+    action = forms.ChoiceField(choices=BudgetAction.choices)
 
 
 class HandCreateForm(forms.Form):

@@ -31,6 +31,8 @@ from django.db.models import (
 
 from apikit.errors import NotFound
 from evidence.models import Evidence
+from fleet.costs import budget_notice_now
+from fleet.idle import is_idle
 from fleet.models import Attempt, Report, Run, Slot, SlotState, WorkPackage
 from fleet.selectors import (
     ATTEMPT_STATES,
@@ -174,6 +176,18 @@ class AttemptRow:
     def is_open(self) -> bool:
         return self.state in NEXT_LABELS
 
+    @property
+    def idle(self) -> bool:  # fleet/idle.py
+        a = self.attempt
+        return is_idle(
+            state=self.state, progress_timeout_s=a.progress_timeout_s,
+            last_progress_at=a.last_progress_at, claimed_at=a.claimed_at, now=self.now,
+        )  # fmt: skip
+
+    @property
+    def budget(self) -> Any:
+        return budget_notice_now(self.attempt.budget_notice, self.attempt.budget_until, self.now)
+
     def fingerprint_part(self) -> tuple[Any, ...]:
         a = self.attempt
         return (
@@ -183,6 +197,8 @@ class AttemptRow:
             a.end,
             self.last_seen_at,
             a.progress_percent,
+            self.idle,
+            bool(self.budget),
             self.lease.fence,
             self.lease.deadline,
             a.run.state,  # the run's badge: done by its last finish, reopened by a supervisor

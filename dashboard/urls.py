@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard.views import friction, people, pools, records, schedules, work
+from dashboard.views import friction, loop, people, pools, records, schedules, work
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("login/", people.ThrottledLoginView.as_view(), name="login"),
@@ -35,9 +35,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
         schedules.integration_delete,
         name="integration-delete",
     ),
+    path("lanes/<slug:slug>/budgets/", loop.budget_save, name="budget-save"),
     path("work-packages/<int:pk>/", work.work_package_detail, name="work-package"),
     path("runs/<int:pk>/", work.run_detail, name="run"),
     path("runs/<int:pk>/close/", work.run_close, name="run-close"),
+    path("runs/<int:pk>/idle/", loop.run_idle, name="run-idle"),
     path("runs/<int:pk>/slots/new/", work.run_add_slots, name="run-add-slots"),
     path("runs/<int:pk>/slots/<int:index>/reopen/", work.slot_reopen, name="slot-reopen"),
     path("attempts/<int:pk>/directive/", work.attempt_directive, name="attempt-directive"),

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from fleet.models import Attempt, Report, Run, Slot, WorkPackage
+from fleet.models import Attempt, Budget, BudgetHit, Report, Run, Slot, WorkPackage
 from leases.admin import StampedAdmin
 
 
@@ -33,3 +33,25 @@ class AttemptAdmin(StampedAdmin):
 class ReportAdmin(StampedAdmin):
     list_display = ("attempt", "kind", "at", "renewed", "percent")
     list_filter = ("kind", "renewed")
+
+
+@admin.register(Budget)
+class BudgetAdmin(StampedAdmin):
+    """Shown only: budgets change through their service (REST, the lane page), which lifts a
+    period's hit when its limits change."""
+
+    list_display = ("lane", "period", "limit_usd", "limit_tokens", "action")
+    list_filter = ("period", "action")
+    readonly_fields = [f.name for f in Budget._meta.fields]
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False
+
+
+@admin.register(BudgetHit)
+class BudgetHitAdmin(admin.ModelAdmin):
+    list_display = ("budget", "period_start", "at", "spent_usd", "spent_tokens")
+    readonly_fields = [f.name for f in BudgetHit._meta.fields]
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False

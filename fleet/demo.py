@@ -11,7 +11,8 @@ hand that speaks to the server only over REST, through the project's own client
             run (a finished slot is done: it is never claimed again);
 - waiter:   claims, is denied the `migrations` lock (lease_held) and waits, heartbeating; gives
             up after a while, files a friction report linking those denials
-            (`demo_loop.demo_friction`) and releases its slot with a reason; then again.
+            (`demo_loop.demo_friction`) and releases its slot with a reason; then again;
+- idle:     heartbeats and spends tokens but never reports progress (fleet/demo_loop.py).
 
 A hand whose run is done asks the demo's planner (a key with the `plan` scope, over the same
 REST API) for a new run like it, as a supervisor would plan the next piece of work.
@@ -37,6 +38,7 @@ import httpx
 from groundcontrol_client.errors import describe_holder
 
 from apikit.errors import GroundControlError
+from fleet import demo_loop
 from fleet.demo_loop import demo_friction, demo_handoff
 from fleet.models import Attempt, Run
 from fleet.services import attempts as attempt_services
@@ -522,6 +524,17 @@ class DemoFleet:
             )
             for name in HAND_NAMES
         ]
+        # The supervisor's loop (fleet/demo_loop.py): an idle hand, spending tokens.
+        self.hands.append(
+            demo_loop.demo_idle(
+                workspace_id=plan.workspace_id,
+                work_package_id=plan.work_package_id,
+                url=url,
+                timings=timings,
+                stopping=self.stopping,
+                say=say,
+            )
+        )
         by_name = {hand.name: hand for hand in self.hands}
         by_name["demo-waiter"].lock_holder = by_name["demo-healthy"]  # type: ignore[attr-defined]
 

@@ -34,3 +34,10 @@ class CapabilityMissing(GroundControlError):
 
     code = "capability_missing"
     http_status = 409
+
+
+class BudgetReached(GroundControlError):
+    """A claim in a lane whose budget for the current period has been reached."""
+
+    code = "budget_reached"
+    http_status = 409

@@ -69,6 +69,7 @@ _PLAIN_ACCEPT = frozenset({None, "*/*", JSON, "application/*"})
 _PLAIN_CONTENT_TYPES = frozenset({JSON, "application/json; charset=utf-8"})
 _REPORT_KINDS = frozenset(ReportKind.values)
 _HEARTBEAT = ReportKind.HEARTBEAT.value
+_COST_FIELDS = frozenset({"tokens_in", "tokens_out", "cost_usd"})
 _UTC_Z = orjson.OPT_UTC_Z
 # 2**63 has 19 digits: a run this long may be an integer orjson would read as a float.
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
@@ -427,6 +428,9 @@ class Report(HotCall):
         }
         if kind == _HEARTBEAT and len(data) == 3:  # the fleet's most frequent call: nothing else
             return Prepared("heartbeat", params)
+        if not _COST_FIELDS.isdisjoint(data):
+            # A costed report judges the lane's budgets (fleet/services/budgets.py): the DRF view.
+            return None
         message, percent, details = data.get("message"), data.get("percent"), data.get("details")
         if (
             (message is not None and plain_text(message, max_length=MAX_REASON) is None)

@@ -3,6 +3,8 @@ with their reports. Slots and attempts stand on `leases.Lease`; nothing here is 
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db import models
 from django.db.models.functions import Now
 
@@ -57,6 +59,12 @@ class EvidenceGrade(models.TextChoices):
 GRADE_ORDER = [grade.value for grade in EvidenceGrade]
 
 
+class IdleDirective(models.TextChoices):
+    NONE = "none"
+    PAUSE = "pause"
+    STOP = "stop"
+
+
 class Run(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     work_package = models.ForeignKey(WorkPackage, on_delete=models.CASCADE, related_name="runs")
@@ -71,6 +79,11 @@ class Run(models.Model):
     heartbeat_interval_s = models.PositiveIntegerField(default=DEFAULT_HEARTBEAT_INTERVAL_S)
     grace_s = models.PositiveIntegerField(default=DEFAULT_GRACE_S)
     slot_count = models.PositiveIntegerField(default=1)
+    # A live hand that reports no progress this long is idle (fleet/idle.py); None: never.
+    # Copied into each attempt at its claim, as the interval and grace are into its lease.
+    progress_timeout_s = models.PositiveIntegerField(null=True, blank=True)
+    # What the idle sweep sets on an attempt that turns idle (never weakening a stop).
+    idle_directive = models.CharField(max_length=8, choices=IdleDirective.choices, default="none")
     state = models.CharField(max_length=8, choices=RunState.choices, default=RunState.OPEN)
     created_at = models.DateTimeField(db_default=Now())
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -140,6 +153,15 @@ class Attempt(models.Model):
     end_reason = models.CharField(max_length=2000, blank=True, default="")
     summary = models.TextField(blank=True, default="")
     progress_percent = models.FloatField(null=True, blank=True)
+    # Idle (fleet/idle.py): the run's progress_timeout_s at the claim, the last report that was
+    # not a bare heartbeat, and the sticky flag the idle sweep sets (a progress report clears it).
+    progress_timeout_s = models.PositiveIntegerField(null=True, blank=True)
+    last_progress_at = models.DateTimeField(null=True, blank=True)
+    idle_since = models.DateTimeField(null=True, blank=True)
+    # The lane budget reached while this attempt was open (fleet/budgets.py): what every answer
+    # to the hand says until `budget_until`, the end of the budget's period.
+    budget_notice = models.JSONField(null=True, blank=True)
+    budget_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -150,6 +172,12 @@ class Attempt(models.Model):
             models.Index(fields=["workspace", "end", "lane"], name="attempt_open_idx"),
             models.Index(fields=["hand", "-id"], name="attempt_hand_idx"),
             models.Index(fields=["run", "slot"], name="attempt_run_idx"),
+            # The idle sweep's candidates: open, with a timeout, not yet flagged.
+            models.Index(
+                fields=["claimed_at"],
+                name="attempt_idle_idx",
+                condition=models.Q(end=None, idle_since=None, progress_timeout_s__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -172,12 +200,85 @@ class Report(models.Model):
     message = models.TextField(blank=True, default="")
     percent = models.FloatField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
+    # What the hand says the work cost since its last report (fleet/costs.py sums them on read).
+    # The database's default serves the renewing statement's INSERT, which leaves them out; the
+    # Python one, an unsaved report (the admin's add page shows it).
+    tokens_in = models.BigIntegerField(default=0, db_default=0)
+    tokens_out = models.BigIntegerField(default=0, db_default=0)
+    cost_usd = models.DecimalField(
+        max_digits=14, decimal_places=6, default=Decimal(0), db_default=Decimal(0)
+    )
 
     class Meta:
         indexes = [
             models.Index(fields=["attempt", "-id"], name="report_attempt_idx"),
             models.Index(fields=["at"], name="report_at_idx"),
+            # The costed reports only (a heartbeat costs nothing and pays nothing for it): the
+            # totals and the budgets' spend read them by time.
+            models.Index(
+                fields=["at", "attempt"],
+                name="report_cost_idx",
+                condition=models.Q(cost_usd__gt=0)
+                | models.Q(tokens_in__gt=0)
+                | models.Q(tokens_out__gt=0),
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.kind} on attempt {self.attempt_id}"
+
+
+class BudgetPeriod(models.TextChoices):
+    DAY = "day"
+    WEEK = "week"  # ISO weeks, from Monday 00:00 UTC
+
+
+class BudgetAction(models.TextChoices):
+    PAUSE = "pause"
+    STOP = "stop"
+
+
+class Budget(models.Model):
+    """A lane's spend limit per UTC day or week: cost, tokens (in + out), or both; reached when
+    either is. Enforced by the report that reaches it (fleet/budgets.py)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    lane = models.ForeignKey(Lane, on_delete=models.CASCADE, related_name="budgets")
+    period = models.CharField(max_length=8, choices=BudgetPeriod.choices)
+    limit_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    limit_tokens = models.BigIntegerField(null=True, blank=True)
+    action = models.CharField(max_length=8, choices=BudgetAction.choices)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "lane", "period"], name="budget_unique_period"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lane_id} {self.period}"
+
+
+class BudgetHit(models.Model):
+    """A budget reached in one period: inserted once (its unique key), by the report that
+    reached it, with what was spent then."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="hits")
+    period_start = models.DateTimeField()
+    period_end = models.DateTimeField()
+    at = models.DateTimeField()
+    spent_usd = models.DecimalField(max_digits=14, decimal_places=6)
+    spent_tokens = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "budget", "period_start"], name="budget_hit_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"budget {self.budget_id} at {self.period_start:%Y-%m-%d}"

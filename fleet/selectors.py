@@ -15,6 +15,7 @@ from django.db.models import BooleanField, Case, CharField, F, Q, QuerySet, Valu
 from django.db.models.expressions import RawSQL
 
 from apikit.errors import NotFound
+from fleet.idle import idle_q
 from fleet.models import Attempt, AttemptEnd, Run, RunState, Slot, SlotState, WorkPackage
 from hands import capabilities as hand_capabilities
 from hands.models import Hand, HandKey, Lane
@@ -82,6 +83,11 @@ class ReportedAttempt:
     end_reason: str
     summary: str
     progress_percent: float | None
+    progress_timeout_s: int | None
+    last_progress_at: datetime | None
+    idle_since: datetime | None
+    budget_notice: Any
+    budget_until: datetime | None
     hand: Named
     slot: Named
     lane: Named
@@ -369,8 +375,10 @@ def attempts_list(
     hand_name: str = "",
     run_id: int | None = None,
     lane_id: int | None = None,
+    idle: bool | None = None,
 ) -> QuerySet[Attempt]:
-    """Attempts of the workspace; `state` as `attempt_state` computes it, in SQL."""
+    """Attempts of the workspace; `state` as `attempt_state` computes it, in SQL; `idle` as
+    fleet/idle.py does."""
     attempts = attempts_base().filter(workspace_id=workspace_id)
     if lane_id is not None:
         attempts = attempts.filter(lane_id=lane_id)
@@ -382,6 +390,9 @@ def attempts_list(
         attempts = attempts.filter(run_id=run_id)
     if state:
         attempts = attempts.filter(tenure_state_q(state, now_expression()))
+    if idle is not None:
+        q = idle_q(now_expression())
+        attempts = attempts.filter(q if idle else ~q)
     return attempts
 
 

@@ -10,6 +10,7 @@ from apikit.api import NotFoundView
 from evidence import api as evidence
 from fleet import hot
 from fleet.api import attempts as attempts_api
+from fleet.api import costs as costs_api
 from fleet.api import fences as fences_api
 from fleet.api import handoffs as handoffs_api
 from fleet.api import records as records_api
@@ -134,6 +135,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
         attempts_api.DirectiveApi.as_view(),
         name="api-directive",
     ),
+    path("costs", costs_api.CostsApi.as_view(), name="api-costs"),
+    path("budgets", costs_api.BudgetsApi.as_view(), name="api-budgets"),
+    path("budgets/<int:budget_id>", costs_api.BudgetApi.as_view(), name="api-budget"),
     path("refusals", records_api.RefusalsApi.as_view(), name="api-refusals"),
     path("events", records_api.EventsApi.as_view(), name="api-events"),
     # Friction: what got in the way, and the refused calls it refers to

@@ -304,6 +304,8 @@ LOGGING = {
 # One table of jobs serves both topologies: Celery beat enqueues it in production, and the
 # embedded scheduler (groundcontrol/scheduler.py) runs the same tasks on a timer in-process.
 GC_REVOKE_KEYS_INTERVAL_S = env_float("GC_REVOKE_KEYS_INTERVAL_S", 30.0, minimum=0.1)
+# How often the idle sweep flags hands that heartbeat without progress (fleet/idle_sweep.py).
+GC_IDLE_INTERVAL_S = env_float("GC_IDLE_INTERVAL_S", 30.0, minimum=0.1)
 GC_WEBHOOK_INTERVAL_S = env_float("GC_WEBHOOK_INTERVAL_S", 2.0, minimum=0.1)
 GC_RETENTION_INTERVAL_S = env_float("GC_RETENTION_INTERVAL_S", 3600.0, minimum=1.0)
 # How often the beat job makes the schedules' due packages (schedules/jobs.py): a period's
@@ -353,6 +355,7 @@ def _every(task: str, interval_s: float) -> dict[str, object]:
 CELERY_BEAT_SCHEDULE = {
     "sweep-leases": _every("fleet.sweep_leases", GC_SWEEP_INTERVAL_S),
     "revoke-keys": _every("fleet.revoke_keys", GC_REVOKE_KEYS_INTERVAL_S),
+    "flag-idle": _every("fleet.flag_idle", GC_IDLE_INTERVAL_S),
     "deliver-webhooks": _every("fleet.deliver_webhooks", GC_WEBHOOK_INTERVAL_S),
     "prune-records": _every("fleet.prune_records", GC_RETENTION_INTERVAL_S),
     "plan-schedules": _every("schedules.plan", GC_SCHEDULE_INTERVAL_S),

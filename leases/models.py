@@ -171,6 +171,8 @@ class EventKind(models.TextChoices):
     HANDOFF_RELEASED = "handoff_released"
     HANDOFF_GRANTED = "handoff_granted"
     HANDOFF_WITHDRAWN = "handoff_withdrawn"
+    IDLE = "idle"
+    BUDGET = "budget"
 
 
 class Event(models.Model):

@@ -18,6 +18,7 @@ from django.db import connection
 from django.db.models import F
 
 from fleet import jobs as fleet_jobs
+from fleet.idle_sweep import IdleResult, attempts_flag_idle
 from fleet.jobs import KeyRevokeResult, SweepResult
 from fleet.models import Attempt, Report
 from fleet.selectors import tenure_state_sql
@@ -113,6 +114,15 @@ def schedules_plan() -> PlanResult:
     """The schedules' due packages (`schedules.jobs.schedules_run`). A run the database's outage
     stops (before its first statement) raises, and the next tick tries again."""
     return schedule_jobs.schedules_run()
+
+
+@recorded("flag_idle")
+def idle_flag() -> IdleResult:
+    """The idle sweep (`fleet.idle_sweep.attempts_flag_idle`); its events go out to webhooks."""
+    result = attempts_flag_idle()
+    if result.events:
+        webhooks_kick()
+    return result
 
 
 # --- Webhooks ----------------------------------------------------------------------------------

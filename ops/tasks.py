@@ -24,6 +24,11 @@ def revoke_keys() -> dict[str, Any]:
     return jobs.keys_revoke_due().as_dict()
 
 
+@shared_task(name="fleet.flag_idle", ignore_result=True)
+def flag_idle() -> dict[str, Any]:
+    return jobs.idle_flag().as_dict()
+
+
 @shared_task(name="fleet.deliver_webhooks", ignore_result=True)
 def deliver_webhooks() -> dict[str, Any]:
     return jobs.webhooks_deliver().as_dict()

@@ -6,6 +6,7 @@ from groundcontrol_client.async_runtime import AsyncClaimedAttempt, AsyncHand, A
 from groundcontrol_client.client import Client, RetryPolicy, __version__, run_plan
 from groundcontrol_client.errors import (
     AuthFailed,
+    BudgetReached,
     CapabilityMissing,
     ConfigError,
     ConnectionFailed,
@@ -114,6 +115,7 @@ __all__ = [
     "RunClosed",
     "Schedule",
     "ScheduleTry",
+    "BudgetReached",
     "ScopeDenied",
     "ServerError",
     "Slot",

@@ -13,6 +13,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -46,6 +47,7 @@ from groundcontrol_client.errors import (
 )
 from groundcontrol_client.friction import AsyncFrictionCalls
 from groundcontrol_client.grades import Attestation, GradedEvidence
+from groundcontrol_client.loop import cost_fields
 from groundcontrol_client.models import (
     Attempt,
     Brief,
@@ -251,6 +253,9 @@ class AsyncClient(AsyncFrictionCalls):
         message: str | None = None,
         percent: float | None = None,
         details: Mapping[str, Any] | None = None,
+        tokens_in: int | None = None,
+        tokens_out: int | None = None,
+        cost_usd: Decimal | str | float | None = None,
         give_up_at: float | None = None,
         timeout: float | None = None,
     ) -> ReportResult:
@@ -262,6 +267,7 @@ class AsyncClient(AsyncFrictionCalls):
                 "message": message,
                 "percent": percent,
                 "details": dict(details) if details is not None else None,
+                **cost_fields(tokens_in, tokens_out, cost_usd),
             }
         )
         data = await self.request(

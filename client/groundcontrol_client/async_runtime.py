@@ -297,8 +297,10 @@ class AsyncClaimedAttempt(AttemptView, _AsyncKeeper):
         percent: float | None = None,
         kind: str = "progress",
         details: Mapping[str, Any] | None = None,
+        **cost: Any,
     ) -> ReportResult:
-        """Progress; renews like a heartbeat, retried through an outage to the give-up point."""
+        """Progress (`cost`: as Client.report); renews like a heartbeat, retried through an
+        outage to the give-up point."""
         sent_at, result = await self._persist(
             "report",
             lambda timeout: self.client.report(
@@ -309,6 +311,7 @@ class AsyncClaimedAttempt(AttemptView, _AsyncKeeper):
                 message=message,
                 percent=percent,
                 details=details,
+                **cost,
                 give_up_at=self.tenure.give_up_at,
                 timeout=timeout,
             ),

@@ -105,7 +105,12 @@ def cmd_report(client: Client, args: argparse.Namespace) -> Result:
             process_id=process_id,
             message=args.message,
             percent=args.percent,
+            tokens_in=args.tokens_in,
+            tokens_out=args.tokens_out,
+            cost_usd=args.cost,
         )
+    except ValueError as error:  # a --cost that is no amount
+        raise UsageError(str(error)) from None
     except ProcessMismatch as error:
         if not _inside_wrapper(args, attempt_id):
             raise

@@ -20,6 +20,7 @@ from groundcontrol_client.errors import (
     TenureLost,
     describe,
 )
+from groundcontrol_client.loop import attempt_notices
 from groundcontrol_client.models import Attempt, describe_window
 from groundcontrol_client.wrappers import (
     EXIT_AUTH,
@@ -76,10 +77,12 @@ def label_for(error: GroundControlError) -> str:
 
 
 def attempt_line(attempt: Attempt) -> str:
+    """The attempt in a line, and each notice its answer carries (idle, a budget) on its own."""
     return (
         f"attempt {attempt.id}: run {attempt.run} slot {attempt.slot}, fence {attempt.fence}, "
         f"{attempt.state}, directive {attempt.directive}"
         + describe_window(attempt.lease.expires_in_s)
+        + "".join(f"\n{notice}" for notice in attempt_notices(attempt.raw))
     )
 
 

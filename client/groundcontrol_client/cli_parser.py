@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("attempt", nargs="?", help=attempt_help)
     p.add_argument("--message", "-m", help="what happened, for the supervisor")
     p.add_argument("--percent", type=float, help="how far along, 0 to 100")
+    p.add_argument("--tokens-in", type=int, help="input tokens used since the last report")
+    p.add_argument("--tokens-out", type=int, help="output tokens used since the last report")
+    p.add_argument("--cost", help="what the work cost since the last report, in US dollars")
     p.add_argument(
         "--kind",
         default="progress",

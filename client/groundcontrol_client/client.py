@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
@@ -38,6 +39,7 @@ from groundcontrol_client.friction import FrictionCalls
 from groundcontrol_client.grades import Attestation, GradedEvidence
 from groundcontrol_client.handoff_calls import HandoffCalls
 from groundcontrol_client.handoffs import pending_list
+from groundcontrol_client.loop import cost_fields
 from groundcontrol_client.models import (
     Attempt,
     Brief,
@@ -412,6 +414,9 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         message: str | None = None,
         percent: float | None = None,
         details: Mapping[str, Any] | None = None,
+        tokens_in: int | None = None,
+        tokens_out: int | None = None,
+        cost_usd: Decimal | str | float | None = None,
         give_up_at: float | None = None,
         timeout: float | None = None,
     ) -> ReportResult:
@@ -424,6 +429,7 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
                 "message": message,
                 "percent": percent,
                 "details": dict(details) if details is not None else None,
+                **cost_fields(tokens_in, tokens_out, cost_usd),
             }
         )
         data = self.request(

@@ -4,7 +4,8 @@ Every non-2xx answer has the body `{"error": {"code", "message", "request_id", .
 class per code, grouped under the categories a caller branches on:
 
 - `Denied`: someone else has it, or the run does not take this hand (lease_held,
-  no_open_slot, slot_taken, run_closed, capability_missing). Wait, pick other work, or escalate.
+  no_open_slot, slot_taken, run_closed, capability_missing), or the lane's budget is spent
+  (budget_reached). Wait, pick other work, or escalate.
 - `TenureLost`: this tenure is over or not ours (lease_lost, stale_fence, process_mismatch,
   not_holder). Stop working on it.
 - `AuthFailed`: the key is bad or lacks a scope.
@@ -127,6 +128,12 @@ class CapabilityMissing(Denied):
     code = "capability_missing"
 
 
+class BudgetReached(Denied):
+    """The lane's budget for this period is spent: claims wait for the next (`period_end`)."""
+
+    code = "budget_reached"
+
+
 class LeaseLost(TenureLost):
     code = "lease_lost"
 
@@ -202,6 +209,7 @@ ERRORS_BY_CODE: dict[str, type[GroundControlError]] = {
         SlotTaken,
         RunClosed,
         CapabilityMissing,
+        BudgetReached,
         LeaseLost,
         StaleFence,
         ProcessMismatch,

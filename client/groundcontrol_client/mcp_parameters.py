@@ -28,6 +28,29 @@ AttemptId = Annotated[
         "session holds one claim.",
     ),
 ]
+MAX_TOKENS = 10**9
+MAX_COST_USD = 100_000
+TokensIn = Annotated[
+    int | None,
+    Field(
+        ge=0, le=MAX_TOKENS, strict=True, description="Input tokens used since your last report."
+    ),
+]
+TokensOut = Annotated[
+    int | None,
+    Field(
+        ge=0, le=MAX_TOKENS, strict=True, description="Output tokens used since your last report."
+    ),
+]
+CostUsd = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        le=MAX_COST_USD,
+        strict=True,
+        description="What the work cost since your last report, in US dollars (e.g. 0.12).",
+    ),
+]
 Resource = Annotated[
     str,
     Field(

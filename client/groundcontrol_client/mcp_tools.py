@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError
 
 from groundcontrol_client.client import __version__
 from groundcontrol_client.errors import GroundControlError, describe
+from groundcontrol_client.loop import attempt_notices, cost_fields
 from groundcontrol_client.mcp_friction import RecentRefusals, register_friction_tool
 from groundcontrol_client.mcp_handoffs import register_handoff_tools
 from groundcontrol_client.mcp_parameters import (
@@ -22,9 +23,12 @@ from groundcontrol_client.mcp_parameters import (
     MAX_TTL_S,
     MAX_WAIT_S,
     AttemptId,
+    CostUsd,
     EvidenceItem,
     Resource,
     RunId,
+    TokensIn,
+    TokensOut,
     WaitS,
     invalid_arguments,
 )
@@ -296,13 +300,19 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
                 "needed: this session heartbeats for you)."
             ),
         ] = "progress",
+        tokens_in: TokensIn = None,
+        tokens_out: TokensOut = None,
+        cost_usd: CostUsd = None,
         attempt_id: AttemptId = None,
     ) -> str:
-        """Tell the supervisor how the work goes. The answer carries the supervisor's directive
-        (continue, pause or stop)."""
+        """Tell the supervisor how the work goes, and what it cost since your last report. The
+        answer carries the supervisor's directive (continue, pause or stop) and any notice:
+        idle (no progress for the run's timeout), or the lane's budget reached."""
         attempt = session.attempt(attempt_id)
-        result = attempt.report(message, percent=percent, kind=kind)
-        return f"Reported on attempt {attempt.id}. Directive: {result.attempt.directive}."
+        cost = cost_fields(tokens_in, tokens_out, cost_usd)
+        result = attempt.report(message, percent=percent, kind=kind, **cost)
+        notices = "".join(f" {n[0].upper()}{n[1:]}." for n in attempt_notices(result.attempt.raw))
+        return f"Reported on attempt {attempt.id}. Directive: {result.attempt.directive}.{notices}"
 
     @tool
     def finish(

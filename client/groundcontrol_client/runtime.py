@@ -336,9 +336,9 @@ class ClaimedAttempt(AttemptView, _Keeper):
         percent: float | None = None,
         kind: str = "progress",
         details: Mapping[str, Any] | None = None,
+        **cost: Any,
     ) -> ReportResult:
-        """Progress (or a blocker, or a note); it renews the lease like a heartbeat. While the
-        server cannot be reached it keeps trying, up to the give-up point."""
+        """Progress, a blocker or a note (`cost`: as Client.report); renews, riding out outages."""
         sent_at, result = self._persist(
             "report",
             lambda timeout: self.client.report(
@@ -349,6 +349,7 @@ class ClaimedAttempt(AttemptView, _Keeper):
                 message=message,
                 percent=percent,
                 details=details,
+                **cost,
                 give_up_at=self.tenure.give_up_at,
                 timeout=timeout,
             ),
@@ -359,8 +360,7 @@ class ClaimedAttempt(AttemptView, _Keeper):
         return result
 
     def checkpoint(self, *, poll_s: float = 0.5) -> None:
-        """Call between steps: raises if the lease is lost or the directive is stop, and waits
-        (heartbeats go on) while the directive is pause."""
+        """Between steps: raises if lost or told to stop; waits while paused (heartbeats go on)."""
         while True:
             self._raise_if_lost()
             if not self._must_wait():
@@ -371,8 +371,8 @@ class ClaimedAttempt(AttemptView, _Keeper):
     def finish(
         self, evidence: Iterable[Evidence] | None = None, summary: str | None = None
     ) -> Attempt:
-        """Finish with `evidence` (default: what was attached); heartbeats stop once it is.
-        Retried through an outage up to the give-up point (a retried finish acts once)."""
+        """Finish with `evidence` (default: what was attached); heartbeats stop once it is
+        (retried through an outage up to the give-up point; a retried finish acts once)."""
         self._raise_if_lost()
         body = self._finish_body(evidence, summary)
 

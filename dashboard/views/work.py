@@ -20,10 +20,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apikit.errors import GroundControlError
 from dashboard import pages
 from dashboard.charts import Bar, state_chart_svg, timeline_svg
+from dashboard.cost_charts import cost_chart_svg
+from dashboard.costs import lane_costs
 from dashboard.forms import (
     BoardFilterForm,
+    BudgetForm,
     DirectiveForm,
     IntegrationForm,
+    RunIdleForm,
     ScheduleForm,
     SlotReopenForm,
     SlotsAddForm,
@@ -143,18 +147,20 @@ def lanes(request: HttpRequest, membership: Membership) -> HttpResponse:
 @dashboard_view(replica=True)
 def lane_detail(request: HttpRequest, membership: Membership, slug: str) -> HttpResponse:
     lane, packages = pages.lane_page(workspace_id=membership.workspace_id, slug=slug)
-    return render_page(
-        request,
-        "fleet/lane.html",
-        {
-            "lane": lane,
-            "packages": packages,
-            "schedules": schedule_selectors.lane_schedules(lane=lane),
-            "integrations": schedule_selectors.lane_integrations(lane=lane),
-            "schedule_form": ScheduleForm(),
-            "integration_form": IntegrationForm(),
-        },
-    )
+    spend = lane_costs(lane=lane, now=db_now())
+    chart = mark_safe(cost_chart_svg(spend.days, limit_usd=spend.daily_limit))  # noqa: S308 - escaped
+    context = {
+        "lane": lane,
+        "packages": packages,
+        "costs": spend,
+        "cost_chart": chart,
+        "budget_form": BudgetForm(),
+        "schedules": schedule_selectors.lane_schedules(lane=lane),
+        "integrations": schedule_selectors.lane_integrations(lane=lane),
+        "schedule_form": ScheduleForm(),
+        "integration_form": IntegrationForm(),
+    }
+    return render_page(request, "fleet/lane.html", context)
 
 
 @dashboard_view(replica=True)
@@ -231,6 +237,12 @@ def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRes
         "run": page.run,
         "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
         "done_slots": sum(1 for cell in page.slots if cell.state == "done"),
+        "idle_form": RunIdleForm(
+            initial={
+                "progress_timeout_s": page.run.progress_timeout_s,
+                "idle_directive": page.run.idle_directive,
+            }
+        ),
         **timeline,
     }
     return render_page(request, "fleet/run.html", context)

@@ -39,6 +39,7 @@ class ClaimApi(HandAPIView):
                 "slot_taken",
                 "run_closed",
                 "capability_missing",
+                "budget_reached",
                 body=True,
             ),
         },
@@ -134,6 +135,9 @@ class ReportApi(HandAPIView):
             percent=data.get("percent"),
             details=data.get("details"),
             lane_id=self.lane_id,
+            tokens_in=data.get("tokens_in"),
+            tokens_out=data.get("tokens_out"),
+            cost_usd=data.get("cost_usd"),
         )
         return Response(
             {
@@ -187,6 +191,9 @@ class AttemptsApi(HandAPIView):
             OpenApiParameter("lane", str, description="A lane's slug."),
             OpenApiParameter("hand", str, description="A hand's name."),
             OpenApiParameter("run", int, description="A run's id."),
+            OpenApiParameter(
+                "idle", str, enum=["true", "false"], description="Only idle (or not idle) ones."
+            ),
             *PAGE_PARAMS,
             *REPLICA_HEADERS,
         ],
@@ -205,6 +212,9 @@ class AttemptsApi(HandAPIView):
             hand_name=params.get("hand", ""),
             run_id=int_param(request, "run"),
             lane_id=self.lane_id,
+            idle={"": None, "true": True, "false": False}[
+                choice_param(request, "idle", ["true", "false"])
+            ],
         )
         return paginated(
             request, attempts, lambda rows: [attempt_json(v) for v in selectors.attempt_views(rows)]

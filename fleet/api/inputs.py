@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
@@ -9,7 +10,16 @@ from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from apikit.inputs import StrictCharField, StrictFloatField, StrictIntegerField
-from fleet.models import GRADE_ORDER, Directive, PlanState, ReportKind, RunState, SlotState
+from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
+from fleet.models import (
+    GRADE_ORDER,
+    Directive,
+    IdleDirective,
+    PlanState,
+    ReportKind,
+    RunState,
+    SlotState,
+)
 from fleet.services import plan as plan_services
 from hands import capabilities as hand_capabilities
 from hands.api import capabilities_field
@@ -66,6 +76,31 @@ class ReportIn(serializers.Serializer):
     message = reason_field(required=False, allow_blank=True)
     percent = StrictFloatField(required=False, allow_null=True, min_value=0, max_value=100)
     details = serializers.DictField(required=False, allow_null=True)
+    tokens_in = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=MAX_TOKENS,
+        help_text="Input tokens the work used since the last report.",
+    )
+    tokens_out = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=MAX_TOKENS,
+        help_text="Output tokens the work used since the last report.",
+    )
+    cost_usd = serializers.DecimalField(
+        required=False,
+        allow_null=True,
+        max_digits=12,
+        decimal_places=COST_PLACES,
+        min_value=Decimal(0),
+        max_value=MAX_COST_USD,
+        coerce_to_string=True,
+        help_text="What the work cost since the last report, in US dollars (a number or a "
+        "decimal string; at most 6 places).",
+    )
 
 
 class ReleaseIn(serializers.Serializer):
@@ -117,6 +152,26 @@ class WorkPackageIn(serializers.Serializer):
     )
 
 
+def PROGRESS_TIMEOUT() -> StrictIntegerField:  # noqa: N802 - a field factory
+    return StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=plan_services.MIN_PROGRESS_TIMEOUT_S,
+        max_value=plan_services.MAX_PROGRESS_TIMEOUT_S,
+        help_text="A live hand that reports no progress (any report but a bare heartbeat) "
+        "this long is flagged idle; null: never. Copied into each attempt at its claim.",
+    )
+
+
+def IDLE_DIRECTIVE() -> serializers.ChoiceField:  # noqa: N802 - a field factory
+    return serializers.ChoiceField(
+        choices=IdleDirective.choices,
+        required=False,
+        help_text="What an attempt that turns idle is told: none, pause or stop (never "
+        "weakening a stop).",
+    )
+
+
 class RunIn(serializers.Serializer):
     title = name_field()
     brief = StrictCharField(
@@ -154,12 +209,14 @@ class RunIn(serializers.Serializer):
         help_text="Tags a hand must have to claim a slot (python, browser, gpu). "
         + hand_capabilities.TAG_HELP,
     )
+    progress_timeout_s = PROGRESS_TIMEOUT()
+    idle_directive = IDLE_DIRECTIVE()
 
 
 class RunPatchIn(serializers.Serializer):
     state = serializers.ChoiceField(
-        choices=PlanState.choices,
         required=False,
+        choices=PlanState.choices,
         help_text="closed: no more claims. open: claims again (a run whose slots are all done "
         "reopens as done: reopen a slot or add slots to work on it again).",
     )
@@ -168,10 +225,14 @@ class RunPatchIn(serializers.Serializer):
         help_text="Replace the tags a hand must have to claim a slot (attempts already "
         "claimed go on).",
     )
+    progress_timeout_s = PROGRESS_TIMEOUT()
+    idle_directive = IDLE_DIRECTIVE()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs:
-            raise serializers.ValidationError("Send state, capabilities, or both.")
+            raise serializers.ValidationError(
+                "give state, capabilities, progress_timeout_s or idle_directive (or several)"
+            )
         return attrs
 
 

@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from fleet import selectors
+from fleet.costs import budget_notice_now
+from fleet.idle import is_idle
 from fleet.models import Run, WorkPackage
 from fleet.selectors import AttemptView, SlotView
 from fleet.services import plan as plan_services
@@ -99,6 +101,11 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
         ended_at=attempt.ended_at,
         end_reason=attempt.end_reason,
         summary=attempt.summary,
+        progress_timeout_s=attempt.progress_timeout_s,
+        last_progress_at=attempt.last_progress_at,
+        idle_since=attempt.idle_since,
+        budget_notice=attempt.budget_notice,
+        budget_until=attempt.budget_until,
     )
 
 
@@ -130,6 +137,11 @@ def report_row_json(
         end_reason,
         summary,
         progress_percent,
+        progress_timeout_s,
+        last_progress_at,
+        idle_since,
+        budget_notice,
+        budget_until,
         lane_id,
     ) = row
     # The statement renewed this tenure: its lease is held at the attempt's fence, and the
@@ -160,6 +172,11 @@ def report_row_json(
         ended_at=ended_at,
         end_reason=end_reason,
         summary=summary,
+        progress_timeout_s=progress_timeout_s,
+        last_progress_at=last_progress_at,
+        idle_since=idle_since,
+        budget_notice=budget_notice,
+        budget_until=budget_until,
     )
 
 
@@ -186,9 +203,21 @@ def attempt_answer(
     ended_at: datetime | None,
     end_reason: str,
     summary: str,
+    progress_timeout_s: int | None = None,
+    last_progress_at: datetime | None = None,
+    idle_since: datetime | None = None,
+    budget_notice: object = None,
+    budget_until: datetime | None = None,
 ) -> dict[str, Any]:
     """The contract's attempt; `deadline` is None unless the lease is still this tenure's."""
     limits = thresholds(deadline, grace_s) if deadline is not None else None
+    idle_now = is_idle(
+        state=state,
+        progress_timeout_s=progress_timeout_s,
+        last_progress_at=last_progress_at,
+        claimed_at=claimed_at,
+        now=now,
+    )
     return {
         "id": attempt_id,
         "run": run_id,
@@ -219,6 +248,12 @@ def attempt_answer(
         "ended_at": ended_at,
         "end_reason": end_reason or None,
         "summary": summary or None,
+        "progress_timeout_s": progress_timeout_s,
+        "last_progress_at": last_progress_at,
+        "idle": idle_now,
+        # The sweep's flag is sticky until progress; shown only while the tenure is idle.
+        "idle_since": idle_since if idle_now else None,
+        "budget": budget_notice_now(budget_notice, budget_until, now),
     }
 
 
@@ -263,6 +298,8 @@ def run_json(run: Run, counts: selectors.SlotCounts | None = None) -> dict[str, 
         "slots": run.slot_count,
         "heartbeat_interval_s": run.heartbeat_interval_s,
         "grace_s": run.grace_s,
+        "progress_timeout_s": run.progress_timeout_s,
+        "idle_directive": run.idle_directive,
         "state": run.state,
         "created_at": run.created_at,
         "closed_at": run.closed_at,

@@ -265,7 +265,8 @@ class RunApi(HandAPIView):
         tags=["plan"],
         request=RunPatchIn,
         description="Close a run (it takes no more claims; its attempts go on) or reopen it; "
-        "set the capabilities a hand needs to claim its slots.",
+        "set the capabilities a hand needs to claim its slots; set its progress timeout and "
+        "idle directive.",
         responses={200: RunOut, **error_responses("scope_denied", "not_found", body=True)},
     )
     def patch(self, request: Request, run_id: int) -> Response:
@@ -279,6 +280,9 @@ class RunApi(HandAPIView):
                 capabilities=data["capabilities"],
                 lane_id=self.lane_id,
             )
+        idle = {k: data[k] for k in ("progress_timeout_s", "idle_directive") if k in data}
+        if idle:
+            plan_services.run_set_idle(workspace_id=self.workspace_id, run_id=run.pk, **idle)
         if "state" in data:
             plan_services.run_set_state(
                 workspace_id=self.workspace_id,

@@ -26,6 +26,20 @@ class AttemptLeaseOut(serializers.Serializer):
     lost_at = serializers.DateTimeField(allow_null=True)
 
 
+class BudgetNoticeOut(serializers.Serializer):
+    budget = serializers.IntegerField()
+    lane = serializers.CharField()
+    period = serializers.ChoiceField(choices=["day", "week"])
+    period_start = serializers.DateTimeField()
+    period_end = serializers.DateTimeField()
+    spent_usd = serializers.CharField(help_text="A decimal, as text: what was spent when reached.")
+    limit_usd = serializers.CharField(allow_null=True)
+    spent_tokens = serializers.IntegerField()
+    limit_tokens = serializers.IntegerField(allow_null=True)
+    action = serializers.ChoiceField(choices=["pause", "stop"])
+    message = serializers.CharField()
+
+
 class AttemptOut(serializers.Serializer):
     id = serializers.IntegerField()
     run = serializers.IntegerField()
@@ -43,6 +57,23 @@ class AttemptOut(serializers.Serializer):
     ended_at = serializers.DateTimeField(allow_null=True)
     end_reason = serializers.CharField(allow_null=True)
     summary = serializers.CharField(allow_null=True)
+    progress_timeout_s = serializers.IntegerField(
+        allow_null=True, help_text="The run's progress timeout when this attempt was claimed."
+    )
+    last_progress_at = serializers.DateTimeField(
+        allow_null=True, help_text="The last report that was not a bare heartbeat."
+    )
+    idle = serializers.BooleanField(
+        help_text="Live, but no progress for progress_timeout_s (computed now, by the "
+        "database clock)."
+    )
+    idle_since = serializers.DateTimeField(
+        allow_null=True, help_text="When the idle sweep flagged it (cleared by progress)."
+    )
+    budget = BudgetNoticeOut(
+        allow_null=True,
+        help_text="The lane budget reached in the current period, while it lasts; else null.",
+    )
 
 
 class LeaseOut(serializers.Serializer):
@@ -198,6 +229,12 @@ class RunOut(serializers.Serializer):
     slots = serializers.IntegerField()
     heartbeat_interval_s = serializers.IntegerField()
     grace_s = serializers.IntegerField()
+    progress_timeout_s = serializers.IntegerField(
+        allow_null=True, help_text="No progress this long flags a live hand idle; null: never."
+    )
+    idle_directive = serializers.ChoiceField(
+        choices=["none", "pause", "stop"], help_text="What an attempt that turns idle is told."
+    )
     state = serializers.ChoiceField(
         choices=RunState.choices,
         help_text="open; closed by a supervisor; done once every slot was finished.",

@@ -22,6 +22,7 @@ from fleet.selectors import (
     run_get,
     run_slot_counts,
 )
+from fleet.services.budgets import refuse_over_budget
 from fleet.services.plan import lock_run, mark_run_done_if_finished, slot_resource
 from hands import capabilities as hand_capabilities
 from hands.models import Hand
@@ -64,6 +65,9 @@ def attempt_claim(
         candidates = [lease_id for _, lease_id in slots]
     guard = capability_guard(hand=hand, run=run)
     with transaction.atomic():
+        # In the claim's transaction, behind the lane's budget locks: a report reaching the
+        # budget meanwhile has either stamped this attempt too or been seen (budgets.py).
+        refuse_over_budget(workspace_id=run.workspace_id, lane_id=run.work_package.lane_id)
         lease = engine.take_first_free(
             workspace_id=hand.workspace_id,
             lease_ids=candidates,
@@ -92,6 +96,7 @@ def attempt_claim(
                 fence=lease.fence,
                 process_id=process_id,
                 claimed_at=lease.server_time,
+                progress_timeout_s=run.progress_timeout_s,
             )
             record_event(
                 workspace_id=hand.workspace_id,

@@ -16,6 +16,7 @@ from fleet.models import (
     DEFAULT_GRACE_S,
     DEFAULT_HEARTBEAT_INTERVAL_S,
     GRADE_ORDER,
+    IdleDirective,
     PlanState,
     Run,
     RunState,
@@ -144,6 +145,8 @@ def run_create(
     heartbeat_interval_s: int | None = None,
     grace_s: int | None = None,
     capabilities: list[str] | None = None,
+    progress_timeout_s: int | None = None,
+    idle_directive: str = IdleDirective.NONE,
 ) -> Run:
     """A run with its slots, each a free lease row `run/<id>/slot/<n>` at fence 0. A kind
     `evidence_grades` names is required too (appended to `evidence_required`)."""
@@ -179,6 +182,7 @@ def run_create(
         default=lane.grace_s if lane.grace_s is not None else DEFAULT_GRACE_S,
         minimum=0,
     )
+    progress_timeout_s, idle_directive = validate_idle(progress_timeout_s, idle_directive)
     if work_package.state != PlanState.OPEN:
         raise RunClosed(f"work package {work_package.key!r} is closed")
     with transaction.atomic():
@@ -193,8 +197,61 @@ def run_create(
             grace_s=grace,
             slot_count=slots,
             capabilities=tags,
+            progress_timeout_s=progress_timeout_s,
+            idle_directive=idle_directive,
         )
         _create_slots(run, range(slots))
+    return run
+
+
+# A progress timeout: from a minute (shorter would flag a hand between two tool calls) to a week.
+MIN_PROGRESS_TIMEOUT_S = 60
+MAX_PROGRESS_TIMEOUT_S = 7 * 86400
+
+
+def validate_idle(progress_timeout_s: object, idle_directive: object) -> tuple[int | None, str]:
+    """A run's idle settings (fleet/idle.py): the timeout (None: never idle) and the directive
+    its idle attempts get."""
+    if progress_timeout_s is not None and (
+        isinstance(progress_timeout_s, bool)
+        or not isinstance(progress_timeout_s, int)
+        or not MIN_PROGRESS_TIMEOUT_S <= progress_timeout_s <= MAX_PROGRESS_TIMEOUT_S
+    ):
+        raise ValidationFailed(
+            f"progress_timeout_s must be null or whole seconds from {MIN_PROGRESS_TIMEOUT_S} "
+            f"to {MAX_PROGRESS_TIMEOUT_S}",
+            fields={
+                "progress_timeout_s": [
+                    f"Null, or from {MIN_PROGRESS_TIMEOUT_S} to {MAX_PROGRESS_TIMEOUT_S}."
+                ]
+            },
+        )
+    directive = validate_choice(
+        idle_directive, field="idle_directive", choices=[d.value for d in IdleDirective]
+    )
+    return progress_timeout_s, directive
+
+
+def run_set_idle(
+    *,
+    workspace_id: int,
+    run_id: int,
+    progress_timeout_s: object = ...,
+    idle_directive: object = ...,
+) -> Run:
+    """Change a run's idle settings (either, or both; `...`: unchanged). The timeout reaches the
+    attempts claimed from now on (it is copied at the claim, as the heartbeat interval is), the
+    directive the next idle spell of any of them."""
+    run = run_get(workspace_id=workspace_id, run_id=run_id)
+    timeout, directive = validate_idle(
+        run.progress_timeout_s if progress_timeout_s is ... else progress_timeout_s,
+        run.idle_directive if idle_directive is ... else idle_directive,
+    )
+    if not Run.objects.filter(pk=run.pk).update(
+        progress_timeout_s=timeout, idle_directive=directive
+    ):
+        raise NotFound(f"no run {run_id}")
+    run.refresh_from_db()
     return run
 
 

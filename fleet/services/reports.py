@@ -8,14 +8,17 @@ import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
 
 from apikit.errors import ValidationFailed
+from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
 from fleet.models import Attempt, Report, ReportKind
 from fleet.selectors import AttemptView, Named, ReportedAttempt
 from fleet.services.attempts import attempt_for_hand, refuse_ended, tenure_error
+from fleet.services.budgets import budgets_enforce, budgets_lock
 from fleet.services.plan import slot_index
 from hands.models import Hand
 from hands.selectors import lane_slug
@@ -37,7 +40,38 @@ HEARTBEAT_RECORD_S = 60
 def is_bare_heartbeat(
     kind: str, message: str, percent: float | None, details: dict[str, Any] | None
 ) -> bool:
+    """A heartbeat that says nothing. Every other report is progress (fleet/idle.py): a note
+    counts, as a hand that writes one is doing something a person can read; a cost does not
+    (a hand can spend tokens going round in circles), and a costed heartbeat is recorded at
+    once, though still no progress."""
     return kind == ReportKind.HEARTBEAT and not message and percent is None and not details
+
+
+def cost_refusal(
+    tokens_in: object, tokens_out: object, cost_usd: object
+) -> ValidationFailed | None:
+    """Why a report's cost is refused (tokens: whole numbers from 0 to MAX_TOKENS; cost: a
+    Decimal from 0 to MAX_COST_USD with at most 6 places), or None."""
+    for name, value in (("tokens_in", tokens_in), ("tokens_out", tokens_out)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS
+        ):
+            return ValidationFailed(
+                f"{name} must be a whole number from 0 to {MAX_TOKENS}",
+                fields={name: [f"An integer from 0 to {MAX_TOKENS}."]},
+            )
+    if cost_usd is not None and (
+        not isinstance(cost_usd, Decimal)
+        or not cost_usd.is_finite()
+        or not Decimal(0) <= cost_usd <= MAX_COST_USD
+        or int(cost_usd.as_tuple().exponent) < -COST_PLACES
+    ):
+        return ValidationFailed(
+            f"cost_usd must be an amount from 0 to {MAX_COST_USD} with at most {COST_PLACES} "
+            "decimal places",
+            fields={"cost_usd": [f"From 0 to {MAX_COST_USD}, at most {COST_PLACES} places."]},
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -145,7 +179,9 @@ def _report_template(
         "SELECT attempt_id, %(kind)s, server_time, %(process_id)s, true, %(message)s, "
         "%(percent)s, CAST(%(details)s AS jsonb) FROM renewed), "
         # The attempt as the statement leaves it.
-        f"stamped AS (UPDATE {attempt_table} SET last_report_at = renewed.server_time{percent} "
+        # Not a bare heartbeat: progress (fleet/idle.py), which ends an idle spell.
+        f"stamped AS (UPDATE {attempt_table} SET last_report_at = renewed.server_time, "
+        f"last_progress_at = renewed.server_time, idle_since = NULL{percent} "
         f"FROM renewed WHERE {attempt_table}.id = renewed.attempt_id "
         f"RETURNING {attempt_table}.*) "
         f"SELECT {', '.join(selected)} FROM renewed, stamped"
@@ -301,6 +337,11 @@ REPORT_ANSWER_ATTEMPT = (
     "end_reason",
     "summary",
     "progress_percent",
+    "progress_timeout_s",
+    "last_progress_at",
+    "idle_since",
+    "budget_notice",
+    "budget_until",
 )
 
 
@@ -390,11 +431,17 @@ def attempt_report(
     percent: float | None = None,
     details: dict[str, Any] | None = None,
     lane_id: int | None = None,
+    tokens_in: int | None = None,
+    tokens_out: int | None = None,
+    cost_usd: Decimal | None = None,
 ) -> tuple[bool, AttemptView]:
     """Record a report; with the claim's process identity it also renews the lease.
 
     Without a process identity the report is recorded but renews nothing (so a helper script
     cannot keep a stuck hand's lease alive); with another identity it is refused (rule 6).
+    A report with a cost (tokens, cost_usd) also judges the lane's budgets, in its transaction
+    (fleet/services/budgets.py): it takes the step-by-step path, so a heartbeat without one
+    costs what it did.
     """
     validate_choice(kind, field="kind", choices=[k.value for k in ReportKind])
     if process_id is not None:
@@ -408,10 +455,11 @@ def attempt_report(
         raise ValidationFailed(
             "percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]}
         )
-    refusal = details_refusal(details)
+    refusal = details_refusal(details) or cost_refusal(tokens_in, tokens_out, cost_usd)
     if refusal is not None:
         raise refusal
-    if process_id is not None and connection.vendor == "postgresql":
+    costed = bool(tokens_in or tokens_out or cost_usd)
+    if process_id is not None and connection.vendor == "postgresql" and not costed:
         done = _report_renewing(
             hand=hand,
             attempt_id=attempt_id,
@@ -431,6 +479,11 @@ def attempt_report(
     refuse_ended(attempt)
     resource = attempt.lease.resource
     with transaction.atomic():
+        if costed:
+            # Before the lease and the attempt: a report that reaches a budget updates every open
+            # attempt of the lane, so a costed report holding its own attempt while it waited
+            # for the budget would deadlock with it.
+            budgets_lock(workspace_id=attempt.workspace_id, lane_id=attempt.lane_id)
         if process_id is not None:
             lease = engine.renew(
                 workspace_id=hand.workspace_id,
@@ -450,8 +503,12 @@ def attempt_report(
                 attempt, engine.read(workspace_id=hand.workspace_id, resource=resource), process_id
             )
         recorded = attempt.last_report_at
-        if not (renewed and is_bare_heartbeat(kind, message, percent, details)) or (
-            recorded is None
+        progress = not is_bare_heartbeat(kind, message, percent, details)
+        if (
+            costed
+            or progress
+            or not renewed
+            or recorded is None
             or recorded <= lease.server_time - timedelta(seconds=HEARTBEAT_RECORD_S)
         ):
             Report.objects.create(
@@ -463,11 +520,25 @@ def attempt_report(
                 message=message,
                 percent=percent,
                 details=details or {},
+                tokens_in=tokens_in or 0,
+                tokens_out=tokens_out or 0,
+                cost_usd=cost_usd or Decimal(0),
             )
             updates: dict[str, Any] = {"last_report_at": lease.server_time}
             if percent is not None:
                 updates["progress_percent"] = percent
+            if progress:
+                # Progress ends an idle spell (fleet/idle.py), as the renewing statement does.
+                updates |= {"last_progress_at": lease.server_time, "idle_since": None}
             Attempt.objects.filter(pk=attempt.pk).update(**updates)
             for name, value in updates.items():
                 setattr(attempt, name, value)
+        if costed and budgets_enforce(
+            workspace_id=hand.workspace_id,
+            lane_id=attempt.lane_id,
+            at=lease.server_time,
+            actor=hand.name,
+            attempt_id=attempt.pk,
+        ):
+            attempt.refresh_from_db(fields=["directive", "budget_notice", "budget_until"])
     return renewed, AttemptView(attempt, lease)

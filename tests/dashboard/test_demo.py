@@ -85,7 +85,7 @@ def test_the_command_runs_the_fleet_for_a_while_and_stops(live_server):
     call_command("demo_fleet", "--url", live_server.url, "--duration", "2", "--fast", stdout=out)
     text = out.getvalue()
     assert (
-        "4 hands working" in text
+        "5 hands working" in text  # the four and the idle hand (demo_loop)
         and "claimed slot" in text
         and text.rstrip().endswith("demo fleet: stopped")
     )

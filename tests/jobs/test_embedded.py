@@ -64,6 +64,7 @@ def test_its_jobs_are_the_beat_schedule(settings) -> None:
         "deliver-webhooks",
         "prune-records",
         "plan-schedules",
+        "flag-idle",
     }
 
 
