@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,7 +55,8 @@ SETTLE_S = 5.0
 @dataclass
 class Switch:
     old: int
-    killed_at: float  # the client's clock (time.time())
+    killing_at: float  # the client's clock (time.time()), before scripts/ha began the kill
+    killed_at: float = 0.0  # once it had killed
     new: int | None = None
     promoted_at: float | None = None  # Patroni lists a new running leader
     recovered_at: float | None = None  # the first call after the kill that succeeded
@@ -80,8 +82,9 @@ class Killer:
             old = self.cluster.wait_leader(exclude=None, timeout=60)
             if old is None:
                 return
-            switch = Switch(old=old, killed_at=time.time())
+            switch = Switch(old=old, killing_at=time.time())
             self.cluster.kill(old)
+            switch.killed_at = time.time()
             self.switches.append(switch)
             switch.new = self.cluster.wait_leader(exclude=old, timeout=90)
             switch.promoted_at = time.time() if switch.new is not None else None
@@ -91,8 +94,8 @@ class Killer:
 
 
 def windows(switches: list[Switch], ops: list[dict[str, Any]]) -> list[tuple[float, float]]:
-    """Each switch's window: from the kill to the first success after it, plus SETTLE_S. Sets
-    each switch's `recovered_at`."""
+    """Each switch's window: from the kill to the first success of a call made after it (the
+    new primary), plus SETTLE_S. Sets each switch's `recovered_at`."""
     spans = []
     for switch in switches:
         after = [
@@ -104,7 +107,7 @@ def windows(switches: list[Switch], ops: list[dict[str, Any]]) -> list[tuple[flo
         ]
         switch.recovered_at = min(after) if after else None
         end = (switch.recovered_at or float("inf")) + SETTLE_S
-        spans.append((switch.killed_at, end))
+        spans.append((switch.killing_at, end))
     return spans
 
 
@@ -224,7 +227,8 @@ def served(cluster: Cluster, workdir: Path, workers: int = 3) -> Iterator[tuple[
 def run_failover(
     cluster: Cluster, config: Config, workdir: Path, first_s: float, every_s: float, failovers: int
 ) -> dict[str, Any]:
-    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(workdir, ignore_errors=True)  # the clients append to their histories
+    workdir.mkdir(parents=True)
     killer = Killer(cluster, first_s=first_s, every_s=every_s, failovers=failovers)
     with served(cluster, workdir) as (url, key, database):
         report = run_history(

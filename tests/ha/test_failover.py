@@ -33,10 +33,12 @@ from tests.reliability.test_history import CONFIG, HANDS, T0, Story, at
 CI_SECONDS = 70.0
 LONG = os.environ.get("GC_HA_LONG", "") not in ("", "0")
 REPORT = ROOT / "test-artifacts" / ("failover-long.json" if LONG else "failover.json")
+# The histories, the server's log and the report stay here for a look after a failure.
+WORKDIR = ROOT / "test-artifacts" / ("failover-long" if LONG else "failover")
 
 
 @pytest.mark.slow
-def test_it_keeps_every_promise_through_a_failover_under_load(tmp_path: Path) -> None:
+def test_it_keeps_every_promise_through_a_failover_under_load() -> None:
     reason = why_not()
     if reason:
         pytest.skip(f"no Patroni cluster here: {reason}")
@@ -47,10 +49,11 @@ def test_it_keeps_every_promise_through_a_failover_under_load(tmp_path: Path) ->
             seconds, failovers, every = 420.0, 5, 75.0
         else:
             seconds, failovers, every = CI_SECONDS, 1, 0.0
+        # Slots enough that a run stays open through the switch (each round may finish one).
         report = run_failover(
             cluster,
-            Config(clients=32, seconds=seconds),
-            tmp_path,
+            Config(clients=32, seconds=seconds, slots=int(seconds * 4)),
+            WORKDIR,
             first_s=20,
             every_s=every,
             failovers=failovers,
@@ -227,7 +230,8 @@ def test_it_takes_503s_during_the_switch_for_unknown_outcomes_and_flags_the_rest
     for op in story.ops:  # the clients' clock: recovered at 13
         op["invoke"] = op["complete"] = (T0 + timedelta(seconds=float(op["invoke"]))).timestamp()
     story.ops[-1]["invoke"] = story.ops[-1]["complete"] = (T0 + timedelta(seconds=13)).timestamp()
-    switch = Switch(old=1, killed_at=(T0 + timedelta(seconds=2)).timestamp())
+    killed = (T0 + timedelta(seconds=2)).timestamp()
+    switch = Switch(old=1, killing_at=killed - 0.1, killed_at=killed)
     story.ops += [
         answered(5, 503, "dependency_unavailable"),
         answered(13 + SETTLE_S - 1, 503, "dependency_unavailable"),

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 CLOCK_SLACK = timedelta(milliseconds=10)
 # Times carried through a float shift (an epoch's `shift_s`) may round by a microsecond or so.
 ROUNDING = timedelta(milliseconds=1)
+# Two clock readings of one statement.
+SAME_STATEMENT = timedelta(milliseconds=5)
 LOST_CODES = ("lease_lost",)
 HOLDER_OPS = ("renew", "report", "release", "finish", "release_slot")
 
@@ -60,7 +62,9 @@ def shifted(value: datetime, made_at: datetime, epochs: Iterable[Epoch]) -> date
     """A deadline promised at `made_at`, as the epochs since moved it: each epoch whose old
     primary made its last promise after this one, while the lease still had time, moved it."""
     for epoch in epochs:
-        if made_at <= epoch.last_promise_at < value:
+        # `made_at` is the answer's `server_time`, read microseconds after the `renewed_at`
+        # that the epoch's `last_promise_at` is the latest of (leases/clock.py).
+        if made_at <= epoch.last_promise_at + SAME_STATEMENT and epoch.last_promise_at < value:
             value += epoch.shift
     return value
 
