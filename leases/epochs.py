@@ -104,6 +104,12 @@ def ensure_epoch(raw: Any) -> tuple[bool, float]:
             return record_epoch(cursor, system_identifier=system_identifier, timeline=timeline)
     except psycopg.errors.UndefinedTable:
         return False, 0.0  # not migrated yet: nothing is held
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.UndefinedFunction) as error:
+        # A server that hides its identity or timeline from this role: no epochs, said loudly.
+        logger.warning(
+            "no clock epochs on this server (deadlines are not moved on failover): %s", error
+        )
+        return False, 0.0
 
 
 def record_epoch(cursor: Any, *, system_identifier: int, timeline: int) -> tuple[bool, float]:
@@ -130,4 +136,13 @@ def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
     raw connection, so that it shows in no query count and no debug log."""
     if connection.vendor != "postgresql" or not connection.get_autocommit():
         return
-    ensure_epoch(connection.connection)
+    import psycopg
+
+    raw = connection.connection
+    try:
+        ensure_epoch(raw)
+    except psycopg.Error:
+        # Never serve from a connection that did not pass: closed, it fails this request (503)
+        # and Django replaces it for the next one, which tries again.
+        raw.close()
+        raise

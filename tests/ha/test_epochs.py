@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import DatabaseError, connection, connections
 from django.db.backends.signals import connection_created
 
 from leases import clock, epochs
@@ -187,3 +187,17 @@ def test_a_new_connection_records_its_primarys_epoch_before_it_serves(workspace)
     connection.close()
     Lease.objects.count()
     assert ClockEpoch.objects.count() == 1  # known: nothing more
+
+
+def test_a_connection_whose_probe_fails_is_closed_not_served(workspace, monkeypatch) -> None:  # noqa: ANN001
+    """A new primary's epoch that cannot be recorded (here: a probe that fails) must not leave a
+    connection that serves calls with unmoved deadlines."""
+    connection_created.connect(epochs.on_connection_created, dispatch_uid="leases.epochs")
+    monkeypatch.setattr(epochs, "PROBE", "SELECT 1 / 0")
+    connection.close()
+    with pytest.raises(DatabaseError):
+        Lease.objects.count()
+    assert connection.connection is None or connection.connection.closed
+    monkeypatch.undo()
+    connection.close()
+    assert Lease.objects.count() >= 0  # the next connection passes
