@@ -52,6 +52,11 @@ def why_not() -> str | None:
     return None
 
 
+class Missing(RuntimeError):
+    """What scripts/ha needs is missing and could not be installed (no root, no apt, no
+    network)."""
+
+
 @dataclass
 class Cluster:
     state: Path
@@ -71,6 +76,8 @@ class Cluster:
 
     def up(self) -> None:
         result = self.run("up")
+        if result.returncode == MISSING:
+            raise Missing(result.stderr.strip())
         if result.returncode != 0:
             raise RuntimeError(f"scripts/ha up failed ({result.returncode}):\n{self.tail()}")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ha.cluster import Cluster, why_not
+from tests.ha.cluster import Cluster, Missing, why_not
 from tests.ha.failover import SETTLE_S, Switch, ha_checker, run_failover
 from tests.reliability.checkers import check
 from tests.reliability.deadlines import Epoch
@@ -44,7 +44,10 @@ def test_it_keeps_every_promise_through_a_failover_under_load() -> None:
         pytest.skip(f"no Patroni cluster here: {reason}")
     cluster = Cluster(Path(tempfile.gettempdir()) / f"gc-ha-test-{os.getpid()}")
     try:
-        cluster.up()
+        try:
+            cluster.up()
+        except Missing as missing:
+            pytest.skip(f"no Patroni cluster here: {missing}")
         if LONG:
             seconds, failovers, every = 420.0, 5, 75.0
         else:
