@@ -153,6 +153,23 @@ def test_it_flags_late_recorded_before_the_deadline_of_a_slot() -> None:
     assert any("late recorded for ('r', 1) since" in a for a in anomalies), anomalies
 
 
+def test_a_takeover_at_the_reported_end_of_a_grant_is_no_overlap() -> None:
+    """A slot claimed by a statement that read the clock for its deadline 12 ms before the
+    stamp its event carries (the long failover run met one): the next claim, right after the
+    reported deadline plus grace, is on time, though before the event's time plus a TTL."""
+    story = Story()
+    story.event("claimed", 0.012, 1)
+    story.acquire(0, 0.012, 1, ttl=1.988)  # deadline 2.0, lost after 4.0
+    story.event("lost", 4.005, 1)
+    story.event("claimed", 4.005, 2, hand="h-1")
+    story.acquire(1, 4.005, 2)
+    story.event("released", 4.5, 2, hand="h-1")
+    assert story.check() == []
+    story.ops[-1]["body"].update(acquired_at=at(3.9), server_time=at(3.9), expires_at=at(5.9))
+    story.events[-2]["at"] = at(3.9)  # before the reported end: an overlap
+    assert any("granted at" in a and "valid until" in a for a in story.check())
+
+
 # --- Across a failover: the epoch moves the promises ---------------------------------------------
 
 # The old primary's last promise at 1.5; the new primary recorded its epoch at 12, moving every

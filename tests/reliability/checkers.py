@@ -299,8 +299,13 @@ class Checker:
                 else:
                     self.stats["grants_reported"] += 1
                     self.grant(op, tenure, lease, now, deadline)
-                    promised = shifted(deadline or now, now, self.epochs)
-                    tenure.lost_at = max(tenure.lost_at, promised + grace[tenure.slot])
+                    # The deadline the grant reported replaces the estimate from its event's
+                    # time: the statement may read the clock for the deadline milliseconds
+                    # before the stamp its event carries (leases/clock.py), and a takeover
+                    # right at the reported end is no overlap.
+                    if deadline is not None:
+                        promised = shifted(deadline, now, self.epochs)
+                        tenure.lost_at = promised + grace[tenure.slot]
                     continue
             if op["kind"] in RELEASE_OPS:
                 ended = [
