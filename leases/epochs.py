@@ -15,7 +15,8 @@ has, on the new clock, exactly the time it had left when the old primary made it
 its holder's deadline is kept whatever the two clocks say, and the outage is not counted against
 it (as etcd does when its leader changes). Every lease moves by the same amount, so none changes
 state: a lost lease stays lost (rule 4), a live one stays live, the sweep's bookkeeping
-(`next_check_at`) and the queue (`Waiter`) move with them.
+(`next_check_at`) and the queue (`Waiter`) move with them. A lease the sweep already recorded
+as lost is left where it is, lost for good, whatever the old primary's last promise was.
 
 The statement inserts the epoch with ON CONFLICT DO NOTHING and shifts only through the row it
 inserted: of the web processes and workers that reach the new primary at once, exactly one
@@ -53,7 +54,7 @@ WITH here AS (
            %(timeline)s::bigint AS timeline
 ), held AS (
     SELECT max(greatest(acquired_at, renewed_at)) AS promised, count(*) AS n
-    FROM {leases} WHERE status = 'held'
+    FROM {leases} WHERE status = 'held' AND noticed_state <> 'lost'
 ), carried AS (
     -- Nothing to carry over into the first epoch ever recorded.
     SELECT CASE WHEN EXISTS (SELECT 1 FROM {epochs}) THEN held.promised END AS promised, held.n
@@ -72,6 +73,7 @@ WITH here AS (
         renewed_at = renewed_at + epoch.shift, deadline = deadline + epoch.shift,
         next_check_at = next_check_at + epoch.shift
     FROM epoch WHERE epoch.shift IS NOT NULL AND {leases}.status = 'held'
+        AND {leases}.noticed_state <> 'lost'
     RETURNING 1
 ), waiters AS (
     UPDATE {waiters} SET queued_at = queued_at + epoch.shift,

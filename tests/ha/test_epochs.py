@@ -98,7 +98,13 @@ def test_it_gives_every_held_lease_back_the_time_it_had_left(workspace, first_ep
         queued_at=live.server_time,
         expires_at=live.server_time + timedelta(seconds=3),
     )
+    # `recorded` was recorded lost by the sweep after the last promise: it stays lost.
+    acquire(workspace, "recorded", 10)
+    Lease.objects.filter(resource="recorded").update(
+        noticed_state=LeaseState.LOST, renewed_at=live.server_time, acquired_at=live.server_time
+    )
     outage(30)  # longer than any TTL here: without the shift every lease is lost
+    recorded_before = Lease.objects.get(resource="recorded")
     assert state(Lease.objects.get(resource="live")) == LeaseState.LOST
     promised = Lease.objects.get(resource="live").renewed_at
 
@@ -113,6 +119,7 @@ def test_it_gives_every_held_lease_back_the_time_it_had_left(workspace, first_ep
     assert 9.9 <= left <= 10.0 and state(lease) == LeaseState.LIVE
     assert lease.renewed_at == promised + timedelta(seconds=shift)
     assert state(Lease.objects.get(resource="gone")) == LeaseState.LOST
+    assert Lease.objects.get(resource="recorded").deadline == recorded_before.deadline
     free = Lease.objects.get(resource="free")
     assert (free.deadline, free.released_at) == (free_before.deadline, free_before.released_at)
     waiter = Waiter.objects.get()

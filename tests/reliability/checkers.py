@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from leases.names import node_of, overlaps, top_of
-from tests.reliability.deadlines import Epoch, check_promises, shifted
+from tests.reliability.deadlines import Epoch, check_promises, end_of, shifted
 
 if TYPE_CHECKING:
     from tests.reliability.harness import Config
@@ -207,6 +207,7 @@ class Checker:
                     pool=data.get("pool"),
                     member=data.get("member"),
                 )
+                # Its end, if any, is read later: the estimate moves with every epoch.
                 self.tenures[key].lost_at = shifted(self.tenures[key].lost_at, at, self.epochs)
                 self.bumps[node].append(Bump(event["fence"], at, data.get("mode") or EXCLUSIVE))
             elif kind == "lease_broken":
@@ -304,7 +305,7 @@ class Checker:
                     # before the stamp its event carries (leases/clock.py), and a takeover
                     # right at the reported end is no overlap.
                     if deadline is not None:
-                        promised = shifted(deadline, now, self.epochs)
+                        promised = shifted(deadline, now, self.epochs, end_of(tenure))
                         tenure.lost_at = promised + grace[tenure.slot]
                     continue
             if op["kind"] in RELEASE_OPS:
@@ -324,7 +325,7 @@ class Checker:
             if now > tenure.lost_at and key not in self.uncertain:
                 self.flag(f"{op['kind']} on {key} renewed at {now}, lost since {tenure.lost_at}")
             if deadline is not None:
-                promised = shifted(deadline, now, self.epochs)
+                promised = shifted(deadline, now, self.epochs, end_of(tenure))
                 tenure.lost_at = max(tenure.lost_at, promised + grace[tenure.slot])
         for now, op, key in self.checked:
             released = self.tenures[key].released_at()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from leases.names import node_of
 
 if TYPE_CHECKING:
-    from tests.reliability.checkers import Checker, Key
+    from tests.reliability.checkers import Checker, Key, Tenure
 
 # A refusal's answer and the promise are read from two clocks of one machine (the client's and
 # the database's): their readings of one instant can differ by this much.
@@ -58,15 +58,32 @@ def _aware(value: datetime | str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def shifted(value: datetime, made_at: datetime, epochs: Iterable[Epoch]) -> datetime:
+def shifted(
+    value: datetime,
+    made_at: datetime,
+    epochs: Iterable[Epoch],
+    ended_at: datetime | None = None,
+    by: datetime | None = None,
+) -> datetime:
     """A deadline promised at `made_at`, as the epochs since moved it: each epoch whose old
-    primary made its last promise after this one, while the lease still had time, moved it."""
+    primary made its last promise after this one, while the lease still had time, moved it,
+    unless its tenure had ended (`ended_at`) before that epoch began. `by`: as it stood then (an
+    epoch that began later had not moved it yet)."""
     for epoch in epochs:
+        if by is not None and epoch.started_at > by:
+            continue
+        if ended_at is not None and ended_at < epoch.started_at:
+            continue
         # `made_at` is the answer's `server_time`, read microseconds after the `renewed_at`
         # that the epoch's `last_promise_at` is the latest of (leases/clock.py).
         if made_at <= epoch.last_promise_at + SAME_STATEMENT and epoch.last_promise_at < value:
             value += epoch.shift
     return value
+
+
+def end_of(tenure: Tenure) -> datetime | None:
+    """When the event log first says the tenure ended, if it does."""
+    return min((at for _, at, _ in tenure.ends), default=None)
 
 
 def check_promises(checker: Checker, ops: list[dict[str, Any]]) -> None:
@@ -81,11 +98,17 @@ def check_promises(checker: Checker, ops: list[dict[str, Any]]) -> None:
             continue
         raw = checker.lease_of(op).get("expires_at")
         if raw:
-            promised[key].append((now, shifted(datetime.fromisoformat(raw), now, checker.epochs)))
+            promised[key].append((now, datetime.fromisoformat(raw)))
 
     def last_promise(key: Key, by: datetime) -> datetime | None:
-        """The latest deadline promised by `by`: a promise made later was not yet known."""
-        deadlines = [deadline for made, deadline in promised.get(key, []) if made <= by]
+        """The latest deadline promised by `by` (a promise made later was not yet known), as
+        the epochs that had begun by then moved it."""
+        end = end_of(checker.tenures[key])
+        deadlines = [
+            shifted(deadline, made, checker.epochs, ended_at=end, by=by)
+            for made, deadline in promised.get(key, [])
+            if made <= by
+        ]
         return max(deadlines) if deadlines else None
 
     checker.stats["promises"] = len(promised)
