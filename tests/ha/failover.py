@@ -256,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir")
     parser.add_argument("--report", help="also write the report here")
     args = parser.parse_args(argv)
+    # As tests/environment.py does for pytest: its servers are production-shaped (PostgreSQL),
+    # which refuse to start without a key.
+    os.environ.setdefault("SECRET_KEY", "failover-" + secrets.token_urlsafe(40))
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gc-failover-"))
     every = (args.seconds - args.first - 20) / max(1, args.failovers - 1)
     cluster = Cluster(Path(tempfile.gettempdir()) / f"gc-ha-{os.getpid()}")
