@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dj_database_url
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from groundcontrol.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from groundcontrol.env import (
+    database_settings,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+)
 from groundcontrol.secret_key import secret_key
 from groundcontrol.server import web_threads
 
@@ -98,7 +105,7 @@ DATABASE_URL = env_url(
     f"sqlite:///{VAR_DIR / 'groundcontrol.sqlite3'}",
     schemes=("sqlite", "postgres", "postgresql"),
 )
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+DATABASES = {"default": database_settings(DATABASE_URL)}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 0, minimum=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] not in ("", ":memory:"):
@@ -390,6 +397,9 @@ SPECTACULAR_SETTINGS.update(
             "EvidenceGradeEnum": "fleet.models.GRADE_ORDER",
             "ObservedByEnum": "evidence.services.OBSERVERS",
             "AttestationResultEnum": "evidence.models.AttestationResult",
+            "BudgetActionEnum": "fleet.models.BudgetAction",
+            "BudgetPeriodEnum": "fleet.models.BudgetPeriod",
+            "IdleDirectiveEnum": "fleet.models.IdleDirective",
         },
         "TAGS": [
             {"name": "hand", "description": "A hand's calls on its slots and attempts (work)."},

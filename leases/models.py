@@ -402,3 +402,28 @@ class HandoffRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.asker} asks {self.holder} for {self.resource}@{self.fence} ({self.status})"
+
+
+class ClockEpoch(models.Model):
+    """One primary's time as the source of truth: a (system identifier, timeline) pair of the
+    PostgreSQL cluster, recorded by the first connection that found it new (`leases.epochs`).
+    A promoted replica starts a new timeline on another machine's clock: its epoch's `shift_s`
+    is how far every held lease was moved so that it keeps the time it had left."""
+
+    system_identifier = models.BigIntegerField()
+    timeline = models.BigIntegerField()
+    started_at = models.DateTimeField()  # the new primary's clock when the epoch was recorded
+    # The latest promise (grant or renewal) a held lease carried, on the previous primary's clock.
+    last_promise_at = models.DateTimeField(null=True, blank=True)
+    shift_s = models.FloatField(default=0)
+    leases_shifted = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["system_identifier", "timeline"], name="clock_epoch_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"timeline {self.timeline} of {self.system_identifier} (shift {self.shift_s:+.3f}s)"

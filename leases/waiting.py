@@ -133,8 +133,11 @@ def listening(channels: list[str]) -> Iterator[Waiter]:
     pg = db.connection
 
     def wait(pause: float, backoff: float) -> None:
-        for _ in pg.notifies(timeout=max(0.0, min(pause, _LISTEN_MAX_S)), stop_after=1):
-            break
+        # On the raw connection: Django's wrapper makes a connection that dies meanwhile (a
+        # primary gone) its OperationalError, answered 503, and marks the connection for closing.
+        with connection.wrap_database_errors:
+            for _ in pg.notifies(timeout=max(0.0, min(pause, _LISTEN_MAX_S)), stop_after=1):
+                break
 
     try:
         yield wait

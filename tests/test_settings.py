@@ -140,3 +140,61 @@ def test_GC_TLS_turns_on_secure_cookies_hsts_the_redirect_and_the_proxy_header()
     assert values({**PRODUCTION_TLS, "SECURE_HSTS_SECONDS": "300", "SECURE_SSL_REDIRECT": "0"})[
         2:4
     ] == ["False", "300"]
+
+
+# --- DATABASE_URL with several hosts (docs/scale.md) --------------------------------------------
+
+
+def test_it_reads_a_multi_host_url_as_libpq_lists() -> None:
+    db = env.database_settings(
+        "postgresql://gc:s%40cret@10.0.0.1:5441,db2.internal,[::1]:5443/ground"
+        "?target_session_attrs=read-write&connect_timeout=2"
+    )
+    assert db["ENGINE"] == "django.db.backends.postgresql"
+    assert (db["USER"], db["PASSWORD"], db["NAME"]) == ("gc", "s@cret", "ground")
+    assert db["HOST"] == "10.0.0.1,db2.internal,::1"
+    assert db["PORT"] == "5441,5432,5443"
+    assert db["OPTIONS"] == {"target_session_attrs": "read-write", "connect_timeout": 2}
+
+
+def test_a_single_host_url_reads_as_before() -> None:
+    db = env.database_settings("postgres://u@h:6000/n?sslmode=require")
+    assert (db["HOST"], db["PORT"], db["OPTIONS"]) == ("h", 6000, {"sslmode": "require"})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@h1:5441,:5442/n",
+        "postgresql://u@h1:5441,h2:port/n",
+        "postgresql://u@h1:5441,h2:70000/n",
+        "postgresql://u@h1:notaport/n",
+    ],
+)
+def test_it_refuses_a_malformed_host_list(url: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
+        env.database_settings(url)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_multi_host_url_connects_to_the_host_that_qualifies() -> None:
+    """Through Django, as the settings would: the first host refuses (nothing listens there),
+    the second is this test's server; libpq moves on, as it does past a dead primary or past a
+    standby, which is not read-write."""
+    from django.conf import settings
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    db = settings.DATABASES["default"]
+    url = (
+        f"postgresql://{db['USER'] or 'postgres'}@127.0.0.1:1,"
+        f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        "?target_session_attrs=read-write"
+    )
+    wrapper = DatabaseWrapper({**db, **env.database_settings(url)}, alias="multi-host")
+    try:
+        with wrapper.cursor() as cursor:
+            cursor.execute("SELECT inet_server_port(), pg_is_in_recovery()")
+            assert cursor.fetchone() == (int(db["PORT"] or 5432), False)
+    finally:
+        wrapper.close()

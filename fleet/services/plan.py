@@ -311,8 +311,12 @@ def run_set_capabilities(
 def lock_run(run_id: int) -> None:
     """Take the run's row lock for the rest of the transaction (no-op on SQLite, which has
     one writer at a time). Every path that changes which of a run's slots are done takes it
-    before it touches a slot's lease, so they never deadlock."""
-    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+    before it touches a slot's lease, so they never deadlock. FOR NO KEY UPDATE: it excludes
+    the others that take it, but not the key checks of rows that reference the run (a claim's
+    new attempt checks its run FOR KEY SHARE at commit, after taking its slot's lease); FOR
+    UPDATE made that claim and a finish of the same slot's lost tenure deadlock (the failover
+    run found it: tests/concurrency/test_run_lock.py)."""
+    list(Run.objects.select_for_update(no_key=True).filter(pk=run_id).values_list("pk", flat=True))
 
 
 def mark_run_done_if_finished(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> bool:

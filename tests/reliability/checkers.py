@@ -30,6 +30,8 @@ node's next fence, so the pair names one tenure whatever the spelling. The check
    first (`queued_at`, the database's time; joins within `QUEUE_TIE_S` are simultaneous) was
    granted no later.
 7. No call answered 5xx.
+8. Promises (tests/reliability/deadlines.py): no lease treated as expired before the deadline
+   last promised to its holder; across a failover, as the new primary's epoch moved it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from leases.names import node_of, overlaps, top_of
+from tests.reliability.deadlines import Epoch, check_promises, end_of, shifted
 
 if TYPE_CHECKING:
     from tests.reliability.harness import Config
@@ -162,8 +165,9 @@ class Waiter:
 class Checker:
     """One pass over a history: `check` runs each checker in turn and fills `anomalies`."""
 
-    def __init__(self, config: Config, hands: list[str]) -> None:
+    def __init__(self, config: Config, hands: list[str], epochs: Iterable[Epoch] = ()) -> None:
         self.config = config
+        self.epochs = sorted(epochs, key=lambda e: e.started_at)
         self.hand_of = dict(enumerate(hands))
         self.anomalies: list[str] = []
         self.tenures: dict[Key, Tenure] = {}
@@ -203,6 +207,8 @@ class Checker:
                     pool=data.get("pool"),
                     member=data.get("member"),
                 )
+                # Its end, if any, is read later: the estimate moves with every epoch.
+                self.tenures[key].lost_at = shifted(self.tenures[key].lost_at, at, self.epochs)
                 self.bumps[node].append(Bump(event["fence"], at, data.get("mode") or EXCLUSIVE))
             elif kind == "lease_broken":
                 # One break of a node writes one event per tenure it ended, each with the
@@ -294,7 +300,13 @@ class Checker:
                 else:
                     self.stats["grants_reported"] += 1
                     self.grant(op, tenure, lease, now, deadline)
-                    tenure.lost_at = max(tenure.lost_at, (deadline or now) + grace[tenure.slot])
+                    # The deadline the grant reported replaces the estimate from its event's
+                    # time: the statement may read the clock for the deadline milliseconds
+                    # before the stamp its event carries (leases/clock.py), and a takeover
+                    # right at the reported end is no overlap.
+                    if deadline is not None:
+                        promised = shifted(deadline, now, self.epochs, end_of(tenure))
+                        tenure.lost_at = promised + grace[tenure.slot]
                     continue
             if op["kind"] in RELEASE_OPS:
                 ended = [
@@ -313,7 +325,8 @@ class Checker:
             if now > tenure.lost_at and key not in self.uncertain:
                 self.flag(f"{op['kind']} on {key} renewed at {now}, lost since {tenure.lost_at}")
             if deadline is not None:
-                tenure.lost_at = max(tenure.lost_at, deadline + grace[tenure.slot])
+                promised = shifted(deadline, now, self.epochs, end_of(tenure))
+                tenure.lost_at = max(tenure.lost_at, promised + grace[tenure.slot])
         for now, op, key in self.checked:
             released = self.tenures[key].released_at()
             if released is not None and now > released:
@@ -572,9 +585,10 @@ def check(
     config: Config,
     hands: list[str],
     paused: dict[int, list[tuple[float, float]]] | None = None,
+    epochs: Iterable[Epoch] = (),
 ) -> dict[str, Any]:
     """Every checker over one history; the report's `anomalies` is empty when all held."""
-    checker = Checker(config, hands)
+    checker = Checker(config, hands, epochs)
     ops = [op for op in history if "outcome" in op]
     checker.read_events(events)
     checker.read_successes(ops)
@@ -583,6 +597,7 @@ def check(
     checker.check_fences()
     checker.check_stale(store_log)
     checker.check_fifo(ops, paused or {})
+    check_promises(checker, ops)
     outcomes = Counter(op["outcome"] for op in ops)
     codes = Counter(op.get("code") for op in ops if op["outcome"] == "fail")
     modes = Counter(t.mode for t in checker.tenures.values() if not t.slot)
@@ -611,4 +626,7 @@ def check(
         "fifo_pairs": stats["fifo_pairs"],
         "events": len(events),
         "uncertain_tenures": len(checker.uncertain),
+        "promises": stats["promises"],
+        "expiries_after_promise": stats["expiries_after_promise"],
+        "lost_refusals_checked": stats["lost_refusals_checked"],
     }

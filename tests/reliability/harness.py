@@ -43,6 +43,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -514,9 +515,18 @@ def _breaker(
     boss.close()
 
 
-def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[str, Any]:
+def run_history(
+    url: str,
+    boss_key: str,
+    config: Config,
+    workdir: Path,
+    during: Callable[[threading.Event], None] | None = None,
+    checker: Callable[..., dict[str, Any]] = check,
+) -> dict[str, Any]:
     """Run the clients against `url`, inject pauses and breaks, then check. Returns the report
-    (its `anomalies` list is empty when every promise held)."""
+    (its `anomalies` list is empty when every promise held). `during(stop)` runs in a thread of
+    its own beside the freezers (another fault: tests/ha kills the primary); `checker` is called
+    as `check` is."""
     workdir.mkdir(parents=True, exist_ok=True)
     tag = secrets.token_hex(3)
     boss = Api(url, boss_key)
@@ -586,6 +596,8 @@ def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[
                 ),
             ),
         ]
+        if during is not None:
+            threads.append(threading.Thread(target=during, args=(stop,)))
         for thread in threads:
             thread.start()
         try:
@@ -619,7 +631,7 @@ def run_history(url: str, boss_key: str, config: Config, workdir: Path) -> dict[
     (workdir / "events.json").write_text(json.dumps(events))
     (workdir / "store.json").write_text(json.dumps(store_log))
     paused = paused_clients(faults.log, {client.pid: i for i, client in enumerate(clients)})
-    report = check(history, store_log, events, config, setup.hands, paused)
+    report = checker(history, store_log, events, config, setup.hands, paused)
     report["anomalies"] += [f"client {i} crashed: {err}" for i, err in crashed]
     report["faults"] = {
         "sigstops": faults.sigstops,

@@ -38,8 +38,15 @@ def database_url(db: Mapping[str, Any], name: str | None = None) -> str:
     auth = quote(db.get("USER") or "postgres")
     if db.get("PASSWORD"):
         auth += ":" + quote(db["PASSWORD"])
-    host = db.get("HOST") or "127.0.0.1"
-    return f"postgresql://{auth}@{host}:{db.get('PORT') or 5432}/{name or db['NAME']}"
+    # Several hosts (a multi-host DATABASE_URL, docs/scale.md) come as lists, one port each.
+    hosts = str(db.get("HOST") or "127.0.0.1").split(",")
+    ports = str(db.get("PORT") or 5432).split(",")
+    if len(ports) == 1:
+        ports *= len(hosts)
+    netloc = ",".join(f"{host}:{port}" for host, port in zip(hosts, ports, strict=True))
+    url = f"postgresql://{auth}@{netloc}/{name or db['NAME']}"
+    attrs = (db.get("OPTIONS") or {}).get("target_session_attrs")
+    return f"{url}?target_session_attrs={attrs}" if attrs else url
 
 
 def server_env(database: str, **extra: str) -> dict[str, str]:

@@ -27,6 +27,8 @@ GLOBAL_TABLES = {
     "leases_addressrefusal": "refusals of callers with no valid key, counted by client address: "
     "no workspace is known (a coordinator-local table)",
     "fleet_jobrun": "one row per periodic job of the whole installation (coordinator-local)",
+    "leases_clockepoch": "one row per primary's (system identifier, timeline) of the whole "
+    "installation: the clock's epochs (coordinator-local)",
     "auth_user": "Django's users: one person is a member of several workspaces (reference)",
     "auth_group": "Django's auth tables (reference)",
     "auth_permission": "Django's auth tables (reference)",
