@@ -24,7 +24,6 @@ from urllib.parse import parse_qs, urlsplit
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.handlers.wsgi import LimitedStream
-from django.db import InterfaceError, OperationalError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf
@@ -46,6 +45,7 @@ from apikit.errors import (
     ScopeDenied,
     ValidationFailed,
 )
+from apikit.outages import drop_read_only_connections, is_database_outage
 from apikit.ratelimit import unauthenticated_refusal
 
 logger = logging.getLogger(__name__)
@@ -105,9 +105,8 @@ class RequestIdMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         # Outside DRF views (which answer through `exception_handler`), an unreachable database
         # still answers 503 with the uniform body, never a 500 page.
-        if request.path.startswith(API_PREFIX) and isinstance(
-            exception, OperationalError | InterfaceError
-        ):
+        if request.path.startswith(API_PREFIX) and is_database_outage(exception):
+            drop_read_only_connections(exception)
             error = _outage()
             return JsonResponse({"error": _body(error, request)}, status=error.http_status)
         return None
@@ -148,7 +147,8 @@ def as_domain_error(exc: Exception) -> GroundControlError | None:
     """The contract's error for `exc`, or None for a bug (answered as internal_error)."""
     if isinstance(exc, GroundControlError):
         return exc
-    if isinstance(exc, OperationalError | InterfaceError):
+    if is_database_outage(exc):
+        drop_read_only_connections(exc)
         return _outage()
     if isinstance(exc, Http404 | drf.NotFound):
         return NotFound("no such object in this workspace")

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.signals import got_request_exception
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
 from apikit.api import API_PREFIX, as_domain_error
 from apikit.errors import DependencyUnavailable
+from apikit.outages import is_database_outage
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ _OUTAGE = "gc_database_outage"
 
 def is_outage(exception: BaseException | None) -> bool:
     """The database, or another store a page needs (the login throttle's), out of reach."""
-    return isinstance(exception, OperationalError | InterfaceError | DependencyUnavailable)
+    return is_database_outage(exception) or isinstance(exception, DependencyUnavailable)
 
 
 def outage_page(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -86,10 +87,10 @@ class DatabaseOutageMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         try:
             response = self.get_response(request)
-        except (OperationalError, InterfaceError) as error:
+        except DatabaseError as error:
             # Django's own 500 page failed on the outage too (its CSRF token is read from the
             # session with CSRF_USE_SESSIONS), and the exception came all the way out.
-            if not self._is_page(request):
+            if not is_database_outage(error) or not self._is_page(request):
                 raise
             return outage_page(request, error)
         exception = getattr(request, _OUTAGE, None)

@@ -33,8 +33,6 @@ from django.conf import settings
 from django.db import (
     DEFAULT_DB_ALIAS,
     DatabaseError,
-    InterfaceError,
-    OperationalError,
     connections,
 )
 from django.http import HttpRequest, HttpResponse
@@ -43,6 +41,7 @@ from django.views.decorators.csrf import csrf_exempt
 from apikit import reads
 from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_repeat_a_key
 from apikit.errors import GroundControlError, RateLimited
+from apikit.outages import is_database_outage
 from apikit.ratelimit import rate_caller, rate_limit
 from fleet.api.presenters import lease_json, pending_of_leases, renewed_json, report_row_json
 from fleet.hot_values import plain_float, plain_text
@@ -555,11 +554,11 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
         row = run_statement(
             db, statement(prepared.name, now_sql()), params, prelude=call.prelude, many=call.many
         )
-    except (OperationalError, InterfaceError):
-        # The database is out of reach, perhaps after applying the statement: answered 503 by
-        # the middleware (apikit.api), never tried again by the DRF view.
-        raise
-    except DatabaseError:
+    except DatabaseError as error:
+        if is_database_outage(error):
+            # The database is out of reach (perhaps after applying the statement) or read-only:
+            # answered 503 by the middleware (apikit.api), never tried again by the DRF view.
+            raise
         # The statement itself was refused, so nothing was applied: the DRF view explains.
         logger.warning("a hot statement failed; the DRF view answers", exc_info=True)
         return None
