@@ -493,7 +493,8 @@ _BEHAVIOURS: dict[str, type[DemoHand]] = {
 
 
 class DemoFleet:
-    """Start the four hands against `url`; `stop()` ends them at their next pause."""
+    """Start the five hands against `url` (the four of `setup`, and `demo_loop`'s idle hand);
+    `stop()` ends them at their next pause."""
 
     def __init__(
         self,
