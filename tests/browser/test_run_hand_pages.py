@@ -57,13 +57,15 @@ def test_the_run_page_shows_what_a_costed_report_cost(logged_in, owner, make_run
     page.reload()
     assert total.get_attribute("data-cost-usd") == "1.250000"
     assert total.inner_text() == "$1.25, 1000 tokens (900 in, 100 out)"
-    row_cost = page.locator(f'tr[data-attempt="{view.attempt.pk}"] td.cost')
-    assert row_cost.inner_text() == "$1.25, 1000 tokens (900 in, 100 out)"
+    row_cost = page.locator(f'tr[data-attempt="{view.attempt.pk}"] td.cost span')
+    assert row_cost.inner_text().split() == ["$1.25", "1000", "tokens"]
+    assert row_cost.get_attribute("title") == "900 tokens in, 100 out"
     chart = page.locator("#run-cost-chart svg")
     assert chart.get_attribute("role") == "img"
     today = chart.locator("rect[data-day]").last
     assert float(today.get_attribute("height")) > 0
     assert today.locator("title").text_content().endswith(": $1.25, 1000 tokens")
+    page.screenshot(path=str(artifacts / "run-cost.png"), full_page=True)
     page.goto(f"/hands/{owner.pk}/")
     assert page.locator("dl.facts [data-cost-usd]").get_attribute("data-cost-usd") == "1.250000"
-    page.screenshot(path=str(artifacts / "run-cost.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "hand-cost.png"), full_page=True)

@@ -60,8 +60,12 @@ def test_the_run_page_shows_the_run_s_total_and_each_attempt_s(viewer_client, co
     assert by_run[run.pk]["cost_usd"] == Decimal("1.004")  # the same sum as GET /costs?by=run
     assert "$1.00, 1330 tokens (1300 in, 30 out)</span> over all its attempts" in total
     assert 'data-cost-usd="0.754000"' in cell(html, mine.pk)
-    assert "$0.75, 1230 tokens (1200 in, 30 out)" in cell(html, mine.pk)
-    assert "$0.25, 100 tokens (100 in, 0 out)" in cell(html, theirs.pk)
+    assert 'title="1200 tokens in, 30 out">$0.75<br><small>1230 tokens</small><' in cell(
+        html, mine.pk
+    )
+    assert 'title="100 tokens in, 0 out">$0.25<br><small>100 tokens</small><' in cell(
+        html, theirs.pk
+    )
     # The chart: today's column says the run's day, with its figures.
     chart = html.split('id="run-cost-chart"')[1].split("</figure>")[0]
     assert chart.count("<rect x=") == 14 and "2030-01-01: $1.00, 1330 tokens" in chart
@@ -93,7 +97,9 @@ def test_the_hand_page_shows_the_hand_s_total_over_its_runs_and_each_attempt_s(
     assert 'data-cost-usd="2.754000"' in total
     assert "$2.75, 1240 tokens (1200 in, 40 out)</span> over all its attempts" in total
     assert 'data-cost-usd="0.754000"' in cell(html, mine.pk)
-    assert "$2.00, 10 tokens (0 in, 10 out)" in cell(html, elsewhere.pk)
+    assert 'title="0 tokens in, 10 out">$2.00<br><small>10 tokens</small><' in cell(
+        html, elsewhere.pk
+    )
     other = viewer_client.get(f"/hands/{teammate.pk}/").content.decode()
     assert 'data-cost-usd="0.250000"' in other.split("<dt>Cost</dt>")[1].split("</dd>")[0]
 
@@ -103,10 +109,10 @@ def test_an_attempt_without_costed_reports_shows_zero(viewer_client, owner, make
     view = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="p")
     report(owner, view)
     html = viewer_client.get(f"/runs/{run.pk}/").content.decode()
-    assert "$0.00, 0 tokens (0 in, 0 out)" in cell(html, view.attempt.pk)
+    assert ">$0.00<br><small>0 tokens</small><" in cell(html, view.attempt.pk)
     assert 'data-cost-usd="0.000000"' in html.split("<dt>Cost</dt>")[1].split("</dd>")[0]
     hand_html = viewer_client.get(f"/hands/{owner.pk}/").content.decode()
-    assert "$0.00, 0 tokens" in cell(hand_html, view.attempt.pk)
+    assert ">$0.00<br><small>0 tokens</small><" in cell(hand_html, view.attempt.pk)
 
 
 def test_the_board_has_no_cost_column(viewer_client, costed) -> None:
