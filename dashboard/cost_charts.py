@@ -1,6 +1,7 @@
-"""A lane's spend per UTC day as server-rendered SVG columns, with its daily budget's limit as a
-line. A pure function of its data, as dashboard/charts.py: every text escaped, a title and a
-description for screen readers, each day's figures in words in its tooltip."""
+"""The spend per UTC day of a lane or a run as server-rendered SVG columns, with a lane's daily
+budget's limit as a line. A pure function of its data, as dashboard/charts.py: every text
+escaped, a title and a description for screen readers, each day's figures in words in its
+tooltip."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def cost_chart_svg(
     height: int = 150,
     ident: str = "cost-chart",
 ) -> str:
-    """One column per day (oldest first) of what the lane's reports cost, and the daily limit."""
+    """One column per day (oldest first) of what the reports of a lane or a run cost, and the
+    daily limit (a lane's)."""
     title = "Cost per day (UTC)"
     total = sum((spend.cost_usd for _, spend in days), Decimal(0))
     tokens = sum(spend.tokens for _, spend in days)

@@ -10,6 +10,7 @@ budget's period (a UTC day or ISO week) is a range of it.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -46,6 +47,18 @@ class Spend:
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            tokens_in=self.tokens_in + other.tokens_in,
+            tokens_out=self.tokens_out + other.tokens_out,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+
+def spend_total(spends: Iterable[Spend]) -> Spend:
+    """Spends added up (a week's days, a run's days): the same sums the database would make."""
+    return sum(spends, Spend())
 
 
 def budget_notice_now(notice: object, until: datetime | None, now: datetime) -> Any:
@@ -94,6 +107,25 @@ def attempt_spend(*, attempt_id: int) -> Spend:
     return _spend(Report.objects.filter(COSTED, attempt_id=attempt_id).aggregate(**_SUMS))
 
 
+def hand_spend(*, hand_id: int) -> Spend:
+    """What the hand's reports cost, over all its attempts (one aggregate)."""
+    return _spend(Report.objects.filter(COSTED, attempt__hand_id=hand_id).aggregate(**_SUMS))
+
+
+def attempts_spend(*, attempt_ids: Collection[int]) -> dict[int, Spend]:
+    """Each attempt's total, for the attempts given (one grouped query; an attempt whose reports
+    carried no cost is absent)."""
+    if not attempt_ids:
+        return {}
+    rows = (
+        Report.objects.filter(COSTED, attempt_id__in=list(attempt_ids))
+        .values("attempt_id")
+        .annotate(**_SUMS)
+        .order_by()
+    )
+    return {row["attempt_id"]: _spend(row) for row in rows}
+
+
 def costs_by(
     *,
     workspace_id: int,
@@ -137,17 +169,26 @@ def costs_by(
     ]
 
 
-def lane_daily(*, lane_id: int, since: date) -> dict[date, Spend]:
-    """A lane's spend per UTC day from `since`, for its chart (one grouped query)."""
-    start = datetime(since.year, since.month, since.day, tzinfo=UTC)
+def _daily(reports: Any) -> dict[date, Spend]:
     rows = (
-        Report.objects.filter(COSTED, at__gte=start, attempt__lane_id=lane_id)
-        .annotate(day=TruncDate("at", tzinfo=UTC))
+        reports.annotate(day=TruncDate("at", tzinfo=UTC))
         .values("day")
         .annotate(**_SUMS)
         .order_by("day")
     )
     return {row["day"]: _spend(row) for row in rows}
+
+
+def lane_daily(*, lane_id: int, since: date) -> dict[date, Spend]:
+    """A lane's spend per UTC day from `since`, for its chart (one grouped query)."""
+    start = datetime(since.year, since.month, since.day, tzinfo=UTC)
+    return _daily(Report.objects.filter(COSTED, at__gte=start, attempt__lane_id=lane_id))
+
+
+def run_daily(*, run_id: int) -> dict[date, Spend]:
+    """A run's spend per UTC day over its whole life (one grouped query): the days add up to
+    its total, and the latest of them are its chart."""
+    return _daily(Report.objects.filter(COSTED, attempt__run_id=run_id))
 
 
 @dataclass(frozen=True)

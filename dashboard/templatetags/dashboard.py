@@ -1,4 +1,4 @@
-"""Filters for the dashboard's templates: safe Markdown, safe links, short durations."""
+"""Filters for the dashboard's templates: safe Markdown, safe links, short durations, costs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import markdown as markdown_lib
 import nh3
 from django import template
 from django.utils.safestring import SafeString, mark_safe
+
+from fleet.costs import Spend, money_text
 
 register = template.Library()
 
@@ -60,6 +62,18 @@ def iso(value: datetime | None) -> str:
 @register.filter
 def state_count(counts: dict[str, int] | None, state: str) -> int:
     return (counts or {}).get(state, 0)
+
+
+@register.filter
+def spend_of(spends: dict[int, Any] | None, attempt_id: int) -> Any:
+    """An attempt's total from a page's `by_attempt`; none (zero) when it reported no cost."""
+    return (spends or {}).get(attempt_id) or Spend()
+
+
+@register.filter
+def money(value: Any) -> str:
+    """A dollar figure as the contract writes it (6 places, a Decimal, never a float)."""
+    return money_text(value) or ""
 
 
 @register.filter

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods
 from apikit.clients import client_address
 from apikit.errors import GroundControlError
 from dashboard import login_throttle, pages
+from dashboard.costs import hand_costs
 from dashboard.forms import (
     HandCapabilitiesForm,
     HandCreateForm,
@@ -93,7 +94,14 @@ def hand_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRe
         href=lambda row: reverse("run", args=[row.attempt.run_id]),
     )
     form = HandCapabilitiesForm(initial={"capabilities": ", ".join(page.hand.capabilities)})
-    context = {"page": page, "hand": page.hand, "capabilities_form": form, **timeline}
+    spend = hand_costs(hand_id=page.hand.pk, attempt_ids=[row.attempt.pk for row in page.rows])
+    context = {
+        "page": page,
+        "hand": page.hand,
+        "capabilities_form": form,
+        "costs": spend,
+        **timeline,
+    }
     return render_page(request, "fleet/hand.html", context)
 
 

@@ -21,7 +21,7 @@ from apikit.errors import GroundControlError
 from dashboard import pages
 from dashboard.charts import Bar, state_chart_svg, timeline_svg
 from dashboard.cost_charts import cost_chart_svg
-from dashboard.costs import lane_costs
+from dashboard.costs import lane_costs, run_costs
 from dashboard.forms import (
     BoardFilterForm,
     BudgetForm,
@@ -232,9 +232,15 @@ def run_detail(request: HttpRequest, membership: Membership, pk: int) -> HttpRes
         label=lambda row: f"{row.attempt.hand.name} · slot {row.attempt.slot.index}",
         href=lambda row: reverse("hand", args=[row.attempt.hand_id]),
     )
+    spend = run_costs(
+        run_id=page.run.pk, attempt_ids=[row.attempt.pk for row in page.rows], now=page.now
+    )
+    chart = cost_chart_svg(spend.days, ident=f"run-{page.run.pk}-cost-chart")
     context = {
         "page": page,
         "run": page.run,
+        "costs": spend,
+        "cost_chart": mark_safe(chart),  # noqa: S308 - the chart escapes its text
         "open_slots": sum(1 for cell in page.slots if cell.state == "open"),
         "done_slots": sum(1 for cell in page.slots if cell.state == "done"),
         "idle_form": RunIdleForm(

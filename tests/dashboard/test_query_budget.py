@@ -2,8 +2,10 @@
 
 The board: session, user, memberships, the time, lanes, counts (one aggregate), the page of rows.
 The run page: the same first three, the run, the time, its slots, its attempts with evidence
-and latest reports (three), its counts. The hand page: the hand, the time, its keys, its
-attempts (three), its refusals.
+and latest reports (three), its counts, and two for its cost (its spend per day, which sums to
+its total and draws its chart; the shown attempts' totals, one grouped query). The hand page:
+the hand, the time, its keys, its attempts (three), its refusals, and two for its cost (its
+total; the shown attempts' totals). tests/dashboard/test_run_hand_costs.py adds costed reports.
 """
 
 from __future__ import annotations
