@@ -34,6 +34,12 @@ def test_it_badges_an_idle_hand_without_a_reload(logged_in, owner, make_run, art
     assert row.locator('[data-state="live"]').count() == 1  # a flag beside its state
     assert page.evaluate("window.__notReloaded") is True
     page.screenshot(path=str(artifacts / "board-idle.png"), full_page=True)
+    # Every action of the row shows whole inside its cell (none cut off by the column).
+    cell = row.locator("td.actions").bounding_box()
+    for action in row.locator("td.actions a, td.actions button").all():
+        box = action.bounding_box()
+        assert box and cell and box["x"] + box["width"] <= cell["x"] + cell["width"] + 1, box
+        assert box["y"] + box["height"] <= cell["y"] + cell["height"] + 1, box
 
 
 def test_it_draws_a_lanes_cost_per_day_and_its_budget(logged_in, owner, lane, make_run, artifacts):
