@@ -154,8 +154,10 @@ if GC_DB_POOLER == "transaction":
 
 
 def _extra_database(url: str) -> dict[str, object]:
-    extra = dj_database_url.parse(url, conn_max_age=DATABASES["default"]["CONN_MAX_AGE"])
-    extra["OPTIONS"] = {"connect_timeout": env_int("DB_CONNECT_TIMEOUT", 5)}
+    # Read as DATABASE_URL is (several hosts and target_session_attrs included).
+    extra = database_settings(url)
+    extra["CONN_MAX_AGE"] = DATABASES["default"]["CONN_MAX_AGE"]
+    extra.setdefault("OPTIONS", {}).setdefault("connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5))
     # Tests run it against the test database, never against the one the URL names.
     extra["TEST"] = {"MIRROR": "default"}
     return extra
