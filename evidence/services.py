@@ -153,6 +153,7 @@ def attempt_finish(
         latest = _latest_attestations(hand.workspace_id, urls)
         rows = [
             Evidence(
+                workspace_id=attempt.workspace_id,
                 attempt=attempt,
                 observed_by=observed_by,
                 grade=evidence_grade(observed_by=observed_by, attestation=latest.get(item["url"])),

@@ -105,6 +105,8 @@ class SlotState(models.TextChoices):
 class Slot(models.Model):
     """A place in a run that one hand at a time holds, through the lease on `run/<id>/slot/<n>`."""
 
+    # The run's, denormalised: every table carries the distribution key (docs/scale.md).
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="slots")
     index = models.PositiveIntegerField()
     lease = models.OneToOneField(Lease, on_delete=models.PROTECT, related_name="slot")

@@ -46,6 +46,8 @@ class WebhookDelivery(models.Model):
     schedules, and the body sent (and re-sent on retry) is kept here.
     """
 
+    # The webhook's, denormalised: every table carries the distribution key (docs/scale.md).
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
     event_id = models.BigIntegerField()
     kind = models.CharField(max_length=32)

@@ -317,7 +317,9 @@ def lock_run(run_id: int) -> None:
 
 def mark_run_done_if_finished(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> bool:
     """An open run whose every slot is done becomes done, with its event, once."""
-    unfinished = Slot.objects.filter(run_id=run_id).exclude(lease__status=LeaseStatus.RETIRED)
+    unfinished = Slot.objects.filter(workspace_id=workspace_id, run_id=run_id).exclude(
+        lease__status=LeaseStatus.RETIRED
+    )
     if unfinished.exists():
         return False
     if not Run.objects.filter(pk=run_id, state=RunState.OPEN).update(
@@ -450,5 +452,6 @@ def _create_slots(run: Run, indexes: range) -> None:
         for i in indexes
     ]
     Slot.objects.bulk_create(
-        Slot(run=run, index=i, lease=lease) for i, lease in zip(indexes, leases, strict=True)
+        Slot(workspace_id=run.workspace_id, run=run, index=i, lease=lease)
+        for i, lease in zip(indexes, leases, strict=True)
     )

@@ -41,10 +41,7 @@ GLOBAL_TABLES = {
 # Child tables that reach their workspace only through their parent: each needs a denormalised
 # `workspace_id` (filled from the parent) before it can be distributed (docs/scale.md).
 GAPS = {
-    "fleet_slot": "a run's slots: workspace_id from fleet_run",
     "fleet_report": "an attempt's reports: workspace_id from fleet_attempt",
-    "evidence_evidence": "an attempt's evidence: workspace_id from fleet_attempt",
-    "fleet_webhookdelivery": "a webhook's deliveries: workspace_id from fleet_webhook",
 }
 
 # Unique constraints without the workspace: each on a global table, or fixed by adding it.
@@ -164,7 +161,6 @@ ROUTE_GAPS = {
     "reference tables on Citus), and select_related from an attempt",
     ("leases_lease", "by foreign key"): "a slot's or an attempt's lease joined by its id: "
     "join on (workspace_id, id)",
-    ("fleet_slot", "no workspace column"): GAPS["fleet_slot"],
+    ("fleet_slot", "by foreign key"): "select_related from an attempt: join on (workspace_id, id)",
     ("fleet_report", "no workspace column"): GAPS["fleet_report"],
-    ("evidence_evidence", "no workspace column"): GAPS["evidence_evidence"],
 }
