@@ -68,7 +68,9 @@ class WebhookDelivery(models.Model):
         db_table = "fleet_webhookdelivery"  # made by fleet, before the apps were split
         constraints = [
             # Dispatching an event twice (two workers, a retried task) never makes two deliveries.
-            models.UniqueConstraint(fields=["webhook", "event_id"], name="delivery_unique_event")
+            models.UniqueConstraint(
+                fields=["webhook", "event_id", "workspace"], name="delivery_unique_event"
+            )
         ]
         indexes = [
             # The sender's WHERE: pending deliveries whose next attempt is due.

@@ -72,17 +72,20 @@ def work_package_create(
     try:
         with transaction.atomic():
             return WorkPackage.objects.get_or_create(
+                workspace_id=lane.workspace_id,
                 lane=lane,
                 key=key,
                 defaults={
-                    "workspace_id": lane.workspace_id,
                     "title": title,
                     "external_ref": external_ref or "",
                 },
             )
     except IntegrityError:
         # A concurrent request created it between our read and insert.
-        return WorkPackage.objects.get(lane=lane, key=key), False
+        return (
+            WorkPackage.objects.get(workspace_id=lane.workspace_id, lane=lane, key=key),
+            False,
+        )
 
 
 def _validate_evidence_kinds(value: object) -> list[str]:

@@ -274,3 +274,37 @@ def test_the_child_tables_get_their_parents_workspace() -> None:
         for table in ("fleet_slot", "evidence_evidence", "fleet_webhookdelivery"):
             columns = connection.introspection.get_table_description(cursor, table)
             assert [c.null_ok for c in columns if c.name == "workspace_id"] == [False], table
+
+
+def test_the_unique_rules_hold_with_the_workspace_in_them() -> None:
+    """Each unique constraint took the workspace as its last column (docs/scale.md): the rule
+    it enforces is the one it enforced before."""
+    from django.db import IntegrityError, transaction
+
+    from fleet.models import Attempt, Slot, WorkPackage
+    from hands.models import Hand, Lane, Workspace
+    from leases.models import Lease
+
+    ws = Workspace.objects.create(name="acme")
+    lane = Lane.objects.create(workspace=ws, slug="l", name="l")
+    package = WorkPackage.objects.create(workspace=ws, lane=lane, key="k", title="t")
+    run = package.runs.create(workspace=ws, title="r")
+    lease = Lease.objects.create(workspace_id=ws.pk, resource="run/1/slot/0", kind="slot")
+    other = Lease.objects.create(workspace_id=ws.pk, resource="run/1/slot/1", kind="slot")
+    slot = Slot.objects.create(workspace=ws, run=run, index=0, lease=lease)
+    hand = Hand.objects.create(workspace=ws, name="a")
+    tenure = {"workspace": ws, "run": run, "slot": slot, "hand": hand, "lane": lane}
+    Attempt.objects.create(
+        **tenure, lease=lease, fence=1, process_id="p", claimed_at="2030-01-01T00:00:00Z"
+    )
+    for duplicate in (
+        lambda: WorkPackage.objects.create(workspace=ws, lane=lane, key="k", title="again"),
+        lambda: Slot.objects.create(workspace=ws, run=run, index=0, lease=other),
+        lambda: Slot.objects.create(workspace=ws, run=run, index=1, lease=lease),
+        lambda: Attempt.objects.create(
+            **tenure, lease=lease, fence=1, process_id="q", claimed_at="2030-01-01T00:00:00Z"
+        ),
+    ):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            duplicate()
+    assert (WorkPackage.objects.count(), Slot.objects.count(), Attempt.objects.count()) == (1, 1, 1)
