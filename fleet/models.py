@@ -206,6 +206,12 @@ class ReportKind(models.TextChoices):
 
 
 class Report(models.Model):
+    # The attempt's, denormalised: every table carries the distribution key (docs/scale.md).
+    # No index of its own (the hot report's INSERT writes no more than before), and no cascade
+    # of its own: a workspace's reports go with their attempts.
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.DO_NOTHING, related_name="+", db_index=False
+    )
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="reports")
     kind = models.CharField(max_length=16, choices=ReportKind.choices)
     at = models.DateTimeField(db_default=Now())

@@ -208,10 +208,10 @@ BEFORE_WORKSPACE = [
 
 
 def test_the_child_tables_get_their_parents_workspace() -> None:
-    """Slots, evidence and webhook deliveries written before the column existed get their
+    """Slots, reports, evidence and webhook deliveries written before the column existed get their
     parent's workspace, each its own (two workspaces, so a fill from the wrong parent shows)."""
     from evidence.models import Evidence
-    from fleet.models import Slot
+    from fleet.models import Report, Slot
     from webhooks.models import WebhookDelivery
 
     executor = MigrationExecutor(connection)
@@ -221,7 +221,7 @@ def test_the_child_tables_get_their_parents_workspace() -> None:
         node for node in executor.loader.graph.leaf_nodes() if node[0] not in moved
     ]
     executor.migrate(before)
-    expected: dict[str, dict[int, int]] = {"slot": {}, "evidence": {}, "delivery": {}}
+    expected: dict[str, dict[int, int]] = {"slot": {}, "report": {}, "evidence": {}, "delivery": {}}
     try:
         old = executor.loader.project_state(before).apps
         for name in ("acme", "globex"):
@@ -249,6 +249,9 @@ def test_the_child_tables_get_their_parents_workspace() -> None:
                 process_id="p",
                 claimed_at="2030-01-01T00:00:00Z",
             )
+            report = old.get_model("fleet", "Report").objects.create(
+                attempt=attempt, kind="note", message="hello"
+            )
             evidence = old.get_model("evidence", "Evidence").objects.create(
                 attempt=attempt, kind="pull_request", url="https://example.com/pr/1"
             )
@@ -259,6 +262,7 @@ def test_the_child_tables_get_their_parents_workspace() -> None:
                 webhook=hook, event_id=7, kind="lost", body="{}"
             )
             expected["slot"][slot.pk] = ws.pk
+            expected["report"][report.pk] = ws.pk
             expected["evidence"][evidence.pk] = ws.pk
             expected["delivery"][delivery.pk] = ws.pk
     finally:
@@ -267,11 +271,12 @@ def test_the_child_tables_get_their_parents_workspace() -> None:
 
     assert len(set(expected["slot"].values())) == 2
     assert dict(Slot.objects.values_list("pk", "workspace_id")) == expected["slot"]
+    assert dict(Report.objects.values_list("pk", "workspace_id")) == expected["report"]
     assert dict(Evidence.objects.values_list("pk", "workspace_id")) == expected["evidence"]
     assert dict(WebhookDelivery.objects.values_list("pk", "workspace_id")) == expected["delivery"]
     # NOT NULL now: a row without its workspace is refused by the database.
     with connection.cursor() as cursor:
-        for table in ("fleet_slot", "evidence_evidence", "fleet_webhookdelivery"):
+        for table in ("fleet_slot", "fleet_report", "evidence_evidence", "fleet_webhookdelivery"):
             columns = connection.introspection.get_table_description(cursor, table)
             assert [c.null_ok for c in columns if c.name == "workspace_id"] == [False], table
 

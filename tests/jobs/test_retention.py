@@ -68,7 +68,7 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         GitHubDelivery.objects.filter(pk=delivery.pk).update(
             received_at=db_now() - timedelta(days=days)
         )
-    aged(Report, attempt=view.attempt, kind="heartbeat")
+    aged(Report, workspace_id=lane.workspace_id, attempt=view.attempt, kind="heartbeat")
     Event.objects.all().delete()
     aged(Event, workspace_id=1, kind="late")
     aged(Refusal, code="lease_held")

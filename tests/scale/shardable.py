@@ -40,9 +40,7 @@ GLOBAL_TABLES = {
 
 # Child tables that reach their workspace only through their parent: each needs a denormalised
 # `workspace_id` (filled from the parent) before it can be distributed (docs/scale.md).
-GAPS = {
-    "fleet_report": "an attempt's reports: workspace_id from fleet_attempt",
-}
+GAPS: dict[str, str] = {}
 
 # Unique constraints without the workspace: each on a global table, or fixed by adding it (none
 # today: each has the workspace as its last column, docs/scale.md).
@@ -155,5 +153,4 @@ ROUTE_GAPS = {
     ("leases_lease", "by foreign key"): "a slot's or an attempt's lease joined by its id: "
     "join on (workspace_id, id)",
     ("fleet_slot", "by foreign key"): "select_related from an attempt: join on (workspace_id, id)",
-    ("fleet_report", "no workspace column"): GAPS["fleet_report"],
 }
