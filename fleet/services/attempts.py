@@ -323,7 +323,7 @@ def attempt_end(
     if finished:
         # Finishes of one run take turns from here to the commit, so the last of two
         # concurrent ones sees the other's slot done and marks the run (no write skew).
-        lock_run(attempt.run_id)
+        lock_run(workspace_id=attempt.workspace_id, run_id=attempt.run_id)
     lease = engine.release(
         workspace_id=hand.workspace_id,
         resource=attempt.lease.resource,

@@ -266,7 +266,7 @@ def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> 
     validate_choice(state, field="state", choices=[RunState.OPEN.value, RunState.CLOSED.value])
     run = run_get(workspace_id=workspace_id, run_id=run_id)
     with transaction.atomic():
-        lock_run(run.pk)
+        lock_run(workspace_id=run.workspace_id, run_id=run.pk)
         now = db_now()
         if state == RunState.CLOSED:
             changed = (
@@ -311,11 +311,15 @@ def run_set_capabilities(
     return run
 
 
-def lock_run(run_id: int) -> None:
+def lock_run(*, workspace_id: int, run_id: int) -> None:
     """Take the run's row lock for the rest of the transaction (no-op on SQLite, which has
     one writer at a time). Every path that changes which of a run's slots are done takes it
     before it touches a slot's lease, so they never deadlock."""
-    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+    list(
+        Run.objects.select_for_update()
+        .filter(workspace_id=workspace_id, pk=run_id)
+        .values_list("pk", flat=True)
+    )
 
 
 def mark_run_done_if_finished(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> bool:
@@ -371,7 +375,7 @@ def slot_reopen(
     except (Slot.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound(f"run {run.pk} has no slot {index!r}") from None
     with transaction.atomic():
-        lock_run(run.pk)
+        lock_run(workspace_id=run.workspace_id, run_id=run.pk)
         lease = engine.reopen(lease_id=slot.lease_id)
         if lease is None:
             current = engine.read(workspace_id=workspace_id, resource=slot.lease.resource)
@@ -414,7 +418,7 @@ def run_add_slots(
         )
     run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
     with transaction.atomic():
-        lock_run(run.pk)
+        lock_run(workspace_id=run.workspace_id, run_id=run.pk)
         run.refresh_from_db(fields=["state", "slot_count"])
         if run.state == RunState.CLOSED:
             raise RunClosed(

@@ -141,7 +141,6 @@ ROUTE_GAPS = {
     "workspace, or a slot's or a key's bound lease): add `AND workspace_id = <the caller's>`",
     ("fleet_attempt", "by id"): "an attempt by its id, its slot's or its lease's: add the "
     "workspace the hand or key has",
-    ("fleet_run", "by id"): "a run by its id (claim, the run's lock): add the workspace",
     ("fleet_run", "by foreign key"): "select_related from an attempt: join on (workspace_id, id)",
     ("fleet_workpackage", "by foreign key"): "select_related from a run: join on "
     "(workspace_id, id)",
