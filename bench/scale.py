@@ -103,8 +103,8 @@ def _fleet(n: int) -> tuple[Any, Any]:
             {"ws": workspace.pk, "run": run.pk, "n": n, "hands": max(1, n // 10), "now": now},
         )
         cursor.execute(
-            f"INSERT INTO {slot} (run_id, index, lease_id) "
-            f"SELECT %(run)s, split_part(resource, '/', 4)::int, id FROM {lease} "
+            f"INSERT INTO {slot} (workspace_id, run_id, index, lease_id) "
+            f"SELECT %(ws)s, %(run)s, split_part(resource, '/', 4)::int, id FROM {lease} "
             "WHERE workspace_id = %(ws)s",
             {"run": run.pk, "ws": workspace.pk},
         )

@@ -41,6 +41,8 @@ class Attestation(models.Model):
 
 
 class Evidence(models.Model):
+    # The attempt's, denormalised: every table carries the distribution key (docs/scale.md).
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="evidence")
     kind = models.CharField(max_length=64)
     url = models.URLField(max_length=2000)

@@ -19,7 +19,7 @@ from django.db.models import F, Value
 from apikit.errors import ValidationFailed
 from evidence.errors import EvidenceMissing
 from evidence.models import Attestation, AttestationResult, Evidence
-from fleet.models import GRADE_ORDER, AttemptEnd, EvidenceGrade
+from fleet.models import GRADE_ORDER, AttemptEnd, EvidenceGrade, Run
 from fleet.selectors import AttemptView, attempt_view
 from fleet.services.attempts import attempt_end, attempt_for_ending
 from hands.models import Hand, HandKey
@@ -153,6 +153,7 @@ def attempt_finish(
         latest = _latest_attestations(hand.workspace_id, urls)
         rows = [
             Evidence(
+                workspace_id=attempt.workspace_id,
                 attempt=attempt,
                 observed_by=observed_by,
                 grade=evidence_grade(observed_by=observed_by, attestation=latest.get(item["url"])),
@@ -161,7 +162,13 @@ def attempt_finish(
             )
             for item in items
         ]
-        _refuse_short(attempt.run.evidence_required, attempt.run.evidence_grades, rows)
+        # The run's rules, read with its workspace named (not the foreign key's lazy load).
+        required, grades = (
+            Run.objects.filter(workspace_id=attempt.workspace_id, pk=attempt.run_id)
+            .values_list("evidence_required", "evidence_grades")
+            .get()
+        )
+        _refuse_short(required, grades, rows)
         Evidence.objects.bulk_create(rows)
     return view
 

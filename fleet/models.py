@@ -38,7 +38,10 @@ class WorkPackage(models.Model):
     class Meta:
         constraints = [
             # Creating a work package is idempotent on its key: a retry never makes a second.
-            models.UniqueConstraint(fields=["lane", "key"], name="work_package_unique_key")
+            # The workspace last (shardable: docs/scale.md) keeps the look-ups' leading columns.
+            models.UniqueConstraint(
+                fields=["lane", "key", "workspace"], name="work_package_unique_key"
+            )
         ]
 
     def __str__(self) -> str:
@@ -105,12 +108,21 @@ class SlotState(models.TextChoices):
 class Slot(models.Model):
     """A place in a run that one hand at a time holds, through the lease on `run/<id>/slot/<n>`."""
 
+    # The run's, denormalised: every table carries the distribution key (docs/scale.md).
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="slots")
     index = models.PositiveIntegerField()
-    lease = models.OneToOneField(Lease, on_delete=models.PROTECT, related_name="slot")
+    # One slot per lease: the unique constraint below (with the workspace, shardable) and not a
+    # one-to-one field, whose unique index could not include it; that index serves the look-ups.
+    lease = models.ForeignKey(Lease, on_delete=models.PROTECT, related_name="slot", db_index=False)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "index"], name="slot_unique_index")]
+        # The workspace last in each (docs/scale.md, "Sharding"): the leading columns serve the
+        # look-ups as before.
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index", "workspace"], name="slot_unique_index"),
+            models.UniqueConstraint(fields=["lease", "workspace"], name="slot_unique_lease"),
+        ]
         ordering = ["run", "index"]
 
     def __str__(self) -> str:
@@ -166,7 +178,9 @@ class Attempt(models.Model):
     class Meta:
         constraints = [
             # A tenure is one fence of one slot's lease.
-            models.UniqueConstraint(fields=["lease", "fence"], name="attempt_unique_tenure")
+            models.UniqueConstraint(
+                fields=["lease", "fence", "workspace"], name="attempt_unique_tenure"
+            )
         ]
         indexes = [
             models.Index(fields=["workspace", "end", "lane"], name="attempt_open_idx"),
@@ -192,6 +206,12 @@ class ReportKind(models.TextChoices):
 
 
 class Report(models.Model):
+    # The attempt's, denormalised: every table carries the distribution key (docs/scale.md).
+    # No index of its own (the hot report's INSERT writes no more than before), and no cascade
+    # of its own: a workspace's reports go with their attempts.
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.DO_NOTHING, related_name="+", db_index=False
+    )
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="reports")
     kind = models.CharField(max_length=16, choices=ReportKind.choices)
     at = models.DateTimeField(db_default=Now())

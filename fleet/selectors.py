@@ -99,7 +99,7 @@ class ReportedAttempt:
     @property
     def run(self) -> Run:
         # Read only for an answer about a tenure other than the one just renewed.
-        return Run.objects.get(pk=self.run_id)
+        return Run.objects.get(workspace_id=self.workspace_id, pk=self.run_id)
 
 
 @dataclass(frozen=True)

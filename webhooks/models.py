@@ -46,6 +46,8 @@ class WebhookDelivery(models.Model):
     schedules, and the body sent (and re-sent on retry) is kept here.
     """
 
+    # The webhook's, denormalised: every table carries the distribution key (docs/scale.md).
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
     event_id = models.BigIntegerField()
     kind = models.CharField(max_length=32)
@@ -66,7 +68,9 @@ class WebhookDelivery(models.Model):
         db_table = "fleet_webhookdelivery"  # made by fleet, before the apps were split
         constraints = [
             # Dispatching an event twice (two workers, a retried task) never makes two deliveries.
-            models.UniqueConstraint(fields=["webhook", "event_id"], name="delivery_unique_event")
+            models.UniqueConstraint(
+                fields=["webhook", "event_id", "workspace"], name="delivery_unique_event"
+            )
         ]
         indexes = [
             # The sender's WHERE: pending deliveries whose next attempt is due.

@@ -204,6 +204,7 @@ def events_dispatch(*, batch: int = DISPATCH_BATCH) -> int:
             hooks.setdefault(webhook.workspace_id, []).append(webhook)
         deliveries = [
             WebhookDelivery(
+                workspace_id=webhook.workspace_id,
                 webhook=webhook,
                 event_id=event.pk,
                 kind=event.kind,

@@ -53,7 +53,11 @@ def attempt_claim(
     validate_name(process_id, field="process_id")
     run = run_get(workspace_id=hand.workspace_id, run_id=run_id, lane_id=lane_id)
     refuse_closed_run(run)
-    slots = list(Slot.objects.filter(run=run).order_by("index").values_list("index", "lease_id"))
+    slots = list(
+        Slot.objects.filter(workspace_id=run.workspace_id, run=run)
+        .order_by("index")
+        .values_list("index", "lease_id")
+    )
     if slot is not None:
         if isinstance(slot, bool) or not isinstance(slot, int) or not (0 <= slot < len(slots)):
             raise ValidationFailed(
@@ -78,7 +82,7 @@ def attempt_claim(
             guard=guard,
         )
         if lease is not None:
-            taken = Slot.objects.get(lease_id=lease.id)
+            taken = Slot.objects.get(workspace_id=hand.workspace_id, lease_id=lease.id)
             # The tenure this claim replaced (if its holder was lost) ends now, recorded once.
             for previous in Attempt.objects.filter(slot=taken, end=None).values_list(
                 "pk", flat=True
@@ -319,7 +323,7 @@ def attempt_end(
     if finished:
         # Finishes of one run take turns from here to the commit, so the last of two
         # concurrent ones sees the other's slot done and marks the run (no write skew).
-        lock_run(attempt.run_id)
+        lock_run(workspace_id=attempt.workspace_id, run_id=attempt.run_id)
     lease = engine.release(
         workspace_id=hand.workspace_id,
         resource=attempt.lease.resource,

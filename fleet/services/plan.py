@@ -72,17 +72,20 @@ def work_package_create(
     try:
         with transaction.atomic():
             return WorkPackage.objects.get_or_create(
+                workspace_id=lane.workspace_id,
                 lane=lane,
                 key=key,
                 defaults={
-                    "workspace_id": lane.workspace_id,
                     "title": title,
                     "external_ref": external_ref or "",
                 },
             )
     except IntegrityError:
         # A concurrent request created it between our read and insert.
-        return WorkPackage.objects.get(lane=lane, key=key), False
+        return (
+            WorkPackage.objects.get(workspace_id=lane.workspace_id, lane=lane, key=key),
+            False,
+        )
 
 
 def _validate_evidence_kinds(value: object) -> list[str]:
@@ -263,7 +266,7 @@ def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> 
     validate_choice(state, field="state", choices=[RunState.OPEN.value, RunState.CLOSED.value])
     run = run_get(workspace_id=workspace_id, run_id=run_id)
     with transaction.atomic():
-        lock_run(run.pk)
+        lock_run(workspace_id=run.workspace_id, run_id=run.pk)
         now = db_now()
         if state == RunState.CLOSED:
             changed = (
@@ -308,7 +311,7 @@ def run_set_capabilities(
     return run
 
 
-def lock_run(run_id: int) -> None:
+def lock_run(*, workspace_id: int, run_id: int) -> None:
     """Take the run's row lock for the rest of the transaction (no-op on SQLite, which has
     one writer at a time). Every path that changes which of a run's slots are done takes it
     before it touches a slot's lease, so they never deadlock. FOR NO KEY UPDATE: it excludes
@@ -316,12 +319,18 @@ def lock_run(run_id: int) -> None:
     new attempt checks its run FOR KEY SHARE at commit, after taking its slot's lease); FOR
     UPDATE made that claim and a finish of the same slot's lost tenure deadlock (the failover
     run found it: tests/concurrency/test_run_lock.py)."""
-    list(Run.objects.select_for_update(no_key=True).filter(pk=run_id).values_list("pk", flat=True))
+    list(
+        Run.objects.select_for_update(no_key=True)
+        .filter(workspace_id=workspace_id, pk=run_id)
+        .values_list("pk", flat=True)
+    )
 
 
 def mark_run_done_if_finished(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> bool:
     """An open run whose every slot is done becomes done, with its event, once."""
-    unfinished = Slot.objects.filter(run_id=run_id).exclude(lease__status=LeaseStatus.RETIRED)
+    unfinished = Slot.objects.filter(workspace_id=workspace_id, run_id=run_id).exclude(
+        lease__status=LeaseStatus.RETIRED
+    )
     if unfinished.exists():
         return False
     if not Run.objects.filter(pk=run_id, state=RunState.OPEN).update(
@@ -370,7 +379,7 @@ def slot_reopen(
     except (Slot.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound(f"run {run.pk} has no slot {index!r}") from None
     with transaction.atomic():
-        lock_run(run.pk)
+        lock_run(workspace_id=run.workspace_id, run_id=run.pk)
         lease = engine.reopen(lease_id=slot.lease_id)
         if lease is None:
             current = engine.read(workspace_id=workspace_id, resource=slot.lease.resource)
@@ -413,7 +422,7 @@ def run_add_slots(
         )
     run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
     with transaction.atomic():
-        lock_run(run.pk)
+        lock_run(workspace_id=run.workspace_id, run_id=run.pk)
         run.refresh_from_db(fields=["state", "slot_count"])
         if run.state == RunState.CLOSED:
             raise RunClosed(
@@ -454,5 +463,6 @@ def _create_slots(run: Run, indexes: range) -> None:
         for i in indexes
     ]
     Slot.objects.bulk_create(
-        Slot(run=run, index=i, lease=lease) for i, lease in zip(indexes, leases, strict=True)
+        Slot(workspace_id=run.workspace_id, run=run, index=i, lease=lease)
+        for i, lease in zip(indexes, leases, strict=True)
     )

@@ -175,9 +175,9 @@ def _report_template(
     return (
         f"WITH renewed AS ({renew}RETURNING {', '.join(returned)}), "
         f"report AS (INSERT INTO {Report._meta.db_table} "
-        "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
-        "SELECT attempt_id, %(kind)s, server_time, %(process_id)s, true, %(message)s, "
-        "%(percent)s, CAST(%(details)s AS jsonb) FROM renewed), "
+        "(workspace_id, attempt_id, kind, at, process_id, renewed, message, percent, details) "
+        "SELECT workspace_id, attempt_id, %(kind)s, server_time, %(process_id)s, true, "
+        "%(message)s, %(percent)s, CAST(%(details)s AS jsonb) FROM renewed), "
         # The attempt as the statement leaves it.
         # Not a bare heartbeat: progress (fleet/idle.py), which ends an idle spell.
         f"stamped AS (UPDATE {attempt_table} SET last_report_at = renewed.server_time, "
@@ -356,10 +356,11 @@ def heartbeat_record(*, attempt_id: int, fence: int, at: datetime, process_id: s
             "WHERE id = %(attempt_id)s AND fence = %(fence)s "
             f"AND {connection.ops.quote_name('end')} IS NULL "
             "AND (last_report_at IS NULL OR last_report_at <= "
-            f"%(at)s - interval '{HEARTBEAT_RECORD_S} seconds') RETURNING id) "
+            f"%(at)s - interval '{HEARTBEAT_RECORD_S} seconds') RETURNING id, workspace_id) "
             f"INSERT INTO {Report._meta.db_table} "
-            "(attempt_id, kind, at, process_id, renewed, message, percent, details) "
-            "SELECT id, %(kind)s, %(at)s, %(process_id)s, true, '', NULL, '{}' FROM stamped",
+            "(workspace_id, attempt_id, kind, at, process_id, renewed, message, percent, details) "
+            "SELECT workspace_id, id, %(kind)s, %(at)s, %(process_id)s, true, '', NULL, '{}' "
+            "FROM stamped",
             {
                 "at": at,
                 "attempt_id": attempt_id,
@@ -512,6 +513,7 @@ def attempt_report(
             or recorded <= lease.server_time - timedelta(seconds=HEARTBEAT_RECORD_S)
         ):
             Report.objects.create(
+                workspace_id=attempt.workspace_id,
                 attempt=attempt,
                 kind=kind,
                 at=lease.server_time,

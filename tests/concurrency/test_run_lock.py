@@ -37,7 +37,7 @@ def in_thread(body) -> list[BaseException]:  # noqa: ANN001
 def test_the_runs_lock_holds_up_another_lock_but_no_key_check(make_run) -> None:  # noqa: ANN001
     run = make_run()
     with transaction.atomic():
-        plan_services.lock_run(run.pk)
+        plan_services.lock_run(workspace_id=run.workspace_id, run_id=run.pk)
 
         def key_check() -> None:
             with transaction.atomic(), connection.cursor() as cursor:
@@ -48,7 +48,7 @@ def test_the_runs_lock_holds_up_another_lock_but_no_key_check(make_run) -> None:
         def second_lock() -> None:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute("SET LOCAL lock_timeout = '1s'")
-                plan_services.lock_run(run.pk)
+                plan_services.lock_run(workspace_id=run.workspace_id, run_id=run.pk)
 
         assert in_thread(key_check) == []
         errors = in_thread(second_lock)

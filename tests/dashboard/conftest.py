@@ -99,7 +99,8 @@ def make_fleet(workspace: Workspace) -> Callable[..., Run]:
             )
         leases = Lease.objects.bulk_create(leases)
         slots = Slot.objects.bulk_create(
-            Slot(run=run, index=i, lease=lease) for i, lease in enumerate(leases)
+            Slot(workspace=workspace, run=run, index=i, lease=lease)
+            for i, lease in enumerate(leases)
         )
         attempts = []
         for i, (slot, lease) in enumerate(zip(slots, leases, strict=True)):

@@ -83,6 +83,7 @@ def test_the_lane_page_costs_the_same_queries_however_much_was_reported(
     # Costed reports on each of the chart's days (written in bulk: the lease is the test's).
     Report.objects.bulk_create(
         Report(
+            workspace_id=view.attempt.workspace_id,
             attempt_id=view.attempt.pk,
             kind="note",
             at=frozen_clock - timedelta(days=d, hours=h),

@@ -197,3 +197,119 @@ def test_the_split_into_apps_keeps_every_row_and_relation() -> None:
     # The relations hold across the apps: deleting the workspace takes its hands and attempts.
     moved.delete()
     assert not Hand.objects.exists() and not Attempt.objects.exists()
+
+
+# Before the child tables carried their workspace (docs/scale.md, "Sharding").
+BEFORE_WORKSPACE = [
+    ("fleet", "0011_budgets"),
+    ("evidence", "0002_grades_attestations"),
+    ("webhooks", "0001_initial"),
+]
+
+
+def test_the_child_tables_get_their_parents_workspace() -> None:
+    """Slots, reports, evidence and webhook deliveries written before the column existed get their
+    parent's workspace, each its own (two workspaces, so a fill from the wrong parent shows)."""
+    from evidence.models import Evidence
+    from fleet.models import Report, Slot
+    from webhooks.models import WebhookDelivery
+
+    executor = MigrationExecutor(connection)
+    moved = {app for app, _ in BEFORE_WORKSPACE}
+    # The other apps stay where they are (their newest state, which these rows must fit).
+    before = BEFORE_WORKSPACE + [
+        node for node in executor.loader.graph.leaf_nodes() if node[0] not in moved
+    ]
+    executor.migrate(before)
+    expected: dict[str, dict[int, int]] = {"slot": {}, "report": {}, "evidence": {}, "delivery": {}}
+    try:
+        old = executor.loader.project_state(before).apps
+        for name in ("acme", "globex"):
+            ws = old.get_model("hands", "Workspace").objects.create(name=name)
+            lane = old.get_model("hands", "Lane").objects.create(workspace=ws, slug="l", name="l")
+            hand = old.get_model("hands", "Hand").objects.create(workspace=ws, name="a")
+            package = old.get_model("fleet", "WorkPackage").objects.create(
+                workspace=ws, lane=lane, key="k", title="t"
+            )
+            run = old.get_model("fleet", "Run").objects.create(
+                workspace=ws, work_package=package, title="r"
+            )
+            lease = old.get_model("leases", "Lease").objects.create(
+                workspace_id=ws.pk, resource=f"run/{run.pk}/slot/0", kind="slot", fence=1
+            )
+            slot = old.get_model("fleet", "Slot").objects.create(run=run, index=0, lease=lease)
+            attempt = old.get_model("fleet", "Attempt").objects.create(
+                workspace=ws,
+                run=run,
+                slot=slot,
+                hand=hand,
+                lane=lane,
+                lease=lease,
+                fence=1,
+                process_id="p",
+                claimed_at="2030-01-01T00:00:00Z",
+            )
+            report = old.get_model("fleet", "Report").objects.create(
+                attempt=attempt, kind="note", message="hello"
+            )
+            evidence = old.get_model("evidence", "Evidence").objects.create(
+                attempt=attempt, kind="pull_request", url="https://example.com/pr/1"
+            )
+            hook = old.get_model("webhooks", "Webhook").objects.create(
+                workspace=ws, url="https://example.com/hook", kinds=["lost"], secret="s"
+            )
+            delivery = old.get_model("webhooks", "WebhookDelivery").objects.create(
+                webhook=hook, event_id=7, kind="lost", body="{}"
+            )
+            expected["slot"][slot.pk] = ws.pk
+            expected["report"][report.pk] = ws.pk
+            expected["evidence"][evidence.pk] = ws.pk
+            expected["delivery"][delivery.pk] = ws.pk
+    finally:
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes())
+
+    assert len(set(expected["slot"].values())) == 2
+    assert dict(Slot.objects.values_list("pk", "workspace_id")) == expected["slot"]
+    assert dict(Report.objects.values_list("pk", "workspace_id")) == expected["report"]
+    assert dict(Evidence.objects.values_list("pk", "workspace_id")) == expected["evidence"]
+    assert dict(WebhookDelivery.objects.values_list("pk", "workspace_id")) == expected["delivery"]
+    # NOT NULL now: a row without its workspace is refused by the database.
+    with connection.cursor() as cursor:
+        for table in ("fleet_slot", "fleet_report", "evidence_evidence", "fleet_webhookdelivery"):
+            columns = connection.introspection.get_table_description(cursor, table)
+            assert [c.null_ok for c in columns if c.name == "workspace_id"] == [False], table
+
+
+def test_the_unique_rules_hold_with_the_workspace_in_them() -> None:
+    """Each unique constraint took the workspace as its last column (docs/scale.md): the rule
+    it enforces is the one it enforced before."""
+    from django.db import IntegrityError, transaction
+
+    from fleet.models import Attempt, Slot, WorkPackage
+    from hands.models import Hand, Lane, Workspace
+    from leases.models import Lease
+
+    ws = Workspace.objects.create(name="acme")
+    lane = Lane.objects.create(workspace=ws, slug="l", name="l")
+    package = WorkPackage.objects.create(workspace=ws, lane=lane, key="k", title="t")
+    run = package.runs.create(workspace=ws, title="r")
+    lease = Lease.objects.create(workspace_id=ws.pk, resource="run/1/slot/0", kind="slot")
+    other = Lease.objects.create(workspace_id=ws.pk, resource="run/1/slot/1", kind="slot")
+    slot = Slot.objects.create(workspace=ws, run=run, index=0, lease=lease)
+    hand = Hand.objects.create(workspace=ws, name="a")
+    tenure = {"workspace": ws, "run": run, "slot": slot, "hand": hand, "lane": lane}
+    Attempt.objects.create(
+        **tenure, lease=lease, fence=1, process_id="p", claimed_at="2030-01-01T00:00:00Z"
+    )
+    for duplicate in (
+        lambda: WorkPackage.objects.create(workspace=ws, lane=lane, key="k", title="again"),
+        lambda: Slot.objects.create(workspace=ws, run=run, index=0, lease=other),
+        lambda: Slot.objects.create(workspace=ws, run=run, index=1, lease=lease),
+        lambda: Attempt.objects.create(
+            **tenure, lease=lease, fence=1, process_id="q", claimed_at="2030-01-01T00:00:00Z"
+        ),
+    ):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            duplicate()
+    assert (WorkPackage.objects.count(), Slot.objects.count(), Attempt.objects.count()) == (1, 1, 1)

@@ -68,7 +68,7 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         GitHubDelivery.objects.filter(pk=delivery.pk).update(
             received_at=db_now() - timedelta(days=days)
         )
-    aged(Report, attempt=view.attempt, kind="heartbeat")
+    aged(Report, workspace_id=lane.workspace_id, attempt=view.attempt, kind="heartbeat")
     Event.objects.all().delete()
     aged(Event, workspace_id=1, kind="late")
     aged(Refusal, code="lease_held")
@@ -104,11 +104,21 @@ def test_it_keeps_deliveries_still_being_retried(workspace) -> None:
     old = db_now() - timedelta(days=30)
     for event_id, status in enumerate(["pending", "delivered", "failed"]):
         delivery = WebhookDelivery.objects.create(
-            webhook=webhook, event_id=event_id, kind="late", body="{}", status=status
+            workspace=workspace,
+            webhook=webhook,
+            event_id=event_id,
+            kind="late",
+            body="{}",
+            status=status,
         )
         WebhookDelivery.objects.filter(pk=delivery.pk).update(created_at=old)
     WebhookDelivery.objects.create(
-        webhook=webhook, event_id=99, kind="late", body="{}", status="delivered"
+        workspace=workspace,
+        webhook=webhook,
+        event_id=99,
+        kind="late",
+        body="{}",
+        status="delivered",
     )
     assert ops_jobs.records_prune().deleted["webhook_deliveries"] == 2
     assert sorted(WebhookDelivery.objects.values_list("event_id", "status")) == [

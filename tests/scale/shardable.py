@@ -42,23 +42,11 @@ GLOBAL_TABLES = {
 
 # Child tables that reach their workspace only through their parent: each needs a denormalised
 # `workspace_id` (filled from the parent) before it can be distributed (docs/scale.md).
-GAPS = {
-    "fleet_slot": "a run's slots: workspace_id from fleet_run",
-    "fleet_report": "an attempt's reports: workspace_id from fleet_attempt",
-    "evidence_evidence": "an attempt's evidence: workspace_id from fleet_attempt",
-    "fleet_webhookdelivery": "a webhook's deliveries: workspace_id from fleet_webhook",
-}
+GAPS: dict[str, str] = {}
 
-# Unique constraints without the workspace: each on a global table, or fixed by adding it.
-UNIQUE_GAPS = {
-    ("fleet_workpackage", ("lane", "key")): "becomes (workspace, lane, key): a lane is one "
-    "workspace's, so the rule is the same",
-    ("fleet_attempt", ("lease", "fence")): "becomes (workspace, lease, fence): a lease is one "
-    "workspace's",
-    ("fleet_slot", ("run", "index")): "with the slot's workspace column: (workspace, run, index)",
-    ("fleet_slot", ("lease",)): "with the slot's workspace column: (workspace, lease)",
-    ("fleet_webhookdelivery", ("webhook", "event")): "with the delivery's workspace column",
-}
+# Unique constraints without the workspace: each on a global table, or fixed by adding it (none
+# today: each has the workspace as its last column, docs/scale.md).
+UNIQUE_GAPS: dict[tuple[str, tuple[str, ...]], str] = {}
 
 _WORD = r"[A-Za-z_][A-Za-z0-9_]*"
 _KEYWORDS = {
@@ -155,7 +143,6 @@ ROUTE_GAPS = {
     "workspace, or a slot's or a key's bound lease): add `AND workspace_id = <the caller's>`",
     ("fleet_attempt", "by id"): "an attempt by its id, its slot's or its lease's: add the "
     "workspace the hand or key has",
-    ("fleet_run", "by id"): "a run by its id (claim, the run's lock): add the workspace",
     ("fleet_run", "by foreign key"): "select_related from an attempt: join on (workspace_id, id)",
     ("fleet_workpackage", "by foreign key"): "select_related from a run: join on "
     "(workspace_id, id)",
@@ -166,7 +153,5 @@ ROUTE_GAPS = {
     "reference tables on Citus), and select_related from an attempt",
     ("leases_lease", "by foreign key"): "a slot's or an attempt's lease joined by its id: "
     "join on (workspace_id, id)",
-    ("fleet_slot", "no workspace column"): GAPS["fleet_slot"],
-    ("fleet_report", "no workspace column"): GAPS["fleet_report"],
-    ("evidence_evidence", "no workspace column"): GAPS["evidence_evidence"],
+    ("fleet_slot", "by foreign key"): "select_related from an attempt: join on (workspace_id, id)",
 }

@@ -207,7 +207,8 @@ def test_every_statement_pins_each_table_to_one_workspace(
     } <= reached
 
 
-def test_the_reader_tells_pinned_from_unroutable() -> None:
+def test_the_reader_tells_pinned_from_unroutable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(shardable.GAPS, "fleet_slot", "a gap, for this test")
     tables = {"leases_lease", "fleet_attempt", "fleet_run", "fleet_slot", "fleet_handkey"}
     carrying = {"leases_lease", "fleet_attempt", "fleet_run"}
 

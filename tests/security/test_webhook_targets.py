@@ -210,7 +210,12 @@ def sent() -> Iterator[tuple[httpx.Client, list[httpx.Request]]]:
 
 def deliver(webhook: Webhook, at: datetime, event_id: int) -> WebhookDelivery:
     return WebhookDelivery.objects.create(
-        webhook=webhook, event_id=event_id, kind="late", body='{"kind":"late"}', next_attempt_at=at
+        workspace_id=webhook.workspace_id,
+        webhook=webhook,
+        event_id=event_id,
+        kind="late",
+        body='{"kind":"late"}',
+        next_attempt_at=at,
     )
 
 
