@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,7 +44,7 @@ from tests.reliability.checkers import GRANT_KINDS as GRANTS
 from tests.reliability.checkers import GRANT_OPS, Checker, check
 from tests.reliability.deadlines import Epoch
 from tests.reliability.harness import Config, run_history
-from tests.reliability.live import ROOT, WebServer, server_env
+from tests.reliability.live import WebServer, migrate_and_bootstrap, server_env
 
 # After the first success following a kill, a web thread whose connection died idle answers
 # 503 once more on its next call (Django drops the connection after that call): this long.
@@ -195,31 +194,7 @@ def served(cluster: Cluster, workdir: Path, workers: int = 3) -> Iterator[tuple[
         conn.execute(f'CREATE DATABASE "{name}"')
     database = cluster.url(name)
     env = server_env(database)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
-    boot = subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "bootstrap",
-            "--workspace",
-            "failover",
-            "--username",
-            "failover",
-            f"--password={secrets.token_urlsafe(16)}",
-            "--json",
-        ],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    key = json.loads(boot.stdout)["supervisor_key"]
+    key = migrate_and_bootstrap(env, "failover")
     with WebServer(env=env, log=workdir / "server.log", workers=workers) as server:
         yield server.url, key, database
 

@@ -53,7 +53,7 @@ import httpx
 
 from leases.names import node_of
 from tests.reliability.checkers import END_KINDS, GRANT_KINDS, WATCHED_KINDS, check, paused_clients
-from tests.reliability.live import ROOT, Api, WebServer, server_env
+from tests.reliability.live import ROOT, Api, WebServer, migrate_and_bootstrap, server_env
 
 TREE = [
     "repo",
@@ -678,31 +678,7 @@ def _standalone(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     env = server_env(database)
     try:
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-        )
-        boot = subprocess.run(
-            [
-                sys.executable,
-                "manage.py",
-                "bootstrap",
-                "--workspace",
-                "harness",
-                "--username",
-                "harness",
-                f"--password={secrets.token_urlsafe(16)}",
-                "--json",
-            ],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        key = json.loads(boot.stdout)["supervisor_key"]
+        key = migrate_and_bootstrap(env, "harness")
         with WebServer(env=env, log=workdir / "server.log", workers=args.workers) as server:
             return run_history(server.url, key, config, workdir)
     finally:

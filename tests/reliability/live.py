@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -70,6 +71,35 @@ def server_env(database: str, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+def migrate_and_bootstrap(env: Mapping[str, str], workspace: str) -> str:
+    """Migrate the database `env` names and bootstrap `workspace` in it; its supervisor key."""
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    boot = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "bootstrap",
+            "--workspace",
+            workspace,
+            "--username",
+            workspace,
+            f"--password={secrets.token_urlsafe(16)}",
+            "--json",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(boot.stdout)["supervisor_key"]
 
 
 @dataclass
