@@ -136,6 +136,8 @@ def _report_template(
         f"AND {lease_table}.id = COALESCE(%(lease_id)s, (SELECT lease_id FROM {attempt_table} "
         "WHERE id = %(attempt_id)s)) "
         f"AND mine.lease_id = {lease_table}.id AND {lease_table}.fence = mine.fence "
+        # The lease in the attempt's workspace: co-located with it (docs/scale.md).
+        f"AND {lease_table}.workspace_id = mine.workspace_id "
         f"AND {lease_table}.process_id = %(process_id)s AND {{alive}} "
     )
     lease_columns = [f"{lease_table}.{c}" for c in engine.COLUMNS] + ["{now}"]
