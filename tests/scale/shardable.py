@@ -146,7 +146,6 @@ ROUTE_GAPS = {
     "(workspace_id, id)",
     ("fleet_lane", "by foreign key"): "select_related, or a lane's slug by id: join on "
     "(workspace_id, id)",
-    ("fleet_lane", "by id"): "a lane's slug by its id: add the workspace",
     ("fleet_hand", "by foreign key"): "the key check's join from the key to its hand (both "
     "reference tables on Citus), and select_related from an attempt",
     ("leases_lease", "by foreign key"): "a slot's or an attempt's lease joined by its id: "
