@@ -138,7 +138,11 @@ def main() -> int:
 
         with connection.execute_wrapper(keep):
             reports.heartbeat_record(
-                attempt_id=attempt.pk, fence=attempt.fence, at=timezone.now(), process_id="b"
+                workspace_id=attempt.workspace_id,
+                attempt_id=attempt.pk,
+                fence=attempt.fence,
+                at=timezone.now(),
+                process_id="b",
             )
         records = []
         for _ in range(min(args.beats, 100)):

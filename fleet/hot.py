@@ -468,6 +468,7 @@ class Report(HotCall):
             written = _bookkeeping(
                 "the heartbeat's record",
                 report_services.heartbeat_record,
+                workspace_id=workspace_id,
                 attempt_id=attempt_id,
                 fence=fence,
                 at=at,
@@ -475,7 +476,11 @@ class Report(HotCall):
             )
             recorded_at = at if written else None
         attempt = report_row_json(
-            answer, attempt_id=attempt_id, fence=fence, recorded_at=recorded_at
+            answer,
+            workspace_id=workspace_id,
+            attempt_id=attempt_id,
+            fence=fence,
+            recorded_at=recorded_at,
         )
         requests = _bookkeeping(
             "reading the handoff requests",

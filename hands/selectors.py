@@ -21,11 +21,14 @@ _LANE_SLUGS: dict[int, str] = {}
 _LANE_SLUGS_MAX = 10_000
 
 
-def lane_slug(lane_id: int) -> str:
-    """The slug of lane `lane_id` (one query the first time this process asks)."""
+def lane_slug(*, workspace_id: int, lane_id: int) -> str:
+    """The slug of lane `lane_id` of `workspace_id` (one query the first time this process asks;
+    an id names one lane, so the id alone keys the memo)."""
     slug = _LANE_SLUGS.get(lane_id)
     if slug is None:
-        slug = Lane.objects.values_list("slug", flat=True).get(pk=lane_id)
+        slug = Lane.objects.values_list("slug", flat=True).get(
+            workspace_id=workspace_id, pk=lane_id
+        )
         if len(_LANE_SLUGS) >= _LANE_SLUGS_MAX:
             _LANE_SLUGS.clear()
         _LANE_SLUGS[lane_id] = slug

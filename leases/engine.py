@@ -429,7 +429,7 @@ def take_first_free(
                 "handoff_open = 0 "
                 "WHERE id = (SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
                 f"AND id IN ({placeholders}) AND {{free_or_lost}} ORDER BY id LIMIT 1{lock}) "
-                "AND {free_or_lost}{caller_guard} "
+                "AND {table}.workspace_id = %(workspace_id)s AND {free_or_lost}{caller_guard} "
                 "RETURNING {columns}, {now} AS server_time",
                 **(guard.slots() if guard else {}),
             ),
@@ -461,7 +461,7 @@ def renew(
 RENEW_ALL = (
     "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
     "noticed_state = 'live' "
-    "WHERE workspace_id = {caller_workspace} AND holder = {caller_holder} "
+    "WHERE {table}.workspace_id = {caller_workspace} AND holder = {caller_holder} "
     "AND process_id = %(process_id)s AND kind = 'resource' AND {alive} "
     "RETURNING {columns}, {now} AS server_time"
 )
@@ -469,7 +469,7 @@ RENEW_ALL = (
 # recorded by the sweep or a takeover): what a renew-all answers as not renewed.
 HELD_LOST = (
     "SELECT {columns}, {now} AS server_time FROM {table} "
-    "WHERE workspace_id = {caller_workspace} AND holder = {caller_holder} "
+    "WHERE {table}.workspace_id = {caller_workspace} AND holder = {caller_holder} "
     "AND process_id = %(process_id)s AND kind = 'resource' AND status = 'held' "
     "AND NOT {alive}"
 )
@@ -537,16 +537,17 @@ def release(
     )
 
 
-def reopen(*, lease_id: int) -> LeaseSnapshot | None:
+def reopen(*, workspace_id: int, lease_id: int) -> LeaseSnapshot | None:
     """Make a retired lease free again (a supervisor reopens a finished slot); None unless it
     was retired. The fence stays: the next holder takes the one after the finished tenure's."""
     return one(
         _sql(
             "UPDATE {table} SET status = 'free', released_at = NULL "
-            f"WHERE id = %(lease_id)s AND status = '{LeaseStatus.RETIRED}' "
+            f"WHERE workspace_id = %(workspace_id)s AND id = %(lease_id)s "
+            f"AND status = '{LeaseStatus.RETIRED}' "
             "RETURNING {columns}, {now} AS server_time"
         ),
-        {"lease_id": lease_id},
+        {"workspace_id": workspace_id, "lease_id": lease_id},
     )
 
 

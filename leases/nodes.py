@@ -95,7 +95,8 @@ def conflicts(
         cursor.execute(
             engine.render(
                 "SELECT {columns}, {now}, COUNT(*) OVER () FROM {table} "
-                f"WHERE id IN ({ids}) ORDER BY deadline LIMIT %(limit)s"
+                f"WHERE {{table}}.workspace_id = %(workspace_id)s AND id IN ({ids}) "
+                "ORDER BY deadline LIMIT %(limit)s"
             ),
             params,
         )
@@ -110,7 +111,8 @@ def expire_tree(*, workspace_id: int, resource: str) -> list[LeaseSnapshot]:
     return engine.all_rows(
         engine.render(
             "UPDATE {table} SET status = 'free', noticed_state = 'lost', next_check_at = NULL "
-            f"WHERE id IN ({' UNION ALL '.join(tree.held_on_line('%(workspace_id)s'))}) "
+            "WHERE {table}.workspace_id = %(workspace_id)s "
+            f"AND id IN ({' UNION ALL '.join(tree.held_on_line('%(workspace_id)s'))}) "
             "AND status = 'held' AND {free_or_lost} "
             "RETURNING {columns}, {now} AS server_time"
         ),

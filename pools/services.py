@@ -202,7 +202,7 @@ def renew_own_member(
         "renewed_at = {now}, deadline = {deadline_from_now}, noticed_state = 'live' "
         "WHERE id = (SELECT id FROM {table} WHERE workspace_id = {caller_workspace} "
         f"AND kind = 'resource' AND {members} AND {mine} ORDER BY id LIMIT 1) "
-        f"AND {mine}{{caller_guard}} "
+        f"AND {{table}}.workspace_id = {{caller_workspace}} AND {mine}{{caller_guard}} "
         "RETURNING {columns}, {now} AS server_time",
         **_caller(guard),
     )
@@ -250,6 +250,7 @@ def take_member(
             "WHERE id = (SELECT id FROM {table} WHERE workspace_id = {caller_workspace} "
             f"AND kind = 'resource' AND {members} AND status = 'free' "
             f"ORDER BY id LIMIT 1{lock}) "
+            "AND {table}.workspace_id = {caller_workspace} "
             f"AND status = 'free'{line_clear}{{caller_guard}} "
             "RETURNING {columns}, {now} AS server_time",
             **_caller(guard),

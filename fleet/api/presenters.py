@@ -110,14 +110,19 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
 
 
 def report_row_json(
-    row: tuple[Any, ...], *, attempt_id: int, fence: int, recorded_at: datetime | None = None
+    row: tuple[Any, ...],
+    *,
+    workspace_id: int,
+    attempt_id: int,
+    fence: int,
+    recorded_at: datetime | None = None,
 ) -> dict[str, Any]:
     """`attempt_json(report_view(...))`, read straight off the row of a renewing report that
     selects only what its answer shows (`fleet.services.reports.report_statement`,
     `answer_only`): the hot view's answer to the fleet's most frequent call, without the view's
     objects (their cost, docs/performance.md). `attempt_id` and `fence`: the report's own, which
-    the statement matched. `recorded_at`: the report record written after the row was read
-    (`fleet.services.reports.heartbeat_record`), if one was."""
+    the statement matched, in `workspace_id`. `recorded_at`: the report record written after the
+    row was read (`fleet.services.reports.heartbeat_record`), if one was."""
     (
         resource,
         holder,
@@ -151,7 +156,7 @@ def report_row_json(
         run_id=run_id,
         slot_index=plan_services.slot_index(resource),
         hand=holder,
-        lane=hand_selectors.lane_slug(lane_id),
+        lane=hand_selectors.lane_slug(workspace_id=workspace_id, lane_id=lane_id),
         process_id=process_id,
         fence=fence,
         state=selectors.tenure_state(

@@ -223,7 +223,7 @@ def _act(
     actor: str,
     attempt_id: int,
 ) -> None:
-    lane = lane_slug(budget.lane_id)
+    lane = lane_slug(workspace_id=budget.workspace_id, lane_id=budget.lane_id)
     message = budget_message(
         lane=lane,
         period=budget.period,
@@ -287,7 +287,7 @@ def refuse_over_budget(*, workspace_id: int, lane_id: int) -> None:
         return
     budget = hit.budget
     message = budget_message(
-        lane=lane_slug(lane_id),
+        lane=lane_slug(workspace_id=workspace_id, lane_id=lane_id),
         period=budget.period,
         spent=Spend(cost_usd=hit.spent_usd, tokens_in=hit.spent_tokens),
         limit_usd=budget.limit_usd,
@@ -296,7 +296,7 @@ def refuse_over_budget(*, workspace_id: int, lane_id: int) -> None:
     )
     raise BudgetReached(
         f"{message}; claims in the lane wait for the next period (from {_iso(hit.period_end)})",
-        lane=lane_slug(lane_id),
+        lane=lane_slug(workspace_id=workspace_id, lane_id=lane_id),
         period=budget.period,
         period_end=_iso(hit.period_end),
         action=budget.action,

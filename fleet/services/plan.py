@@ -380,7 +380,7 @@ def slot_reopen(
         raise NotFound(f"run {run.pk} has no slot {index!r}") from None
     with transaction.atomic():
         lock_run(workspace_id=run.workspace_id, run_id=run.pk)
-        lease = engine.reopen(lease_id=slot.lease_id)
+        lease = engine.reopen(workspace_id=run.workspace_id, lease_id=slot.lease_id)
         if lease is None:
             current = engine.read(workspace_id=workspace_id, resource=slot.lease.resource)
             assert current is not None

@@ -136,6 +136,8 @@ def _report_template(
         f"AND {lease_table}.id = COALESCE(%(lease_id)s, (SELECT lease_id FROM {attempt_table} "
         "WHERE id = %(attempt_id)s)) "
         f"AND mine.lease_id = {lease_table}.id AND {lease_table}.fence = mine.fence "
+        # The lease in the attempt's workspace: co-located with it (docs/scale.md).
+        f"AND {lease_table}.workspace_id = mine.workspace_id "
         f"AND {lease_table}.process_id = %(process_id)s AND {{alive}} "
     )
     lease_columns = [f"{lease_table}.{c}" for c in engine.COLUMNS] + ["{now}"]
@@ -197,11 +199,14 @@ def report_statement(
 
 
 # The caller as parameters: the hand (`hand_id`), and the lane of a lane-limited key (`lane_id`).
-_PARAMETER_REPORTER = ReportCaller(hand="%(hand_id)s")
+_PARAMETER_REPORTER = ReportCaller(
+    hand="%(hand_id)s", where="AND mine.workspace_id = %(workspace_id)s "
+)
 
 
 _PARAMETER_REPORTER_IN_LANE = ReportCaller(
-    hand="%(hand_id)s", where="AND mine.lane_id = %(lane_id)s "
+    hand="%(hand_id)s",
+    where="AND mine.workspace_id = %(workspace_id)s AND mine.lane_id = %(lane_id)s ",
 )
 
 
@@ -298,7 +303,7 @@ def report_view(row: tuple[Any, ...], hand: Hand | None = None) -> AttemptView:
         **dict(zip(_attempt_attnames(), row[width : width + count], strict=True)),
         hand=Named(name=hand.name if hand else lease.holder),
         slot=Named(index=slot_index(lease.resource)),
-        lane=Named(slug=lane_slug(row[width + count])),
+        lane=Named(slug=lane_slug(workspace_id=lease.workspace_id, lane_id=row[width + count])),
     )
     return AttemptView(attempt, lease)
 
@@ -345,7 +350,9 @@ REPORT_ANSWER_ATTEMPT = (
 )
 
 
-def heartbeat_record(*, attempt_id: int, fence: int, at: datetime, process_id: str) -> bool:
+def heartbeat_record(
+    *, workspace_id: int, attempt_id: int, fence: int, at: datetime, process_id: str
+) -> bool:
     """The once-a-minute record of a bare heartbeat (PostgreSQL): the attempt's stamp and the
     report row, at the renewal's time `at`, in one statement; whether it was written. The stamp
     is conditional, so of heartbeats that found the record due at once only one writes it."""
@@ -353,7 +360,8 @@ def heartbeat_record(*, attempt_id: int, fence: int, at: datetime, process_id: s
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH stamped AS (UPDATE {attempt_table} SET last_report_at = %(at)s "
-            "WHERE id = %(attempt_id)s AND fence = %(fence)s "
+            f"WHERE {attempt_table}.workspace_id = %(workspace_id)s AND id = %(attempt_id)s "
+            "AND fence = %(fence)s "
             f"AND {connection.ops.quote_name('end')} IS NULL "
             "AND (last_report_at IS NULL OR last_report_at <= "
             f"%(at)s - interval '{HEARTBEAT_RECORD_S} seconds') RETURNING id, workspace_id) "
@@ -362,6 +370,7 @@ def heartbeat_record(*, attempt_id: int, fence: int, at: datetime, process_id: s
             "SELECT workspace_id, id, %(kind)s, %(at)s, %(process_id)s, true, '', NULL, '{}' "
             "FROM stamped",
             {
+                "workspace_id": workspace_id,
                 "at": at,
                 "attempt_id": attempt_id,
                 "fence": fence,
@@ -396,7 +405,7 @@ def _report_renewing(
         percent=percent,
         details=details,
     )
-    params["hand_id"] = hand.pk
+    params["hand_id"], params["workspace_id"] = hand.pk, hand.workspace_id
     if lane_id is not None:
         params["lane_id"] = lane_id
     # The template is built once; the engine renders its clock into it on every call.
@@ -414,7 +423,11 @@ def _report_renewing(
     if report_record_due(row):
         at = view.lease.server_time
         if heartbeat_record(
-            attempt_id=view.attempt.pk, fence=view.attempt.fence, at=at, process_id=process_id
+            workspace_id=hand.workspace_id,
+            attempt_id=view.attempt.pk,
+            fence=view.attempt.fence,
+            at=at,
+            process_id=process_id,
         ):
             view.attempt.last_report_at = at
     return view

@@ -326,13 +326,13 @@ def test_a_lanes_slug_is_remembered_by_id_and_forgotten_when_the_lane_is_saved(
 ) -> None:
     lane, _ = hand_services.lane_create(workspace=workspace, slug="docs")
     with django_assert_num_queries(1):
-        assert hand_selectors.lane_slug(lane.pk) == "docs"
-        assert hand_selectors.lane_slug(lane.pk) == "docs"
+        assert hand_selectors.lane_slug(workspace_id=workspace.pk, lane_id=lane.pk) == "docs"
+        assert hand_selectors.lane_slug(workspace_id=workspace.pk, lane_id=lane.pk) == "docs"
     # Nothing in Ground Control renames a lane; a row saved under the same id (SQLite hands an
     # id out again after a rollback) is read afresh.
     lane.slug = "renamed"
     lane.save()
-    assert hand_selectors.lane_slug(lane.pk) == "renamed"
+    assert hand_selectors.lane_slug(workspace_id=workspace.pk, lane_id=lane.pk) == "renamed"
     lane_id = lane.pk
     lane.delete()
     assert lane_id not in hand_selectors._LANE_SLUGS

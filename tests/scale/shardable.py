@@ -139,8 +139,6 @@ def _inserted_with_workspace(text: str, table: str) -> bool:
 # the statements do: a new way of reaching a table must be added here (and there), a fixed one
 # removed.
 ROUTE_GAPS = {
-    ("leases_lease", "by id"): "a lease's row found by its id (after a subquery chose it by "
-    "workspace, or a slot's or a key's bound lease): add `AND workspace_id = <the caller's>`",
     ("fleet_attempt", "by id"): "an attempt by its id, its slot's or its lease's: add the "
     "workspace the hand or key has",
     ("fleet_run", "by foreign key"): "select_related from an attempt: join on (workspace_id, id)",
@@ -148,7 +146,6 @@ ROUTE_GAPS = {
     "(workspace_id, id)",
     ("fleet_lane", "by foreign key"): "select_related, or a lane's slug by id: join on "
     "(workspace_id, id)",
-    ("fleet_lane", "by id"): "a lane's slug by its id: add the workspace",
     ("fleet_hand", "by foreign key"): "the key check's join from the key to its hand (both "
     "reference tables on Citus), and select_related from an attempt",
     ("leases_lease", "by foreign key"): "a slot's or an attempt's lease joined by its id: "
