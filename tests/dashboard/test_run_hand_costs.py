@@ -78,7 +78,11 @@ def test_the_run_total_counts_every_day_and_the_chart_only_the_latest(
 ) -> None:
     run, _, mine, _, _ = costed
     Report.objects.create(
-        attempt=mine, kind="note", at=frozen_clock - timedelta(days=20), cost_usd=Decimal("3")
+        workspace_id=mine.workspace_id,
+        attempt=mine,
+        kind="note",
+        at=frozen_clock - timedelta(days=20),
+        cost_usd=Decimal("3"),
     )
     html = viewer_client.get(f"/runs/{run.pk}/").content.decode()
     assert 'data-cost-usd="4.004000"' in html.split("<dt>Cost</dt>")[1].split("</dd>")[0]
@@ -135,10 +139,13 @@ def _queries(client, url: str) -> int:  # noqa: ANN001
 def _cost_everything(run, frozen_clock: datetime, per_attempt: int) -> None:  # noqa: ANN001
     Report.objects.bulk_create(
         Report(
-            attempt_id=attempt_id, kind="note", cost_usd=Decimal("0.01"), tokens_in=7,
+            workspace_id=workspace_id, attempt_id=attempt_id, kind="note",
+            cost_usd=Decimal("0.01"), tokens_in=7,
             at=frozen_clock - timedelta(days=i % 30, seconds=i),
         )
-        for attempt_id in Attempt.objects.filter(run=run).values_list("pk", flat=True)
+        for attempt_id, workspace_id in Attempt.objects.filter(run=run).values_list(
+            "pk", "workspace_id"
+        )
         for i in range(per_attempt)
     )  # fmt: skip
 
