@@ -148,6 +148,7 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
                     details=None,
                 ),
                 "hand_id": me["hand_id"],
+                "workspace_id": workspace_id,
             }
 
             def op() -> bool:

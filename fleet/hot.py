@@ -43,6 +43,7 @@ from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_rep
 from apikit.errors import GroundControlError, RateLimited
 from apikit.outages import is_database_outage
 from apikit.ratelimit import rate_caller, rate_limit
+from fleet import hot_memory
 from fleet.api.presenters import lease_json, pending_of_leases, renewed_json, report_row_json
 from fleet.hot_values import plain_float, plain_text
 from fleet.models import ReportKind
@@ -93,14 +94,13 @@ def _key_conditions(scope: Scope) -> str:
 
 
 def _key_cte(scope: Scope) -> str:
-    """`key`: the caller's key if it is valid for `scope` now (one row or none), with its hand's
-    name (a lease's holder) and workspace, for the lease statements."""
+    """`key`: the caller's key if it is valid for `scope` now and its hand is in the workspace
+    the call names (one row or none), with the hand's name (a lease's holder)."""
     key, hand = HandKey._meta.db_table, Hand._meta.db_table
     return (
         "key AS (SELECT k.id AS key_id, h.id AS key_hand_id, h.name AS key_holder, "
-        "h.workspace_id AS key_workspace_id, k.lane_id AS key_lane_id, "
         f"k.last_used_at AS key_used_at FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
-        f"WHERE {_key_conditions(scope)})"
+        f"WHERE {_key_conditions(scope)} AND h.workspace_id = %(workspace_id)s)"
     )
 
 
@@ -122,29 +122,17 @@ _KEY_REPORTER = report_services.ReportCaller(
         ("k.last_used_at", "key_used_at"),
     ),
 )
-# attempt id -> its lease's id, as the reports' rows gave them: a report names its lease by this
-# value instead of reading the attempt again for it. An attempt's lease never changes, and the
-# statement checks the pair anyway: a wrong one matches nothing and is forgotten.
-_ATTEMPT_LEASES: dict[int, int] = {}
-_ATTEMPT_LEASES_MAX = 100_000
-
-# The caller's workspace and name as values of the key check (scalar sub-selects), so that the
-# lease is found by (workspace_id, resource) in its unique index; FROM key stays, so that no key
-# means no row (docs/performance.md).
+# The caller's workspace as a value (the key's, remembered: `hot_memory`, and checked by the key
+# check) and its name as a value of the key check (a scalar sub-select), so that the lease is
+# found by (workspace_id, resource) in its unique index; FROM key stays, so that no key means no
+# row (docs/performance.md).
 _KEY_CALLER = {
-    "caller_workspace": "(SELECT key_workspace_id FROM key)",
+    "caller_workspace": "%(workspace_id)s",
     "caller_holder": "(SELECT key_holder FROM key)",
     "caller_from": " FROM key",
     "caller_guard": "",  # the key check is the statement's source: no key, no row
 }
 _KEY_COLUMNS = "key.key_id, key.key_used_at"
-# The caller's workspace, for the locks taken before a statement (`leases.tree.lock_tree_sql`):
-# a key that is no key locks nothing, and its statement then matches nothing.
-_KEY_WORKSPACE = (
-    f"(SELECT CAST(h.workspace_id AS text) FROM {HandKey._meta.db_table} k "
-    f"JOIN {Hand._meta.db_table} h ON h.id = k.hand_id "
-    "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s)"
-)
 
 
 def _renew_template() -> str:
@@ -360,7 +348,7 @@ class Acquire(HotCall):
 
     # The grant's conflicting set is serialized as the service's is (`leases.tree.lock_tree`),
     # in the transaction the statement runs in.
-    prelude = tree.lock_tree_sql(_KEY_WORKSPACE)
+    prelude = tree.lock_tree_sql("CAST(%(workspace_id)s AS text)")
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
         return 201, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
@@ -418,7 +406,7 @@ class Report(HotCall):
             return None
         if process_id is None or not 0 < attempt_id < 2**63:
             return None
-        lease_id = _ATTEMPT_LEASES.get(attempt_id)
+        lease_id = hot_memory.ATTEMPT_LEASES.get(attempt_id)
         params = {
             "attempt_id": attempt_id,
             "lease_id": lease_id,
@@ -454,14 +442,12 @@ class Report(HotCall):
 
     def missed(self, prepared: Prepared) -> None:
         # Whatever the reason, the statement is tried without the remembered lease next time.
-        _ATTEMPT_LEASES.pop(prepared.params["attempt_id"], None)
+        hot_memory.ATTEMPT_LEASES.pop(prepared.params["attempt_id"], None)
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
         attempt_id, fence = prepared.params["attempt_id"], prepared.params["fence"]
         *answer, record_due, workspace_id, lease_id = _stamp_key(row, _REPORT_TIME)
-        if len(_ATTEMPT_LEASES) >= _ATTEMPT_LEASES_MAX:
-            _ATTEMPT_LEASES.clear()
-        _ATTEMPT_LEASES[attempt_id] = lease_id
+        hot_memory.remember(hot_memory.ATTEMPT_LEASES, attempt_id, lease_id)
         recorded_at = None
         if record_due:
             at = answer[_REPORT_TIME]
@@ -556,6 +542,10 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
     request.META[RATE_COUNTED] = True
     params = {"key_prefix": prefix, "key_secret_hash": secret_hash, **prepared.params}
     try:
+        # Every statement names the caller's workspace as a value (docs/scale.md).
+        params["workspace_id"] = hot_memory.key_workspace(db, prefix, secret_hash)
+        if params["workspace_id"] is None:
+            return None  # no such key: the DRF view refuses it
         row = run_statement(
             db, statement(prepared.name, now_sql()), params, prelude=call.prelude, many=call.many
         )
@@ -568,6 +558,7 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
         logger.warning("a hot statement failed; the DRF view answers", exc_info=True)
         return None
     if row is None:
+        hot_memory.KEY_WORKSPACES.pop(prefix, None)  # read again next time, whatever the reason
         call.missed(prepared)
         return None
     status, payload = call.answer(row, prepared)

@@ -276,7 +276,12 @@ def leases_settle(rows: list[_Due]) -> Settled:
     record_events(events)
     settled = Settled(events=len(events), expired=result_expired)
     for attempt_id, row in lost:
-        if attempt_mark_lost(attempt_id=attempt_id, at=row.server_time, reason=LOST_REASON):
+        if attempt_mark_lost(
+            workspace_id=row.workspace_id,
+            attempt_id=attempt_id,
+            at=row.server_time,
+            reason=LOST_REASON,
+        ):
             settled.lost += 1
             settled.events += 1
     return settled

@@ -84,11 +84,14 @@ def attempt_claim(
         if lease is not None:
             taken = Slot.objects.get(workspace_id=hand.workspace_id, lease_id=lease.id)
             # The tenure this claim replaced (if its holder was lost) ends now, recorded once.
-            for previous in Attempt.objects.filter(slot=taken, end=None).values_list(
-                "pk", flat=True
-            ):
+            for previous in Attempt.objects.filter(
+                workspace_id=hand.workspace_id, slot=taken, end=None
+            ).values_list("pk", flat=True):
                 attempt_mark_lost(
-                    attempt_id=previous, at=lease.server_time, reason="slot reclaimed"
+                    workspace_id=hand.workspace_id,
+                    attempt_id=previous,
+                    at=lease.server_time,
+                    reason="slot reclaimed",
                 )
             attempt = Attempt.objects.create(
                 workspace_id=hand.workspace_id,
@@ -157,8 +160,17 @@ def capability_guard(*, hand: Hand, run: Run) -> engine.Guard:
     there). The explanation reads the rows again only after the statement matched nothing."""
 
     def explain() -> Exception | None:
-        needed = Run.objects.filter(pk=run.pk).values_list("capabilities", flat=True).first()
-        has = Hand.objects.filter(pk=hand.pk).values_list("capabilities", flat=True).first()
+        ws = hand.workspace_id
+        needed = (
+            Run.objects.filter(workspace_id=ws, pk=run.pk)
+            .values_list("capabilities", flat=True)
+            .first()
+        )
+        has = (
+            Hand.objects.filter(workspace_id=ws, pk=hand.pk)
+            .values_list("capabilities", flat=True)
+            .first()
+        )
         lacking = hand_capabilities.missing(needed or [], has or [])
         if not lacking:
             return None
@@ -214,13 +226,12 @@ def _no_open_slot_message(run_id: int, counts: SlotCounts) -> str:
     return f"run {run_id} has no open slot: {held}{done}; wait, or pick other work"
 
 
-def attempt_mark_lost(*, attempt_id: int, at: datetime, reason: str) -> bool:
+def attempt_mark_lost(*, workspace_id: int, attempt_id: int, at: datetime, reason: str) -> bool:
     """End a tenure as lost and record it, once: only the caller whose update matched writes
     the event, however many sweeps and claims race here."""
-    attempt = Attempt.objects.select_related("hand", "lease").get(pk=attempt_id)
-    if not Attempt.objects.filter(pk=attempt_id, end=None).update(
-        end=AttemptEnd.LOST, ended_at=at, end_reason=reason
-    ):
+    mine = Attempt.objects.filter(workspace_id=workspace_id, pk=attempt_id)
+    attempt = mine.select_related("hand", "lease").get()
+    if not mine.filter(end=None).update(end=AttemptEnd.LOST, ended_at=at, end_reason=reason):
         return False
     record_event(
         workspace_id=attempt.workspace_id,
@@ -286,7 +297,7 @@ def attempt_set_directive(
     with transaction.atomic():
         now = db_now()
         if (
-            Attempt.objects.filter(pk=attempt.pk, end=None)
+            Attempt.objects.filter(workspace_id=workspace_id, pk=attempt.pk, end=None)
             .exclude(directive=directive)
             .update(directive=directive)
         ):
@@ -338,9 +349,9 @@ def attempt_end(
             engine.read(workspace_id=hand.workspace_id, resource=attempt.lease.resource),
             process_id,
         )
-    updated = Attempt.objects.filter(pk=attempt.pk, end=None).update(
-        end=end, ended_at=lease.server_time, end_reason=reason, summary=summary
-    )
+    updated = Attempt.objects.filter(
+        workspace_id=hand.workspace_id, pk=attempt.pk, end=None
+    ).update(end=end, ended_at=lease.server_time, end_reason=reason, summary=summary)
     if not updated:  # pragma: no cover - the lease statement above already decided the race
         raise LeaseLost(f"attempt {attempt.pk} has ended")
     # The slot's handoff requests are answered with the tenure's end: released (or finished).
@@ -363,7 +374,7 @@ def attempt_end(
             at=lease.server_time,
             actor=hand.name,
         )
-    attempt.refresh_from_db()
+    attempt.refresh_from_db(from_queryset=Attempt.objects.filter(workspace_id=hand.workspace_id))
     return AttemptView(attempt, lease)
 
 
@@ -440,10 +451,13 @@ def lease_break(
         )
         if lease.kind == LeaseKind.SLOT:
             for attempt_id in Attempt.objects.filter(
-                lease_id=lease.id, fence=lease.fence - 1, end=None
+                workspace_id=workspace_id, lease_id=lease.id, fence=lease.fence - 1, end=None
             ).values_list("pk", flat=True):
                 attempt_mark_lost(
-                    attempt_id=attempt_id, at=lease.server_time, reason=f"broken: {reason}"
+                    workspace_id=workspace_id,
+                    attempt_id=attempt_id,
+                    at=lease.server_time,
+                    reason=f"broken: {reason}",
                 )
     return lease
 
@@ -458,7 +472,9 @@ def _in_lane(workspace_id: int, resource: str, lane_id: int) -> bool:
     if lease is None:
         return False
     if lease["kind"] == LeaseKind.SLOT:
-        in_lane = Slot.objects.filter(lease_id=lease["pk"], run__work_package__lane_id=lane_id)
+        in_lane = Slot.objects.filter(
+            workspace_id=workspace_id, lease_id=lease["pk"], run__work_package__lane_id=lane_id
+        )
         return in_lane.exists()
     return Hand.objects.filter(
         workspace_id=workspace_id, name=lease["holder"], lane_id=lane_id

@@ -76,7 +76,8 @@ def cost_refusal(
 
 @dataclass(frozen=True)
 class ReportCaller:
-    """Who sends a renewing report, as SQL: `hand`, the caller's hand id; `joined`, tables to
+    """Who sends a renewing report, as SQL: `hand`, the caller's hand id (whose workspace every
+    caller names as the parameter `workspace_id`); `joined`, tables to
     join before the attempt `mine` (each followed by ", "); `where`, conditions on them and on
     `mine` (each starting with AND); `columns`, (expression, name) pairs added to the row."""
 
@@ -121,9 +122,10 @@ def _report_template(
         "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
         "noticed_state = 'live' "
         f"FROM {caller.joined}{attempt_table} mine "
-        # The caller's hand decides whose the attempt is: a hand belongs to one workspace, so
-        # its id names the workspace too, and the hot path's key check reads no hand row for it.
-        f"WHERE mine.id = %(attempt_id)s AND mine.hand_id = {caller.hand} "
+        # The caller's hand decides whose the attempt is. The caller's workspace (the hand's)
+        # is named as a value too, so the statement reaches one workspace's rows (docs/scale.md).
+        f"WHERE mine.id = %(attempt_id)s AND mine.workspace_id = %(workspace_id)s "
+        f"AND mine.hand_id = {caller.hand} "
         f"AND mine.fence = %(fence)s AND mine.{quote('end')} IS NULL {caller.where}"
         # The caller's own attempt names the lease and the fence of its tenure, which imply the
         # holder (a fence is granted once), so the lease is found by primary key alone. Naming
@@ -133,8 +135,9 @@ def _report_template(
         # lease and kept doing so as the table grew. It is `lease_id` when the caller knows
         # the attempt's lease (which never changes; the hot path remembers it), else a
         # sub-select, which reads the attempt a second time; the join checks it either way.
-        f"AND {lease_table}.id = COALESCE(%(lease_id)s, (SELECT lease_id FROM {attempt_table} "
-        "WHERE id = %(attempt_id)s)) "
+        f"AND {lease_table}.id = COALESCE(%(lease_id)s, (SELECT known.lease_id FROM "
+        f"{attempt_table} known WHERE known.id = %(attempt_id)s "
+        "AND known.workspace_id = %(workspace_id)s)) "
         f"AND mine.lease_id = {lease_table}.id AND {lease_table}.fence = mine.fence "
         # The lease in the attempt's workspace: co-located with it (docs/scale.md).
         f"AND {lease_table}.workspace_id = mine.workspace_id "
@@ -185,6 +188,7 @@ def _report_template(
         f"stamped AS (UPDATE {attempt_table} SET last_report_at = renewed.server_time, "
         f"last_progress_at = renewed.server_time, idle_since = NULL{percent} "
         f"FROM renewed WHERE {attempt_table}.id = renewed.attempt_id "
+        f"AND {attempt_table}.workspace_id = %(workspace_id)s "
         f"RETURNING {attempt_table}.*) "
         f"SELECT {', '.join(selected)} FROM renewed, stamped"
     )
@@ -199,14 +203,11 @@ def report_statement(
 
 
 # The caller as parameters: the hand (`hand_id`), and the lane of a lane-limited key (`lane_id`).
-_PARAMETER_REPORTER = ReportCaller(
-    hand="%(hand_id)s", where="AND mine.workspace_id = %(workspace_id)s "
-)
+_PARAMETER_REPORTER = ReportCaller(hand="%(hand_id)s")
 
 
 _PARAMETER_REPORTER_IN_LANE = ReportCaller(
-    hand="%(hand_id)s",
-    where="AND mine.workspace_id = %(workspace_id)s AND mine.lane_id = %(lane_id)s ",
+    hand="%(hand_id)s", where="AND mine.lane_id = %(lane_id)s "
 )
 
 

@@ -137,7 +137,9 @@ def _mixed_fleet(owner, teammate, make_run) -> Callable[[Callable[[], Any]], Non
         clock.advance(101)
         # Someone else ended this one's attempt already: its lease still passes every state,
         # and its lost is nobody's to record again.
-        attempt_services.attempt_mark_lost(attempt_id=ended.pk, at=clock.db_now(), reason="x")
+        attempt_services.attempt_mark_lost(
+            workspace_id=ended.workspace_id, attempt_id=ended.pk, at=clock.db_now(), reason="x"
+        )
         sweep()
         clock.advance(45)
         sweep()
@@ -201,7 +203,10 @@ def test_a_lost_attempt_ends_as_attempt_mark_lost_ends_it(
     clock.advance(20.5)
     at = clock.db_now()
     assert attempt_services.attempt_mark_lost(
-        attempt_id=by_hand.attempt.pk, at=at, reason=jobs.LOST_REASON
+        workspace_id=owner.workspace_id,
+        attempt_id=by_hand.attempt.pk,
+        at=at,
+        reason=jobs.LOST_REASON,
     )
     result = ops_jobs.leases_sweep()
     assert result.lost == 1  # the one already ended is not ended again

@@ -139,8 +139,6 @@ def _inserted_with_workspace(text: str, table: str) -> bool:
 # the statements do: a new way of reaching a table must be added here (and there), a fixed one
 # removed.
 ROUTE_GAPS = {
-    ("fleet_attempt", "by id"): "an attempt by its id, its slot's or its lease's: add the "
-    "workspace the hand or key has",
     ("fleet_run", "by foreign key"): "select_related from an attempt: join on (workspace_id, id)",
     ("fleet_workpackage", "by foreign key"): "select_related from a run: join on "
     "(workspace_id, id)",
