@@ -96,7 +96,7 @@ def engine_statement(call: Callable[..., object], **kwargs: Any) -> tuple[str, d
     from leases import engine
 
     captured: list[tuple[str, dict[str, Any]]] = []
-    with mock.patch.object(engine, "_one", lambda sql, params: captured.append((sql, params))):
+    with mock.patch.object(engine, "one", lambda sql, params: captured.append((sql, params))):
         call(**kwargs)
     return captured[0]
 
