@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, ParamSpec, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import Field, ValidationError
@@ -33,6 +34,7 @@ from groundcontrol_client.mcp_parameters import (
     invalid_arguments,
 )
 from groundcontrol_client.mcp_session import Session, logger
+from groundcontrol_client.mcp_stdin import loop_stdin
 from groundcontrol_client.models import Evidence, describe_lease, describe_required, describe_run
 from groundcontrol_client.pool_leases import PoolLease
 from groundcontrol_client.runtime import ClaimedAttempt
@@ -86,6 +88,16 @@ class GroundControlMCP(MCPServer):
         super().__init__(**kwargs)
         self._answer = answer
         self._wrapped = wrapped
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with stdin read by the event loop (`mcp_stdin`), so that
+        a server ending on its own does not wait for the host's next message."""
+        async with (
+            loop_stdin() as stdin,
+            stdio_server(stdin=stdin) as (read_stream, write_stream),
+        ):
+            low = self._lowlevel_server
+            await low.run(read_stream, write_stream, low.create_initialization_options())
 
     def _is_wrapped(self, name: str) -> bool:
         return self._wrapped is not None and self._tool_manager.get_tool(name) is None

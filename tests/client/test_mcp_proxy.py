@@ -337,3 +337,70 @@ def test_a_stop_directive_ends_the_wrapped_server_and_the_proxy(gc: Fleet) -> No
     in_thread(main)
     assert not seen["claim"].is_error, text(seen["claim"])
     assert seen["after_s"] < INTERVAL_S + 1 + 2, seen["after_s"]
+
+
+def _rpc(proxy: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proxy.stdin is not None
+    proxy.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+    proxy.stdin.flush()
+
+
+def _answer_to(proxy: subprocess.Popen[bytes], request_id: int) -> dict[str, Any]:
+    assert proxy.stdout is not None
+    while True:
+        line = proxy.stdout.readline()
+        assert line, "the proxy closed its stdout before it answered"
+        message = json.loads(line)
+        if message.get("id") == request_id:
+            return message
+
+
+def test_a_stop_directive_ends_the_proxy_though_the_host_says_nothing_more(gc: Fleet) -> None:
+    """A host that waits quietly (no ping, no call) still sees the proxy end: stdin is read by
+    the event loop, so ending does not wait for the host's next line (mcp_stdin.py)."""
+    import time
+
+    from mcp.types import LATEST_PROTOCOL_VERSION
+
+    from fleet.models import Attempt
+    from fleet.services import attempts as attempt_services
+
+    run = gc.run()
+    params = proxy(gc, gc.key_a, sys.executable, str(HERE / "mcp_dying_server.py"))
+    host = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **params.env},
+    )
+    try:
+        _rpc(host, {"id": 1, "method": "initialize", "params": {
+            "protocolVersion": LATEST_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "quiet-host", "version": "1"},
+        }})  # fmt: skip
+        assert "result" in _answer_to(host, 1)
+        _rpc(host, {"method": "notifications/initialized"})
+        _rpc(host, {"id": 2, "method": "tools/call", "params": {
+            "name": "claim", "arguments": {"run_id": run.pk},
+        }})  # fmt: skip
+        claimed = _answer_to(host, 2)
+        assert not claimed["result"].get("isError"), claimed
+        attempt_services.attempt_set_directive(
+            workspace_id=run.workspace_id,
+            attempt_id=Attempt.objects.get(run=run).pk,
+            directive="stop",
+            actor="boss",
+        )
+        started = time.monotonic()
+        code = host.wait(timeout=20)
+        after_s = time.monotonic() - started
+    finally:
+        if host.poll() is None:
+            host.kill()
+        _, stderr = host.communicate()
+    assert code == 1, stderr
+    assert b"directive for attempt" in stderr and b"is stop" in stderr, stderr
+    assert after_s < INTERVAL_S + 1 + 2, after_s
+    assert not Attempt.objects.filter(run=run, end=None).exists()  # released as it ended
