@@ -105,7 +105,7 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
     """The statements behind each Ground Control operation, sent by psycopg in autocommit."""
     import psycopg
 
-    from leases import engine
+    from leases import engine, tree
 
     workspace_id = fixtures["workspace_id"]
 
@@ -169,7 +169,9 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
             prefix = f"bench/sql-acquire/{tag}/{i}/"
 
             def op() -> bool:
-                params["resource"] = f"{prefix}{next(counter)}"
+                resource = f"{prefix}{next(counter)}"
+                # The resource's node and lineage too: they are what the statement matches on.
+                params.update(resource=resource, **tree.tree_params(resource))
                 return execute(statement, params).fetchone() is not None
 
         else:
