@@ -167,12 +167,15 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
             )
             counter = itertools.count()
             prefix = f"bench/sql-acquire/{tag}/{i}/"
+            # Bound on the client, as Django sends it: bound by the server, the holder would be
+            # text where it is written and varchar where it is compared, which PostgreSQL refuses.
+            bound_here = psycopg.ClientCursor(conn)
 
             def op() -> bool:
                 resource = f"{prefix}{next(counter)}"
                 # The resource's node and lineage too: they are what the statement matches on.
                 params.update(resource=resource, **tree.tree_params(resource))
-                return execute(statement, params).fetchone() is not None
+                return bound_here.execute(statement, params).fetchone() is not None
 
         else:
             raise ValueError(operation)

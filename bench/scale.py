@@ -29,9 +29,10 @@ def _lease_rows(*, workspace_id: int, n: int, due: int, prefix: str) -> None:
         cursor.execute(
             f"INSERT INTO {Lease._meta.db_table} (workspace_id, resource, kind, status, holder, "
             "process_id, fence, interval_s, grace_s, acquired_at, renewed_at, deadline, "
-            "noticed_state, next_check_at) "
+            "noticed_state, next_check_at, mode, shared_by) "
             "SELECT %s, %s || i, 'resource', 'held', 'bench-scale', 'p', 1, 60, 0, "
-            "now() - interval '70 seconds', now() - interval '70 seconds', d, 'live', d "
+            "now() - interval '70 seconds', now() - interval '70 seconds', d, 'live', d, "
+            "'exclusive', '' "
             "FROM (SELECT i, CASE WHEN i < %s THEN now() - interval '10 seconds' "
             "ELSE now() + interval '1 hour' END AS d FROM generate_series(0, %s - 1) AS i) AS s",
             [workspace_id, prefix, due, n],
@@ -93,13 +94,14 @@ def _fleet(n: int) -> tuple[Any, Any]:
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {lease} (workspace_id, resource, kind, status, holder, process_id, "
-            "fence, interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state) "
+            "fence, interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, mode, "
+            "shared_by) "
             "SELECT %(ws)s, 'run/' || %(run)s || '/slot/' || i, 'slot', "
             "CASE WHEN mod(i, 6) = 5 THEN 'free' ELSE 'held' END, 'scale-' || mod(i, %(hands)s), "
             "'p', 1, 100, 60, %(now)s - interval '300 seconds', %(now)s - interval '100 seconds', "
             "%(now)s + (ARRAY[50, -10, -40, -100, -500, -500])[mod(i, 6) + 1] "
             "* interval '1 second', "
-            "'live' FROM generate_series(0, %(n)s - 1) AS i",
+            "'live', 'exclusive', '' FROM generate_series(0, %(n)s - 1) AS i",
             {"ws": workspace.pk, "run": run.pk, "n": n, "hands": max(1, n // 10), "now": now},
         )
         cursor.execute(
