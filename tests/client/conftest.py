@@ -27,6 +27,9 @@ PR_URL = "https://github.com/acme/app/pull/7"
 # Short enough that a whole tenure, its loss and its reclaim take seconds.
 INTERVAL_S = 1
 GRACE_S = 1
+# A run whose claims nothing heartbeats (`gctl claim`, then other gctl calls, each a process of
+# its own): its window must outlast those calls on a slow machine.
+ONE_SHOT = {"heartbeat_interval_s": 30, "grace_s": 30}
 
 
 def mint(hand: Hand, scopes: Sequence[str] = ("work", "leases")) -> str:

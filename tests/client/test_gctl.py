@@ -21,6 +21,7 @@ from hands.models import Hand
 from tests.client.conftest import (
     GCTL,
     INTERVAL_S,
+    ONE_SHOT,
     PR_URL,
     Fleet,
     assert_heartbeats_kept_the_claim,
@@ -35,7 +36,7 @@ EXIT_DENIED, EXIT_LOST, EXIT_AUTH, EXIT_STOPPED = 3, 4, 5, 6
 
 
 def test_it_claims_reports_reads_and_finishes_one_command_at_a_time(gc: Fleet) -> None:
-    run = gc.run()
+    run = gc.run(**ONE_SHOT)
     identity = {"GC_PROCESS_ID": "shell-1"}
     claimed = gc.gctl("--json", "claim", str(run.pk), **identity)
     assert claimed.returncode == 0, claimed.stderr
@@ -66,7 +67,7 @@ def test_it_claims_reports_reads_and_finishes_one_command_at_a_time(gc: Fleet) -
 
 
 def test_it_prints_the_exports_that_keep_a_claim_renewable(gc: Fleet) -> None:
-    run = gc.run()
+    run = gc.run(**ONE_SHOT)
     claimed = gc.gctl("claim", str(run.pk), "--process-id", "agent-7")
     assert claimed.returncode == 0, claimed.stderr
     (record,) = attempts_of(run)
@@ -83,7 +84,7 @@ def test_it_prints_the_exports_that_keep_a_claim_renewable(gc: Fleet) -> None:
 
 
 def test_it_exits_3_on_a_denial_and_says_so(gc: Fleet) -> None:
-    run = gc.run()
+    run = gc.run(**ONE_SHOT)
     assert gc.gctl("claim", str(run.pk)).returncode == 0
     denied = gc.gctl("claim", str(run.pk), key=gc.key_b)
     assert denied.returncode == EXIT_DENIED
@@ -133,7 +134,7 @@ def test_it_exits_1_when_the_server_cannot_be_reached(gc: Fleet) -> None:
 
 
 def test_it_lists_slots_and_leases(gc: Fleet) -> None:
-    run = gc.run(slots=2)
+    run = gc.run(slots=2, **ONE_SHOT)
     assert gc.gctl("claim", str(run.pk)).returncode == 0
     slots = gc.gctl("slots", str(run.pk))
     assert slots.stdout.splitlines() == ["slot 1: open"]
@@ -145,7 +146,7 @@ def test_it_lists_slots_and_leases(gc: Fleet) -> None:
 
 
 def test_it_claims_in_one_eval_with_export(gc: Fleet) -> None:
-    run = gc.run(slots=2)
+    run = gc.run(slots=2, **ONE_SHOT)
     script = f'eval "$({GCTL} claim --export {run.pk})" && echo "$GC_ATTEMPT $GC_ATTEMPT_FENCE"'
     shell = subprocess.run(
         ["bash", "-c", script], env=gc.env(), capture_output=True, text=True, timeout=60
@@ -176,8 +177,7 @@ def test_it_claims_in_one_eval_with_export(gc: Fleet) -> None:
 
 
 def test_it_waits_for_a_slot_and_says_the_queues_answer(gc: Fleet) -> None:
-    # Nothing heartbeats the one-shot claim: its window must outlast the wait on a slow machine.
-    run = gc.run(heartbeat_interval_s=30, grace_s=30)
+    run = gc.run(**ONE_SHOT)
     held = gc.gctl("--json", "claim", str(run.pk), "--process-id", "a-1")
     attempt = json.loads(held.stdout)
     waiter = _start(gc, "claim", str(run.pk), "--wait", "20", "--export", key=gc.key_b)
@@ -219,7 +219,7 @@ def test_it_passes_the_servers_field_messages_through(gc: Fleet) -> None:
 
 
 def test_it_lists_runs_slots_and_leases_as_sentences(gc: Fleet) -> None:
-    run = gc.run(slots=3, title="Fix the login redirect")
+    run = gc.run(slots=3, title="Fix the login redirect", **ONE_SHOT)
     claimed = json.loads(gc.gctl("--json", "claim", str(run.pk)).stdout)
     runs = gc.gctl("runs")
     assert runs.returncode == 0, runs.stderr
@@ -331,7 +331,7 @@ def test_it_explains_a_report_from_inside_gctl_run(gc: Fleet) -> None:
 
 
 def test_it_waits_for_a_slot_before_running_the_command(gc: Fleet) -> None:
-    run = gc.run()
+    run = gc.run(**ONE_SHOT)
     held = json.loads(gc.gctl("--json", "claim", str(run.pk), "--process-id", "a-1").stdout)
     script = f'echo "pull_request={PR_URL}" >> "$GC_EVIDENCE_FILE"'
     waiter = _start(

@@ -14,7 +14,7 @@ from fleet.models import AttemptEnd
 from hands import services as hand_services
 from hands.models import Workspace
 from leases.models import Refusal
-from tests.client.conftest import GCTL, PR_URL, Fleet, attempts_of, mint, wait_for
+from tests.client.conftest import GCTL, ONE_SHOT, PR_URL, Fleet, attempts_of, mint, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +28,7 @@ def ci_key(workspace: Workspace) -> str:
 
 
 def test_gctl_runs_finish_is_graded_wrapper_and_gctl_finish_hand(gc: Fleet) -> None:
-    run = gc.run(slots=2)
+    run = gc.run(slots=2, **ONE_SHOT)
     done = gc.gctl("run", "--run", str(run.pk), "--", "sh", "-c", WRITE_PR)
     assert done.returncode == 0, done.stderr
     (record,) = attempts_of(run)
