@@ -98,7 +98,7 @@ def _key_cte(scope: Scope) -> str:
     the call names (one row or none), with the hand's name (a lease's holder)."""
     key, hand = HandKey._meta.db_table, Hand._meta.db_table
     return (
-        "key AS (SELECT k.id AS key_id, h.id AS key_hand_id, h.name AS key_holder, "
+        "key AS (SELECT k.id AS key_id, h.name AS key_holder, "
         f"k.last_used_at AS key_used_at FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
         f"WHERE {_key_conditions(scope)} AND h.workspace_id = %(workspace_id)s)"
     )
