@@ -21,9 +21,7 @@ MINTERS = 8
 def test_no_key_minted_by_a_revoked_key_stays_usable(workspace) -> None:  # noqa: ANN001
     hand, _ = hand_services.hand_create(workspace=workspace, name="minter")
     for round_ in range(ROUNDS):
-        parent = hand_services.key_issue(
-            hand=hand, scopes=["hands", "work"], actor="test"
-        ).key
+        parent = hand_services.key_issue(hand=hand, scopes=["hands", "work"], actor="test").key
         parent = HandKey.objects.select_related("hand").get(pk=parent.pk)
         refused: list[str] = []
 

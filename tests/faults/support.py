@@ -44,26 +44,48 @@ class ThrowawayPostgres:
 
     def _run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         prefix = ["runuser", "-u", "postgres", "--"] if self._as_postgres else []
-        return subprocess.run([*prefix, *command], capture_output=True, text=True, check=check,
-                              timeout=120)
+        return subprocess.run(
+            [*prefix, *command], capture_output=True, text=True, check=check, timeout=120
+        )
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def init(self) -> ThrowawayPostgres:
-        self._run(str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "--no-sync", "-E", "UTF8")
+        self._run(
+            str(PG_BIN / "initdb"),
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
         return self
 
     def start(self) -> None:
-        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w",
-                  "-t", "60", "-o",
-                  f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-                  "-c fsync=off -c max_connections=80", "start")
+        self._run(
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c max_connections=80",
+            "start",
+        )
 
     def stop(self, mode: str = "fast") -> None:
-        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop",
-                  check=False)
+        self._run(
+            str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop", check=False
+        )
 
     def destroy(self) -> None:
         self.stop("immediate")
@@ -72,12 +94,32 @@ class ThrowawayPostgres:
 
 def migrate_and_bootstrap(env: dict[str, str]) -> str:
     """Migrate the database of `env` and return a supervisor key with every scope."""
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
-                   env=env, check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=300,
+    )
     done = subprocess.run(
-        [sys.executable, "manage.py", "bootstrap", "--workspace", "faults", "--username", "ops",
-         f"--password={secrets.token_urlsafe(12)}", "--json"],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "manage.py",
+            "bootstrap",
+            "--workspace",
+            "faults",
+            "--username",
+            "ops",
+            f"--password={secrets.token_urlsafe(12)}",
+            "--json",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     import json
 
     return json.loads(done.stdout)["supervisor_key"]
@@ -97,14 +139,17 @@ def fleet_setup(url: str, boss_key: str, hands: int = 4, slots: int = 300) -> Fl
     tag = secrets.token_hex(3)
     boss.ok("post", "/lanes", {"slug": f"faults-{tag}"})
     package = boss.ok("post", f"/lanes/faults-{tag}/work-packages", {"title": "F", "key": tag})
-    run = boss.ok("post", f"/work-packages/{package['id']}/runs",
-                  {"title": "Faults", "slots": slots, "heartbeat_interval_s": 60,
-                   "grace_s": 60})
+    run = boss.ok(
+        "post",
+        f"/work-packages/{package['id']}/runs",
+        {"title": "Faults", "slots": slots, "heartbeat_interval_s": 60, "grace_s": 60},
+    )
     keys = []
     for i in range(hands):
         boss.ok("post", "/hands", {"name": f"f{tag}-{i}"})
-        keys.append(boss.ok("post", f"/hands/f{tag}-{i}/keys",
-                            {"scopes": ["work", "leases"]})["key"])
+        keys.append(
+            boss.ok("post", f"/hands/f{tag}-{i}/keys", {"scopes": ["work", "leases"]})["key"]
+        )
     boss.close()
     return Fleet(url=url, boss=boss_key, keys=keys, run_id=run["id"])
 
@@ -137,8 +182,10 @@ class Load:
             roll = n % 5
             if roll == 4:
                 kind, resource = "claim", f"run/{self.fleet.run_id}"
-                call = lambda: api.post(f"/runs/{self.fleet.run_id}/claim",  # noqa: E731
-                                        {"process_id": f"load-{index}"})
+                call = lambda: api.post(
+                    f"/runs/{self.fleet.run_id}/claim",  # noqa: E731
+                    {"process_id": f"load-{index}"},
+                )
             elif roll in (1, 3) and held:
                 resource, fence = held[-1]
                 kind = "renew" if roll == 1 else "check"
@@ -148,8 +195,14 @@ class Load:
                 call = lambda k=kind, b=body: api.post(f"/leases/{k}", b)  # noqa: E731
             else:
                 kind, resource = "acquire", f"load/{index}/{n}"
-                call = lambda r=resource: api.post("/leases/acquire", {  # noqa: E731
-                    "resource": r, "ttl_s": 600, "process_id": f"load-{index}"})
+                call = lambda r=resource: api.post(
+                    "/leases/acquire",
+                    {  # noqa: E731
+                        "resource": r,
+                        "ttl_s": 600,
+                        "process_id": f"load-{index}",
+                    },
+                )
             try:
                 response = call()
                 status = response.status_code
@@ -165,8 +218,10 @@ class Load:
         api.close()
 
     def start(self) -> Load:
-        self.threads = [threading.Thread(target=self._worker, args=(i,), daemon=True)
-                        for i in range(len(self.fleet.keys))]
+        self.threads = [
+            threading.Thread(target=self._worker, args=(i,), daemon=True)
+            for i in range(len(self.fleet.keys))
+        ]
         for thread in self.threads:
             thread.start()
         return self
@@ -181,24 +236,34 @@ class Load:
         return Counter((a.status, a.code) for a in self.answers)
 
 
-def assert_nothing_half_applied(database_url: str, load: Load,
-                                unknown_ok: bool = False) -> dict[str, int]:
+def assert_nothing_half_applied(
+    database_url: str, load: Load, unknown_ok: bool = False
+) -> dict[str, int]:
     """Every answer against the database's state; and the state against itself."""
     with psycopg.connect(database_url) as db:
-        rows = dict(db.execute(
-            "SELECT resource, fence FROM leases_lease WHERE resource LIKE 'load/%%'").fetchall())
-        grant_events = Counter(r for (r,) in db.execute(
-            "SELECT resource FROM leases_event WHERE kind = 'lease_acquired' "
-            "AND resource LIKE 'load/%%'").fetchall())
+        rows = dict(
+            db.execute(
+                "SELECT resource, fence FROM leases_lease WHERE resource LIKE 'load/%%'"
+            ).fetchall()
+        )
+        grant_events = Counter(
+            r
+            for (r,) in db.execute(
+                "SELECT resource FROM leases_event WHERE kind = 'lease_acquired' "
+                "AND resource LIKE 'load/%%'"
+            ).fetchall()
+        )
         # Each taken slot has exactly one attempt at its fence, and one claimed event each.
         slot_mismatch = db.execute(
             "SELECT l.resource, l.fence, (SELECT count(*) FROM fleet_attempt a "
             "WHERE a.lease_id = l.id AND a.fence = l.fence) FROM leases_lease l "
             "WHERE l.kind = 'slot' AND l.fence > 0 AND (SELECT count(*) FROM fleet_attempt a "
-            "WHERE a.lease_id = l.id AND a.fence = l.fence) <> 1").fetchall()
+            "WHERE a.lease_id = l.id AND a.fence = l.fence) <> 1"
+        ).fetchall()
         (attempts,) = db.execute("SELECT count(*) FROM fleet_attempt").fetchone()
         (claimed,) = db.execute(
-            "SELECT count(*) FROM leases_event WHERE kind = 'claimed'").fetchone()
+            "SELECT count(*) FROM leases_event WHERE kind = 'claimed'"
+        ).fetchone()
     assert not slot_mismatch, f"slots taken without exactly one attempt: {slot_mismatch[:5]}"
     assert attempts == claimed, (attempts, claimed)
     orphans = set(rows) ^ set(grant_events)

@@ -60,8 +60,15 @@ def test_a_malformed_acquire_is_a_validation_error_that_writes_nothing(
 
 @pytest.mark.parametrize(
     "resource",
-    ["a..b/.../.hidden", "ünïcødé/文件/🚀", "<script>alert(1)</script>",
-     "'; DROP TABLE leases_lease; --", "a" * 512, "%00", "src/app.py"],
+    [
+        "a..b/.../.hidden",
+        "ünïcødé/文件/🚀",
+        "<script>alert(1)</script>",
+        "'; DROP TABLE leases_lease; --",
+        "a" * 512,
+        "%00",
+        "src/app.py",
+    ],
     ids=["dots-inside", "unicode", "html", "sql", "max-length", "percent-nul", "file"],
 )
 def test_odd_but_printable_names_are_just_names(api_a: Api, api_b: Api, resource: str) -> None:
@@ -90,55 +97,80 @@ def test_a_fence_from_the_future_is_stale_and_changes_nothing(api_a: Api, fence:
 @pytest.mark.parametrize("fence", [-1, 2**63, 10**30, 1.5, None, "one"])
 def test_a_fence_that_is_not_a_64_bit_count_is_a_validation_error(api_a: Api, fence: Any) -> None:
     acquire(api_a)
-    error = error_of(api_a.post("/leases/check", {"resource": "build", "fence": fence}), 400,
-                     "validation_error")
+    error = error_of(
+        api_a.post("/leases/check", {"resource": "build", "fence": fence}), 400, "validation_error"
+    )
     assert "fence" in error["fields"]
 
 
 def test_huge_numbers_in_plan_and_claims_are_refused(boss: Api, api_a: Api, run) -> None:  # noqa: ANN001
-    for body in ({"slots": 10**12}, {"slots": 0}, {"heartbeat_interval_s": -1},
-                 {"grace_s": 10**40}, {"heartbeat_interval_s": 1.5}):
-        response = boss.post(f"/work-packages/{run.work_package_id}/runs",
-                             {"title": "t", **body})
+    for body in (
+        {"slots": 10**12},
+        {"slots": 0},
+        {"heartbeat_interval_s": -1},
+        {"grace_s": 10**40},
+        {"heartbeat_interval_s": 1.5},
+    ):
+        response = boss.post(f"/work-packages/{run.work_package_id}/runs", {"title": "t", **body})
         assert error_of(response, 400, "validation_error")["fields"], body
-    error_of(api_a.post(f"/runs/{run.pk}/claim", {"process_id": "p", "slot": 2**70}), 400,
-             "validation_error")
+    error_of(
+        api_a.post(f"/runs/{run.pk}/claim", {"process_id": "p", "slot": 2**70}),
+        400,
+        "validation_error",
+    )
     error_of(api_a.get(f"/runs/{10**30}"), 404, "not_found")
     error_of(api_a.get("/attempts/99999999999999999999999"), 404, "not_found")
 
 
 def test_very_long_strings_are_refused_with_their_limits(api_a: Api, run) -> None:  # noqa: ANN001
     attempt = api_a.post(f"/runs/{run.pk}/claim", {"process_id": "p"}).json()
-    report = api_a.post(f"/attempts/{attempt['id']}/reports",
-                        {"fence": 1, "process_id": "p", "kind": "note", "message": "m" * 2001})
+    report = api_a.post(
+        f"/attempts/{attempt['id']}/reports",
+        {"fence": 1, "process_id": "p", "kind": "note", "message": "m" * 2001},
+    )
     assert "message" in error_of(report, 400, "validation_error")["fields"]
-    release = api_a.post(f"/attempts/{attempt['id']}/release",
-                         {"fence": 1, "process_id": "p", "reason": "r" * 2001})
+    release = api_a.post(
+        f"/attempts/{attempt['id']}/release", {"fence": 1, "process_id": "p", "reason": "r" * 2001}
+    )
     assert "reason" in error_of(release, 400, "validation_error")["fields"]
     assert api_a.get(f"/attempts/{attempt['id']}").json()["state"] == "live"
 
 
 def test_an_oversized_body_is_413_before_it_is_parsed(api_a: Api) -> None:
     body = json.dumps({"resource": "r", "ttl_s": 5, "process_id": "p", "pad": "x" * 300_000})
-    response = api_a.client.post("/api/v1/leases/acquire", data=body,
-                                 content_type="application/json",
-                                 headers={"Authorization": f"Bearer {api_a.key}"})
+    response = api_a.client.post(
+        "/api/v1/leases/acquire",
+        data=body,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api_a.key}"},
+    )
     error_of(response, 413, "payload_too_large")
     assert not Lease.objects.exists()
 
 
 @pytest.mark.parametrize(
     "raw",
-    [b"{", b"[]", b"null", b'"string"', b"\xff\xfe", b'{"resource": "r", "ttl_s": 1e999}',
-     b'{"resource": "r\\u0000", "ttl_s": 5, "process_id": "p"}', b"{" * 5000 + b"}" * 5000],
+    [
+        b"{",
+        b"[]",
+        b"null",
+        b'"string"',
+        b"\xff\xfe",
+        b'{"resource": "r", "ttl_s": 1e999}',
+        b'{"resource": "r\\u0000", "ttl_s": 5, "process_id": "p"}',
+        b"{" * 5000 + b"}" * 5000,
+    ],
     ids=["open", "array", "null", "string", "not-utf8", "huge-float", "escaped-nul", "deep"],
 )
 def test_a_body_that_is_not_an_acquire_is_refused_in_the_uniform_body(
     api_a: Api, raw: bytes
 ) -> None:
-    response = api_a.client.post("/api/v1/leases/acquire", data=raw,
-                                 content_type="application/json",
-                                 headers={"Authorization": f"Bearer {api_a.key}"})
+    response = api_a.client.post(
+        "/api/v1/leases/acquire",
+        data=raw,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api_a.key}"},
+    )
     assert response.status_code == 400, (raw[:40], response.status_code, response.content)
     assert response.json()["error"]["code"] == "validation_error"
     assert not Lease.objects.exists()
@@ -147,8 +179,10 @@ def test_a_body_that_is_not_an_acquire_is_refused_in_the_uniform_body(
 def test_unicode_in_names_and_messages_round_trips(api_a: Api, boss: Api, run) -> None:  # noqa: ANN001
     attempt = api_a.post(f"/runs/{run.pk}/claim", {"process_id": "προcess-🚀"}).json()
     assert attempt["process_id"] == "προcess-🚀"
-    report = api_a.post(f"/attempts/{attempt['id']}/reports", {
-        "fence": 1, "process_id": "προcess-🚀", "kind": "note", "message": "ok ✓ 日本語 \u200b"})
+    report = api_a.post(
+        f"/attempts/{attempt['id']}/reports",
+        {"fence": 1, "process_id": "προcess-🚀", "kind": "note", "message": "ok ✓ 日本語 \u200b"},
+    )
     assert report.status_code == 200
     hand = boss.post("/hands", {"name": "hånd-名前"})
     assert hand.status_code == 201 and hand.json()["name"] == "hånd-名前"

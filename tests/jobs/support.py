@@ -42,8 +42,12 @@ def laptop_env(tmp_path: Path, **extra: str) -> tuple[dict[str, str], Path]:
 
 def manage(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=60,
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

@@ -44,9 +44,10 @@ def test_the_compose_file_runs_the_same_processes_on_postgres_and_redis() -> Non
         service = services[name]
         assert service["build"] == "."
         env = service["environment"]
-        assert env["DATABASE_URL"].startswith("postgresql://") and "@postgres:5432/" in env[
-            "DATABASE_URL"
-        ]
+        assert (
+            env["DATABASE_URL"].startswith("postgresql://")
+            and "@postgres:5432/" in env["DATABASE_URL"]
+        )
         assert env["REDIS_URL"] == "redis://redis:6379/0"
         assert env["SECRET_KEY"].startswith("${SECRET_KEY:?")
         assert service["depends_on"]["postgres"] == {"condition": "service_healthy"}
@@ -72,8 +73,11 @@ def test_the_procfile_web_line_serves_with_the_embedded_jobs(tmp_path) -> None:
     env["GC_METRICS_OPEN"] = "1"  # a laptop's own scrape
     manage(env, "migrate", "--noinput", "-v", "0")
     web = subprocess.Popen(
-        shlex.split(procfile()["web"]), cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        shlex.split(procfile()["web"]),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_until_serving(f"http://127.0.0.1:{port}/healthz", web)
@@ -86,8 +90,9 @@ def test_the_procfile_web_line_serves_with_the_embedded_jobs(tmp_path) -> None:
         def swept() -> bool:
             with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=20) as db:
                 return bool(
-                    db.execute("SELECT runs FROM fleet_jobrun WHERE name = 'sweep_leases'")
-                    .fetchall()
+                    db.execute(
+                        "SELECT runs FROM fleet_jobrun WHERE name = 'sweep_leases'"
+                    ).fetchall()
                 )
 
         deadline = time.monotonic() + 15

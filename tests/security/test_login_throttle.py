@@ -208,8 +208,10 @@ def test_it_counts_the_address_the_trusted_proxy_saw(user, settings) -> None:  #
     assert _locked_out(Client(), HTTP_X_FORWARDED_FOR="203.0.113.7", **proxy)
     # Another client behind the same proxy is a pair of its own, so it logs in.
     fresh = Client().post(
-        "/login/", {"username": "ada", "password": "the right password"},
-        HTTP_X_FORWARDED_FOR="203.0.113.8", **proxy,
+        "/login/",
+        {"username": "ada", "password": "the right password"},
+        HTTP_X_FORWARDED_FOR="203.0.113.8",
+        **proxy,
     )
     assert fresh.status_code == 302
 
@@ -218,13 +220,18 @@ def test_a_forwarded_for_is_ignored_without_a_trusted_proxy(user, settings) -> N
     settings.GC_TRUSTED_PROXY_HOPS = 0
     client = Client()
     for n in range(6):  # a fresh made-up address per try buys nothing
-        client.post("/login/", {"username": "ada", "password": "wrong"},
-                    HTTP_X_FORWARDED_FOR=f"198.51.100.{n}", REMOTE_ADDR="10.0.0.1")
+        client.post(
+            "/login/",
+            {"username": "ada", "password": "wrong"},
+            HTTP_X_FORWARDED_FOR=f"198.51.100.{n}",
+            REMOTE_ADDR="10.0.0.1",
+        )
     assert attempt(client, "the right password", address="10.0.0.1").status_code == 429
 
 
 def test_with_its_store_out_of_reach_a_login_answers_503_and_checks_no_password(
-    user, monkeypatch  # noqa: ANN001
+    user,
+    monkeypatch,  # noqa: ANN001
 ) -> None:
     from redis.exceptions import ConnectionError as RedisConnectionError
 
