@@ -12,7 +12,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,7 +23,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from tests.reliability.live import ROOT, Api, free_port
+from tests.reliability.live import Api, free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -92,39 +91,6 @@ class ThrowawayPostgres:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def migrate_and_bootstrap(env: dict[str, str]) -> str:
-    """Migrate the database of `env` and return a supervisor key with every scope."""
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=300,
-    )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "bootstrap",
-            "--workspace",
-            "faults",
-            "--username",
-            "ops",
-            f"--password={secrets.token_urlsafe(12)}",
-            "--json",
-        ],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    import json
-
-    return json.loads(done.stdout)["supervisor_key"]
-
-
 @dataclass
 class Fleet:
     url: str
@@ -180,31 +146,22 @@ class Load:
         while not self.stop.is_set():
             n += 1
             roll = n % 5
+            body: dict[str, Any]
             if roll == 4:
                 kind, resource = "claim", f"run/{self.fleet.run_id}"
-                call = lambda: api.post(
-                    f"/runs/{self.fleet.run_id}/claim",  # noqa: E731
-                    {"process_id": f"load-{index}"},
-                )
+                path, body = f"/runs/{self.fleet.run_id}/claim", {"process_id": f"load-{index}"}
             elif roll in (1, 3) and held:
                 resource, fence = held[-1]
                 kind = "renew" if roll == 1 else "check"
-                body = {"resource": resource, "fence": fence}
+                path, body = f"/leases/{kind}", {"resource": resource, "fence": fence}
                 if kind == "renew":
                     body["process_id"] = f"load-{index}"
-                call = lambda k=kind, b=body: api.post(f"/leases/{k}", b)  # noqa: E731
             else:
                 kind, resource = "acquire", f"load/{index}/{n}"
-                call = lambda r=resource: api.post(
-                    "/leases/acquire",
-                    {  # noqa: E731
-                        "resource": r,
-                        "ttl_s": 600,
-                        "process_id": f"load-{index}",
-                    },
-                )
+                path = "/leases/acquire"
+                body = {"resource": resource, "ttl_s": 600, "process_id": f"load-{index}"}
             try:
-                response = call()
+                response = api.post(path, body)
                 status = response.status_code
                 code = response.json().get("error", {}).get("code") if status >= 300 else None
                 if kind == "acquire" and status == 201:

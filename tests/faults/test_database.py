@@ -23,9 +23,8 @@ from tests.faults.support import (
     ThrowawayPostgres,
     assert_nothing_half_applied,
     fleet_setup,
-    migrate_and_bootstrap,
 )
-from tests.reliability.live import WebServer, database_url, server_env
+from tests.reliability.live import WebServer, database_url, migrate_and_bootstrap, server_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -49,7 +48,7 @@ def test_a_database_restart_answers_503_then_service_resumes_by_itself(tmp_path:
         with psycopg.connect(pg.url(), autocommit=True) as admin:
             admin.execute("CREATE DATABASE gc")
         env = server_env(pg.url("gc"), DB_CONNECT_TIMEOUT="2")
-        key = migrate_and_bootstrap(env)
+        key = migrate_and_bootstrap(env, "faults")
         with WebServer(env=env, log=tmp_path / "server.log", workers=2) as server:
             load = Load(fleet_setup(server.url, key)).start()
             time.sleep(2)

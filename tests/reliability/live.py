@@ -80,6 +80,7 @@ def migrate_and_bootstrap(env: Mapping[str, str], workspace: str) -> str:
         cwd=ROOT,
         env=env,
         check=True,
+        timeout=300,
     )
     boot = subprocess.run(
         [
@@ -98,6 +99,7 @@ def migrate_and_bootstrap(env: Mapping[str, str], workspace: str) -> str:
         check=True,
         capture_output=True,
         text=True,
+        timeout=120,
     )
     return json.loads(boot.stdout)["supervisor_key"]
 
