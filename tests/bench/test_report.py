@@ -270,15 +270,15 @@ def test_only_selects_blocks_by_name(monkeypatch) -> None:  # noqa: ANN001
 
     import pytest
 
-    from bench import run
+    from bench import options
 
     monkeypatch.setattr(sys, "argv", ["bench/run", "--only", "renew-all"])
-    assert run._args().blocks == ["renew-all"]
+    assert options.parse("bench").blocks == ["renew-all"]
     monkeypatch.setattr(sys, "argv", ["bench/run"])
-    assert run._args().blocks == list(run.BLOCKS)
+    assert options.parse("bench").blocks == list(options.BLOCKS)
     monkeypatch.setattr(sys, "argv", ["bench/run", "--only", "renew-everything"])
     with pytest.raises(SystemExit):
-        run._args()
+        options.parse("bench")
 
 
 def test_the_tree_target_is_the_repeats_own_ratio_of_acquire_rates() -> None:
