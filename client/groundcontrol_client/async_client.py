@@ -31,13 +31,12 @@ from groundcontrol_client.client import (
     _env_number,
     _evidence_items,
     _retry_hint,
-    decided_on_primary,
-    decision_headers,
     denial_key,
     pool_path,
     retryable_answer,
     run_plan,
 )
+from groundcontrol_client.decisions import decided_on_primary, decision_headers
 from groundcontrol_client.errors import (
     ConfigError,
     ConnectionFailed,
@@ -400,12 +399,11 @@ class AsyncClient(AsyncFrictionCalls):
         decision: bool = False,
     ) -> list[Lease]:
         """The workspace's resource leases; `covering`: only those on these names or a directory
-        above one (at most 100 names). A covering read is a decision, and so is any list with
-        `decision=True`: the primary answers it, or it raises `DecisionFromReplica`."""
+        above one (at most 100 names). A covering read is a decision, as is any with `decision`:
+        the primary must answer it (else `DecisionFromReplica`)."""
         params: dict[str, Any] = {"prefix": prefix, "holder": holder, "state": state}
         if covering is not None:
-            params["covering"] = list(covering)
-        decision = decision or covering is not None
+            params["covering"], decision = list(covering), True
         items = await self._list("leases", params, decision=decision)
         return [Lease.from_wire(item) for item in items]
 

@@ -23,11 +23,11 @@ from urllib.parse import quote
 
 import httpx
 
+from groundcontrol_client.decisions import decided_on_primary, decision_headers
 from groundcontrol_client.errors import (
     TRANSIENT_STATUSES,
     ConfigError,
     ConnectionFailed,
-    DecisionFromReplica,
     Denied,
     GroundControlError,
     NoOpenSlot,
@@ -71,35 +71,6 @@ def retryable_answer(status: int, error: GroundControlError, *, idempotent: bool
     if not is_transient(error):
         return False
     return idempotent or status not in _MAYBE_APPLIED
-
-
-# A decision (whether a commit, a push or a write may go ahead; which leases are a session's own
-# to release) is asked with `DECISION_HEADER`, which the server answers from the primary, never
-# a read replica (apikit/reads.py, `is_decision`); an answer that says it came from a replica
-# (`READ_FROM_HEADER`) is refused (`decided_on_primary`), so nothing is decided on rows that lag.
-DECISION_HEADER = "X-GC-Decision"
-READ_FROM_HEADER = "X-GC-Read-From"
-
-
-def decision_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """A decision's request headers: `headers` and the mark."""
-    return {**(headers or {}), DECISION_HEADER: "1"}
-
-
-def decided_on_primary(response: httpx.Response, method: str, path: str) -> None:
-    """Raise `DecisionFromReplica` unless a decision's answer came from the primary (an answer
-    that does not say where it read came from the primary: only a list that may read a replica
-    says so)."""
-    source = response.headers.get(READ_FROM_HEADER)
-    if source is not None and source.strip().lower() != "primary":
-        raise DecisionFromReplica(
-            f"{method} {path.split('?')[0]} was answered from a read replica "
-            f"({READ_FROM_HEADER}: {source}), which may not yet have a lease the primary holds: "
-            "nothing was decided on it. The server must answer decisions from the primary "
-            "(upgrade it, or route this call to the primary); then try again",
-            status=response.status_code,
-            request_id=response.headers.get("x-request-id"),
-        )
 
 
 # A server's Retry-After is honoured up to this; past it, the call fails and the caller decides.
@@ -291,10 +262,8 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
 
         `give_up_at` (a `time.monotonic()` instant) stops retrying once the next try would start
         after it: a heartbeat that can no longer arrive in time is not worth waiting for.
-        `decision`: the caller decides on the answer, which must come from the primary.
-        """
-        if decision:
-            headers = decision_headers(headers)
+        `decision`: the caller decides on the answer, which must come from the primary."""
+        headers = decision_headers(headers) if decision else headers
         tries = 0
         while True:
             try:
@@ -603,12 +572,11 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         decision: bool = False,
     ) -> list[Lease]:
         """The workspace's resource leases; `covering`: only those on these names or a directory
-        above one (at most 100 names). A covering read is a decision, and so is any list with
-        `decision=True`: the primary answers it, or it raises `DecisionFromReplica`."""
+        above one (at most 100 names). A covering read is a decision, as is any with `decision`:
+        the primary must answer it (else `DecisionFromReplica`)."""
         params: dict[str, Any] = {"prefix": prefix, "holder": holder, "state": state}
         if covering is not None:
-            params["covering"] = list(covering)
-        decision = decision or covering is not None
+            params["covering"], decision = list(covering), True
         return [Lease.from_wire(i) for i in self._list("leases", params, decision=decision)]
 
     def evidence(self, attempt_id: int) -> list[GradedEvidence]:
