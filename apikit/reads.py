@@ -263,8 +263,8 @@ REPLICA_HEADERS = [
         OpenApiParameter.HEADER,
         required=False,
         description="Present (any value): the caller decides on this answer, so the primary "
-        "answers it, never a replica (`X-GC-Read-From: primary`). A `covering` read is always "
-        "a decision.",
+        "answers it, never a replica (`X-GC-Read-From: primary`). A `covering` read of "
+        "`/leases` is always one.",
     ),
     OpenApiParameter(
         READ_FROM_HEADER,
