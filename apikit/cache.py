@@ -1,13 +1,23 @@
-"""Django's Redis cache with the costs the request path paid removed: `incr` is one round trip
-(Django's asks EXISTS, then INCRBY) on a connection of the calling thread's own, and the Redis
-client objects are built once per process instead of once per call. Everything else is Django's
-`RedisCache`."""
+"""The cache: Django's Redis cache with the costs the request path paid removed (`incr` is one
+round trip, where Django's asks EXISTS, then INCRBY, on a connection of the calling thread's own,
+and the Redis client objects are built once per process instead of once per call; everything
+else is Django's `RedisCache`), and `advisory`, the one guard for a use of the cache that may
+go without it.
+
+Redis is never the source of truth: what a call or a page keeps there (the rate limiter's
+counts, the board's chart samples) is advisory, and an outage must cost only that, never an
+answer. The one use that refuses instead is the login throttle's (dashboard/login_throttle.py):
+an uncounted try would be an unthrottled one, so it answers 503.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient as DjangoRedisCacheClient
@@ -21,6 +31,30 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBY', KEYS[1], 
 return nil
 """
 _INCR_SHA = hashlib.sha1(_INCR_EXISTING.encode()).hexdigest()
+
+logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def advisory(what: str, default: R) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """For a function whose work is only the cache's and may be done without: when it fails
+    (Redis refused, timing out, out of memory, or anything else the cache raises), the failure
+    is logged, as `what`, and the function answers `default` (an immutable value), so no call
+    and no page fails because the cache did."""
+
+    def guard(func: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(func)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return func(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - any cache failure is survived, on purpose
+                logger.warning("the cache is unavailable: %s", what, exc_info=True)
+                return default
+
+        return guarded
+
+    return guard
 
 
 class RedisCacheClient(DjangoRedisCacheClient):

@@ -22,7 +22,6 @@ so a valid key never pays this count's round trip and never shares its address's
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -30,9 +29,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
+from apikit.cache import advisory
 from apikit.errors import RateLimited
-
-logger = logging.getLogger(__name__)
 
 WINDOW_S = 60
 BLOCK_MAX = 16
@@ -138,19 +136,17 @@ def _next_size(used: _Block | None, limit: int, now: float) -> int:
     return used.size if elapsed < SLOW_S else 1
 
 
+@advisory("the rate limit is not counting", default=None)
 def _reserve(name: str, size: int) -> int | None:
-    """The window's count after adding `size`, or None when the cache is down."""
+    """The window's count after adding `size`, or None when the cache is down (the call goes
+    through: the count fails open)."""
+    # One round trip in the steady state; the window's first call creates the counter.
     try:
-        # One round trip in the steady state; the window's first call creates the counter.
-        try:
-            return int(cache.incr(name, size))
-        except ValueError:
-            if cache.add(name, size, timeout=2 * WINDOW_S):
-                return size
-            return int(cache.incr(name, size))
-    except Exception:  # noqa: BLE001 - any cache failure fails open, on purpose
-        logger.warning("rate limit cache unavailable; not counting", exc_info=True)
-        return None
+        return int(cache.incr(name, size))
+    except ValueError:
+        if cache.add(name, size, timeout=2 * WINDOW_S):
+            return size
+        return int(cache.incr(name, size))
 
 
 limiter = RateLimiter()

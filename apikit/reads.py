@@ -9,6 +9,12 @@ reads go to the `replica` alias (raw SQL on `connection` stays on the primary; s
 read inside a transaction, which is how a decision reads). The context says how fresh the
 data it served is, so the page can show it.
 
+A client decides on some reads too: `gctl git`'s pre-commit asks which leases cover a path, a
+session's end asks which leases are its own to release. Such a read is a decision however it
+is sent (`is_decision`: it asks `covering`, or carries `X-GC-Decision`), and a list endpoint
+answers it from the primary, saying so (`X-GC-Read-From: primary`); the client refuses a
+decision's answer that says `replica`.
+
 The replica's lag is measured on the replica, in one statement (`LAG_SQL`):
 
 1. a server that is not in recovery is no replica (a promoted one diverges from the primary):
@@ -206,16 +212,35 @@ class ReplicaRouter:
         return db == DEFAULT_DB_ALIAS
 
 
+def is_decision(request: Any) -> bool:
+    """Whether a client will decide on this request's answer (whether a commit, a push or a
+    write may go ahead; which leases are a session's own to release): the one rule for which
+    reads a replica never answers. A decision is marked by the client (`X-GC-Decision`, any
+    value), or asks what only a decision asks (`DECISION_PARAMS`: which leases cover a name).
+
+    Only a `replica_list` endpoint can read the replica at all, and it asks this first; every
+    other call (acquire, check, fences/verify, the hot statements) reads the primary in
+    `primary()` whatever it carries."""
+    return DECISION_HEADER in request.headers or any(
+        name in request.GET for name in DECISION_PARAMS
+    )
+
+
 def replica_list(handler: Any) -> Any:
     """A list endpoint's GET handler that may read the replica (after its key was checked on the
     primary, in `initial`; every API view runs in `primary()`, and this is the one way out of
-    it): its answer says where its rows came from (`X-GC-Read-From`) and how
-    old they may be (`X-GC-Data-Age-S`, whole seconds, an upper bound)."""
+    it), unless the request is a decision (`is_decision`): its answer says where its rows came
+    from (`X-GC-Read-From`) and how old they may be (`X-GC-Data-Age-S`, whole seconds, an upper
+    bound)."""
 
     @functools.wraps(handler)
     def handle(view: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        with replica_reads() as fresh:
+        if is_decision(request):
+            fresh = PRIMARY  # the view's own `primary()` stands
             response = handler(view, request, *args, **kwargs)
+        else:
+            with replica_reads() as fresh:
+                response = handler(view, request, *args, **kwargs)
         response[READ_FROM_HEADER] = fresh.source
         response[DATA_AGE_HEADER] = str(int(fresh.age_s))
         return response
@@ -225,8 +250,22 @@ def replica_list(handler: Any) -> Any:
 
 READ_FROM_HEADER = "X-GC-Read-From"
 DATA_AGE_HEADER = "X-GC-Data-Age-S"
-# The answer's headers, for the schema of each `replica_list` endpoint.
+# The request header a client marks a decision with, and the query parameters whose answer only
+# a decision asks for (`is_decision`).
+DECISION_HEADER = "X-GC-Decision"
+DECISION_PARAMS = ("covering",)
+# The answer's headers, and the decision's request header, for the schema of each
+# `replica_list` endpoint.
 REPLICA_HEADERS = [
+    OpenApiParameter(
+        DECISION_HEADER,
+        str,
+        OpenApiParameter.HEADER,
+        required=False,
+        description="Present (any value): the caller decides on this answer, so the primary "
+        "answers it, never a replica (`X-GC-Read-From: primary`). A `covering` read of "
+        "`/leases` is always one.",
+    ),
     OpenApiParameter(
         READ_FROM_HEADER,
         str,

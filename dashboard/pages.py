@@ -4,7 +4,8 @@ Every page asks the database for the time once (`db_now()`) and computes every s
 timestamps at that instant (DESIGN rule 3). The board's counts and its state filter run in SQL
 with the same thresholds as `leases.state.lease_state`, so 10,000 attempts cost the same handful
 of queries as ten: one aggregate for the counts and one page of rows. Nothing here writes a model
-(the fleet-by-state samples live in the cache, which is never the source of truth).
+(the fleet-by-state samples live in the cache, which is never the source of truth: a page
+answers without them while the cache is down, `apikit.cache.advisory`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from django.db.models import (
     When,
 )
 
+from apikit.cache import advisory
 from apikit.errors import NotFound
 from evidence.models import Evidence
 from fleet.costs import budget_notice_now
@@ -345,11 +347,13 @@ def _samples_key(workspace_id: int) -> str:
     return f"gc:dashboard:samples:{workspace_id}"
 
 
+@advisory("the board's chart sample is not kept", default=False)
 def sample_record(*, workspace_id: int, now: datetime, counts: dict[str, int]) -> bool:
     """Keep the board's counts as a sample, at most once per SAMPLE_EVERY_S per workspace.
 
     Samples live in the cache (Redis in production), not the database: they feed a picture and
-    losing them loses only the picture. `cache.add` lets one request in each period record.
+    losing them loses only the picture, so a cache that is down keeps none and the board answers
+    all the same (False). `cache.add` lets one request in each period record.
     """
     if not cache.add(f"{_samples_key(workspace_id)}:lock", 1, timeout=SAMPLE_EVERY_S):
         return False
@@ -361,9 +365,15 @@ def sample_record(*, workspace_id: int, now: datetime, counts: dict[str, int]) -
     return True
 
 
+@advisory("the board's chart is drawn without samples", default=())
+def _stored_samples(workspace_id: int) -> Sequence[tuple[str, dict[str, int]]]:
+    return cache.get(_samples_key(workspace_id)) or []
+
+
 def samples(*, workspace_id: int) -> list[Sample]:
-    raw = cache.get(_samples_key(workspace_id)) or []
-    return [(datetime.fromisoformat(at), counts) for at, counts in raw]
+    """The kept samples, oldest first; none while the cache is down (the chart says it has no
+    data yet)."""
+    return [(datetime.fromisoformat(at), counts) for at, counts in _stored_samples(workspace_id)]
 
 
 # --- Lanes, work packages, runs ------------------------------------------------------------------

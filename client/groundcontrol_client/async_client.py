@@ -36,6 +36,7 @@ from groundcontrol_client.client import (
     retryable_answer,
     run_plan,
 )
+from groundcontrol_client.decisions import decided_on_primary, decision_headers
 from groundcontrol_client.errors import (
     ConfigError,
     ConnectionFailed,
@@ -134,7 +135,9 @@ class AsyncClient(AsyncFrictionCalls):
         idempotent: bool = True,
         give_up_at: float | None = None,
         timeout: float | None = None,
+        decision: bool = False,
     ) -> httpx.Response:
+        headers = decision_headers(None) if decision else None
         tries = 0
         while True:
             try:
@@ -143,6 +146,7 @@ class AsyncClient(AsyncFrictionCalls):
                     path,
                     json=json,
                     params=_drop_none(dict(params)) if params else None,
+                    headers=headers,
                     timeout=timeout if timeout is not None else self.timeout,
                 )
             except httpx.TransportError as exc:
@@ -154,6 +158,8 @@ class AsyncClient(AsyncFrictionCalls):
                     raise error from exc
             else:
                 if response.is_success:
+                    if decision:
+                        decided_on_primary(response, method, path)
                     return response
                 error = error_from_response(response.status_code, Client._body(response))
                 if not retryable_answer(response.status_code, error, idempotent=idempotent):
@@ -168,14 +174,14 @@ class AsyncClient(AsyncFrictionCalls):
             tries += 1
 
     async def _list(
-        self, path: str, params: Mapping[str, Any] | None = None
+        self, path: str, params: Mapping[str, Any] | None = None, *, decision: bool = False
     ) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         next_url: str | None = path
         for _ in range(MAX_PAGES):
             if next_url is None:
                 break
-            response = await self._send("GET", next_url, params=params)
+            response = await self._send("GET", next_url, params=params, decision=decision)
             items.extend(Client._decode(response) or [])
             next_url, params = response.links.get("next", {}).get("url"), None
         return items
@@ -380,7 +386,7 @@ class AsyncClient(AsyncFrictionCalls):
 
     async def lease_check(self, resource: str, *, fence: int) -> Lease:
         body = {"resource": resource, "fence": fence}
-        data = await self.request("POST", "leases/check", json=body)
+        data = await self.request("POST", "leases/check", json=body, decision=True)
         return Lease.from_wire(data["lease"])
 
     async def leases(
@@ -390,13 +396,16 @@ class AsyncClient(AsyncFrictionCalls):
         holder: str | None = None,
         state: str | None = None,
         covering: Iterable[str] | None = None,
+        decision: bool = False,
     ) -> list[Lease]:
         """The workspace's resource leases; `covering`: only those on these names or a directory
-        above one (at most 100 names)."""
+        above one (at most 100 names). A covering read is a decision, as is any with `decision`:
+        the primary must answer it (else `DecisionFromReplica`)."""
         params: dict[str, Any] = {"prefix": prefix, "holder": holder, "state": state}
         if covering is not None:
-            params["covering"] = list(covering)
-        return [Lease.from_wire(item) for item in await self._list("leases", params)]
+            params["covering"], decision = list(covering), True
+        items = await self._list("leases", params, decision=decision)
+        return [Lease.from_wire(item) for item in items]
 
     async def evidence(self, attempt_id: int) -> list[GradedEvidence]:
         """The evidence an attempt left, each with its grade (hand < wrapper < ci)."""
@@ -414,5 +423,6 @@ class AsyncClient(AsyncFrictionCalls):
     async def fences_verify(self, fences: Iterable[str]) -> list[FenceAnswer]:
         """Where each `<resource>@<fence>` stands (scope `verify`, `leases` or `supervise`), in
         the order given: `current`, `superseded` or `unknown` (at most 500 in one call)."""
-        data = await self.request("POST", "fences/verify", json={"fences": list(fences)})
+        body = {"fences": list(fences)}
+        data = await self.request("POST", "fences/verify", json=body, decision=True)
         return [FenceAnswer.from_wire(item) for item in data["fences"]]

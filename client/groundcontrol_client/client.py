@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
+from groundcontrol_client.decisions import decided_on_primary, decision_headers
 from groundcontrol_client.errors import (
     TRANSIENT_STATUSES,
     ConfigError,
@@ -255,12 +256,14 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         idempotent: bool = True,
         give_up_at: float | None = None,
         timeout: float | None = None,
+        decision: bool = False,
     ) -> httpx.Response:
         """Send one call, retrying transient failures; the successful response.
 
         `give_up_at` (a `time.monotonic()` instant) stops retrying once the next try would start
         after it: a heartbeat that can no longer arrive in time is not worth waiting for.
-        """
+        `decision`: the caller decides on the answer, which must come from the primary."""
+        headers = decision_headers(headers) if decision else headers
         tries = 0
         while True:
             try:
@@ -282,6 +285,8 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
                     raise error from exc
             else:
                 if response.is_success:
+                    if decision:
+                        decided_on_primary(response, method, path)
                     return response
                 error = error_from_response(response.status_code, self._body(response))
                 if not retryable_answer(response.status_code, error, idempotent=idempotent):
@@ -314,7 +319,9 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
                 status=response.status_code,
             ) from None
 
-    def _list(self, path: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    def _list(
+        self, path: str, params: Mapping[str, Any] | None = None, *, decision: bool = False
+    ) -> list[dict[str, Any]]:
         """Every item of a list endpoint: a JSON array per page, the next page's URL in the
         `Link: <...>; rel="next"` header."""
         items: list[dict[str, Any]] = []
@@ -322,7 +329,7 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         for _ in range(MAX_PAGES):
             if next_url is None:
                 break
-            response = self._send("GET", next_url, params=params)
+            response = self._send("GET", next_url, params=params, decision=decision)
             items.extend(self._decode(response) or [])
             next_url, params = response.links.get("next", {}).get("url"), None
         return items
@@ -551,7 +558,8 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
     def lease_check(self, resource: str, *, fence: int) -> Lease:
         """The lease if `fence` is its current, unlost tenure; else `StaleFence` or `LeaseLost`.
         Ask this right before a write that must not come from a stale holder."""
-        data = self.request("POST", "leases/check", json={"resource": resource, "fence": fence})
+        body = {"resource": resource, "fence": fence}
+        data = self.request("POST", "leases/check", json=body, decision=True)
         return Lease.from_wire(data["lease"])
 
     def leases(
@@ -561,13 +569,15 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         holder: str | None = None,
         state: str | None = None,
         covering: Iterable[str] | None = None,
+        decision: bool = False,
     ) -> list[Lease]:
         """The workspace's resource leases; `covering`: only those on these names or a directory
-        above one (at most 100 names)."""
+        above one (at most 100 names). A covering read is a decision, as is any with `decision`:
+        the primary must answer it (else `DecisionFromReplica`)."""
         params: dict[str, Any] = {"prefix": prefix, "holder": holder, "state": state}
         if covering is not None:
-            params["covering"] = list(covering)
-        return [Lease.from_wire(item) for item in self._list("leases", params)]
+            params["covering"], decision = list(covering), True
+        return [Lease.from_wire(i) for i in self._list("leases", params, decision=decision)]
 
     def evidence(self, attempt_id: int) -> list[GradedEvidence]:
         """The evidence an attempt left, each with its grade (hand < wrapper < ci)."""
@@ -585,5 +595,6 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
     def fences_verify(self, fences: Iterable[str]) -> list[FenceAnswer]:
         """Where each `<resource>@<fence>` stands (scope `verify`, `leases` or `supervise`), in
         the order given: `current`, `superseded` or `unknown` (at most 500 in one call)."""
-        data = self.request("POST", "fences/verify", json={"fences": list(fences)})
+        body = {"fences": list(fences)}
+        data = self.request("POST", "fences/verify", json=body, decision=True)
         return [FenceAnswer.from_wire(item) for item in data["fences"]]

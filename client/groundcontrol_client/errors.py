@@ -188,6 +188,15 @@ class MalformedAnswer(ServerError):
     code = "malformed_answer"
 
 
+class DecisionFromReplica(ServerError):
+    """A decision's answer (which leases cover a path, whether a fence is current, which leases
+    are a session's own) says it came from a read replica (`X-GC-Read-From: replica`), which may
+    lag the primary by a lease or more: nothing is decided on it. The server answers decisions
+    from the primary; an older server, or something between, answered this one."""
+
+    code = "decision_from_replica"
+
+
 class ConfigError(GroundControlError):
     """GC_URL or GC_KEY is missing or malformed."""
 

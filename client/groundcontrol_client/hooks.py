@@ -153,7 +153,7 @@ def release_session(client: Client, session: str) -> list[str]:
     process_id = process_id_of(session)
     hand = client.me().hand
     released = []
-    for lease in client.leases(holder=hand):
+    for lease in client.leases(holder=hand, decision=True):  # a replica may miss the newest
         if lease.process_id == process_id and lease.state != "free":
             try:
                 client.lease_release(lease.resource, fence=lease.fence)

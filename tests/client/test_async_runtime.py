@@ -362,12 +362,17 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("lease_check", {"resource": "src/", "fence": 1}),
     ("lease_release", {"resource": "src/", "fence": 1}),
     ("leases", {"prefix": "src/"}),
+    ("leases", {"covering": ["src/a.py"]}),
+    ("leases", {"holder": "hand-a", "decision": True}),
     ("runs", {"state": "open"}),
 ]
 
 
-def sent(server: FakeServer) -> list[tuple[str, str, dict[str, Any], str]]:
-    return [(m, str(r.url), b, r.headers["user-agent"]) for (m, _, b), r in server.raw]
+def sent(server: FakeServer) -> list[tuple[str, str, dict[str, Any], str, str | None]]:
+    return [
+        (m, str(r.url), b, r.headers["user-agent"], r.headers.get("x-gc-decision"))
+        for (m, _, b), r in server.raw
+    ]
 
 
 ME = {"hand": "hand-a", "workspace": "acme", "scopes": ["work"], "key_prefix": "abc123"}

@@ -6,15 +6,24 @@ The `replica` alias is a real streaming replica that holds the schema and none o
 rows: a decision that read it would find no key, no lease and no run, and answer wrongly. Each
 call is made from inside `replica_reads()` (as if a read-only context leaked around it), every
 query on the replica's connection is captured, and none may be. A supervisor's list under the
-same capture does read the replica, so the capture sees what it should."""
+same capture does read the replica, so the capture sees what it should.
+
+A client's decision reads (issue 30, item 8) are asked of a replica that really lags: it holds
+the workspace and both hands, its replay is paused, and then hand A takes a lease on the primary.
+A list that only shows rows still reads the replica (and misses the lease); a covering read, or
+a list marked `X-GC-Decision`, is answered by the primary and sees it, and `gctl git`'s
+pre-commit refuses hand B's commit under it."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import psycopg
 import pytest
 from django.db import connections
 from django.test import override_settings
@@ -26,8 +35,17 @@ from fleet.models import Attempt, Run
 from hands.models import Hand, Workspace
 from leases.models import Lease
 from tests.api.conftest import PR_URL, Api, error_of, mint
+from tests.client.conftest import Fleet
+from tests.client.test_git_fences import clone
 from tests.scale.conftest import database_alias
-from tests.scale.test_replica_reads import replica_settings
+from tests.scale.test_replica_reads import (
+    copy_rows,
+    emptied,
+    lagging_past,
+    primary_of,
+    replayed,
+    replica_settings,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -173,3 +191,103 @@ def test_the_hot_statements_answered_those_calls(
         call(a, "POST", "/leases/renew", {"resource": "r", "fence": 1, "process_id": "p"})
     assert answered == [True, True]
     assert replica == []
+
+
+# --- A client's decisions, against a replica that lags (issue 30, item 8) -----------------------
+
+
+@pytest.fixture
+def lagging(pair: pgservers.Pair, workspace: Workspace, owner: Hand, teammate: Hand) -> Iterator[None]:
+    """The `replica` alias on a replica that holds the workspace and both hands and then stopped
+    replaying (`pg_wal_replay_pause()`) while its primary moved on: it lags, within a bound of
+    ten minutes, so every read that may go to it does."""
+    with (
+        database_alias("replica", **replica_settings(pair)),
+        override_settings(GC_REPLICA_MAX_LAG_S=600, GC_REPLICA_RETRY_S=0.1),
+    ):
+        copy_rows(pair, Workspace._meta.db_table, "id = %s", workspace.pk)
+        copy_rows(pair, Hand._meta.db_table, "id IN (%s, %s)", owner.pk, teammate.pk)
+        replayed(pair)
+        with psycopg.connect(pair.url("replica"), autocommit=True) as db:
+            db.execute("SELECT pg_wal_replay_pause()")
+        with primary_of(pair) as db:  # WAL the replica receives and does not replay
+            db.execute(f"UPDATE {Hand._meta.db_table} SET name = name || '-later'")
+        lagging_past(0.0)
+        assert reads.freshness().source == "replica"
+        yield
+    emptied(pair)
+
+
+def leases_of(response: Any) -> list[tuple[str, str, int]]:
+    assert response.status_code == 200, response.content
+    return [(row["resource"], row["holder"], row["fence"]) for row in response.json()]
+
+
+def test_a_covering_read_is_the_primarys_and_sees_a_lease_taken_after_replay_paused(
+    lagging: None, owner: Hand, teammate: Hand
+) -> None:
+    a = Api(mint(owner, ["leases"]), owner)
+    b = Api(mint(teammate, ["leases", "verify"]), teammate)
+    taken = a.post("/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "a"})
+    assert taken.status_code == 201, taken.content
+
+    # A list that only shows rows reads the lagging replica, which has not seen the lease.
+    shown = b.get("/leases", {"prefix": "src/"})
+    assert leases_of(shown) == []
+    assert shown[reads.READ_FROM_HEADER] == "replica"
+
+    # What the pre-commit asks: the primary answers, and says so.
+    covering = b.get("/leases", {"covering": ["src/a.py", "docs/x.md"]})
+    assert leases_of(covering) == [("src/", "hand-a", 1)]
+    assert covering[reads.READ_FROM_HEADER] == "primary"
+    assert covering[reads.DATA_AGE_HEADER] == "0"
+
+    # Any list the client marks as a decision (a session's end lists its own leases).
+    for value in ("1", "yes"):
+        held = b.get("/leases", {"holder": "hand-a"}, **{reads.DECISION_HEADER: value})
+        assert leases_of(held) == [("src/", "hand-a", 1)]
+        assert held[reads.READ_FROM_HEADER] == "primary"
+    boss = Api(mint(owner, ["supervise"]), owner)
+    marked = boss.get("/attempts", {}, **{reads.DECISION_HEADER: "1"})
+    assert marked.status_code == 200 and marked[reads.READ_FROM_HEADER] == "primary"
+
+    # The fence check and fences/verify read the primary whatever the replica holds.
+    checked = b.post("/leases/check", {"resource": "src/", "fence": 1})
+    assert checked.status_code == 200 and checked.json()["valid"] is True
+    verified = b.post("/fences/verify", {"fences": ["src/@1"]})
+    assert verified.status_code == 200 and verified.json()["all_current"] is True
+
+    # The replica still lags: the primary answered because these were decisions, not because
+    # the replica had caught up.
+    assert leases_of(b.get("/leases", {"prefix": "src/"})) == []
+
+
+def test_gctl_git_refuses_a_commit_under_a_lease_the_lagging_replica_has_not_seen(
+    lagging: None, live_server: Any, owner: Hand, teammate: Hand, tmp_path: Path
+) -> None:
+    """The issue's case: hand A holds `src/` on the primary; hand B's commit of `src/a.py` passed
+    because the replica answered its pre-commit's covering read."""
+    fleet = Fleet(
+        url=live_server.url,
+        key_a=mint(owner, ["work", "leases"]),
+        key_b=mint(teammate, ["work", "leases"]),
+        make_run=lambda **plan: None,
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a = clone(fleet, remote, tmp_path / "a", fleet.key_a, "a", home)
+    b = clone(fleet, remote, tmp_path / "b", fleet.key_b, "b", home)
+
+    taken = a.gctl("lease", "acquire", "src/", "--ttl", "120")
+    assert taken.returncode == 0, taken.stderr
+    assert Api(fleet.key_b, teammate).get("/leases", {"prefix": "src/"}).json() == []
+
+    refused = b.commit("src/a.py")
+    assert refused.returncode != 0, refused.stdout
+    assert "src/a.py is under src/, held by hand 'hand-a'" in refused.stderr
+    assert "commit refused" in refused.stderr
+    done = a.commit("src/a.py")
+    assert done.returncode == 0, done.stderr
+    assert a.trailers() == ["src/@1"]

@@ -50,6 +50,12 @@ def replica(pair: pgservers.Pair) -> Iterator[pgservers.Pair]:
         override_settings(GC_REPLICA_MAX_LAG_S=BOUND_S, GC_REPLICA_RETRY_S=0.1),
     ):
         yield pair
+    emptied(pair)
+
+
+def emptied(pair: pgservers.Pair) -> None:
+    """The pair as a test found it: replay resumed, the primary's rows gone, the replica caught
+    up."""
     with psycopg.connect(pair.url("replica"), autocommit=True) as db:
         db.execute("SELECT pg_wal_replay_resume()")
     with primary_of(pair) as db:
