@@ -102,7 +102,9 @@ def cmd_hook(client: Client | None, args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.url:
         env["GC_URL"] = args.url
-    return hooks.claude_code(client, release_on_stop=args.release_on_stop, env=env)
+    return hooks.claude_code(
+        client, release_on_stop=args.release_on_stop, env=env, deadline_s=hooks.hook_deadline_s(env)
+    )
 
 
 def cmd_mcp(client: Client, args: argparse.Namespace) -> int:

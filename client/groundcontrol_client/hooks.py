@@ -26,10 +26,11 @@ write one file, and an unchecked write breaks it.
 Every other failure fails closed, `GC_HOOK_FAIL_OPEN` or not: stdin that is not a hook event
 (not JSON, not an object, no `session_id` or `hook_event_name`), an event this hook does not
 know, a `PreToolUse` without its `tool_name`, or a writing tool's without the file's path, a
-file git cannot place, and any error of the hook's own exit 2 with the reason on stderr:
-Claude Code's blocking error (any other non-zero exit is a non-blocking one, and the write
-would go through). The one exception is `Stop`, where exit 2 would keep the model working: a
-failure there exits 1 (shown to the user), since nothing is written at a stop.
+file git cannot place, any error of the hook's own, and a call that has not answered within
+`GC_HOOK_DEADLINE_S` (default 45 s) exit 2 with the reason on stderr: Claude Code's blocking
+error (any other non-zero exit is a non-blocking one, and the write would go through). The
+one exception is `Stop`, where exit 2 would keep the model working: a failure there exits 1
+(shown to the user), since nothing is written at a stop.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ LEFT_ALONE = frozenset(
 EXIT_BLOCK = 2  # Claude Code's blocking error: the tool call does not run, stderr says why
 EXIT_NOT_BLOCKING = 1  # shown to the user; the session goes on
 DEFAULT_TTL_S = 120.0
+DEFAULT_DEADLINE_S = 45.0
 KEEPER_ROUNDS_EMPTY = 2  # rounds of holding nothing after which the background process ends
 
 
@@ -100,17 +102,22 @@ class BadEvent(Exception):
 
 
 def read_event(stdin: Any) -> dict[str, Any]:
-    """The event on `stdin`, checked for the fields every event carries; BadEvent if not."""
+    """The event on `stdin`, a JSON object; BadEvent if not."""
     try:
         event = json.load(stdin)
     except ValueError as error:  # not JSON, or not UTF-8
         raise BadEvent(f"stdin is not JSON ({error})") from error
     if not isinstance(event, dict):
         raise BadEvent(f"stdin is JSON but not an object ({type(event).__name__})")
-    for field in ("session_id", "hook_event_name"):
-        if not isinstance(event.get(field), str) or not event[field]:
-            raise BadEvent(f"the event has no {field} (text, not empty)")
     return event
+
+
+def text_field(event: dict[str, Any], field: str) -> str:
+    """A field every event carries (`session_id`, `hook_event_name`); BadEvent if missing."""
+    value = event.get(field)
+    if not isinstance(value, str) or not value:
+        raise BadEvent(f"the event has no {field} (text, not empty)")
+    return value
 
 
 def written_path(event: dict[str, Any]) -> str | None:
@@ -131,7 +138,7 @@ def written_path(event: dict[str, Any]) -> str | None:
     cwd = event.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise BadEvent("the event's cwd is not text")
-    if not os.path.isabs(path) and not cwd:
+    if not os.path.isabs(os.path.expanduser(path)) and not cwd:
         raise BadEvent(f"{field} {path!r} is relative and the event has no cwd to resolve it")
     return path
 
@@ -166,14 +173,19 @@ def claude_code(
     release_on_stop: bool = False,
     stdin: Any = None,
     env: Mapping[str, str] | None = None,
+    deadline_s: float | None = None,
 ) -> int:
     """One hook call: the event from stdin, the answer on stdout, exit 0 (a denial is an
     answer, not an error). Any failure, from stdin that is no event to an error of its own,
-    exits 2 with the reason on stderr (1 at `Stop`): the module's docstring says why."""
+    exits 2 with the reason on stderr (1 at `Stop`): the module's docstring says why. With
+    `deadline_s` (the command's: `GC_HOOK_DEADLINE_S`), a call still running then fails too."""
     name = ""
     try:
+        if deadline_s:
+            _set_deadline(deadline_s)
         event = read_event(sys.stdin if stdin is None else stdin)
-        name, session = event["hook_event_name"], event["session_id"]
+        name = text_field(event, "hook_event_name")
+        session = text_field(event, "session_id")
         if name == "PreToolUse":
             if written_path(event) is None:
                 return 0  # not a file-writing tool: the session's own rules decide
@@ -190,9 +202,40 @@ def claude_code(
             "check the hooks in .claude/settings.json"
         )
     except BadEvent as error:
+        _cancel_deadline(deadline_s)
         return _failed(name, f"not a Claude Code hook event it can act on: {error}")
     except Exception as error:  # noqa: BLE001 - every failure must block, whatever it is
+        _cancel_deadline(deadline_s)
         return _failed(name, f"{type(error).__name__}: {error}")
+    finally:
+        _cancel_deadline(deadline_s)
+
+
+class DeadlinePassed(Exception):
+    pass
+
+
+def hook_deadline_s(env: Mapping[str, str] | None = None) -> float:
+    """`GC_HOOK_DEADLINE_S` (default 45 s, 0 for none): a call that has not answered by then
+    fails (closed), before the harness's own hook timeout ends it, whose end would not block."""
+    value = (os.environ if env is None else env).get("GC_HOOK_DEADLINE_S", "")
+    try:
+        return max(float(value), 0.0) if value else DEFAULT_DEADLINE_S
+    except ValueError:
+        return DEFAULT_DEADLINE_S
+
+
+def _set_deadline(seconds: float) -> None:
+    def passed(*_: object) -> None:
+        raise DeadlinePassed(f"no answer within {seconds:g} s (GC_HOOK_DEADLINE_S)")
+
+    signal.signal(signal.SIGALRM, passed)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def _cancel_deadline(seconds: float | None) -> None:
+    if seconds:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _failed(name: str, why: str) -> int:
@@ -215,7 +258,8 @@ def _pre_tool_use(client: Client, event: dict[str, Any], session: str) -> int:
     path = written_path(event)
     if path is None:
         return 0
-    named = files.name_file(path, event.get("cwd") or None)
+    # `~` as Claude Code's tools read it (a file named `~` in the cwd is not what they write).
+    named = files.name_file(os.path.expanduser(path), event.get("cwd") or None)
     if named.name is None:
         if not files.outside_allowed():
             _answer("deny", f"Ground Control: {files.outside_sentence(path, named)}")

@@ -223,3 +223,47 @@ def test_events_that_write_nothing_pass_without_a_server(repo: Path, tmp_path: P
     for event in events:
         done = run(json.dumps(event), tmp_path, GC_URL="")
         assert done.returncode == 0 and done.stdout == b"" and done.stderr == b"", (event, done)
+
+
+def test_a_stop_without_its_session_says_so_without_keeping_the_model_working(
+    tmp_path: Path,
+) -> None:
+    stopped = {"hook_event_name": "Stop", "stop_hook_active": False}
+    done = run(json.dumps(stopped), tmp_path)
+    assert done.returncode == 1, done  # 2 would keep the model working
+    assert b"nothing was released: not a Claude Code hook event" in done.stderr, done
+
+
+def test_a_path_from_home_is_named_where_the_tool_writes_it(repo: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    event = write_event(repo, tool_input={"file_path": "~/.bashrc", "content": "x"})
+    done = run(json.dumps(event), tmp_path, HOME=str(home))
+    # Not `<repo>/~/.bashrc`, a lease in the repository: the home's file, in no repository.
+    assert done.returncode == 0, done
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny"
+    assert f"({home / '.bashrc'}) is in no git repository" in answer["permissionDecisionReason"]
+
+
+def test_a_server_that_never_answers_blocks_within_the_deadline(repo: Path, tmp_path: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)  # connections complete in the backlog and are never answered
+        port = listening.getsockname()[1]
+        started = time.monotonic()
+        done = run(
+            json.dumps(write_event(repo)),
+            tmp_path,
+            GC_URL=f"http://127.0.0.1:{port}",
+            GC_TIMEOUT="60",
+            GC_HOOK_DEADLINE_S="2",
+            GC_HOOK_FAIL_OPEN="1",
+        )
+        took = time.monotonic() - started
+    assert done.returncode == 2 and done.stdout == b"", done
+    assert b"no answer within 2 s (GC_HOOK_DEADLINE_S)" in done.stderr, done
+    assert took < 30, took  # the deadline, not the client's 60 s timeout
