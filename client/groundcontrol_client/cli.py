@@ -12,6 +12,10 @@ Exit codes (the same for every command):
     6  stopped: `gctl run` stopped the command because the supervisor's directive was stop
     127  `gctl run` or `gctl hold` could not start the command (the claim or lease is released)
 
+`gctl hook claude-code` exits 0 with its answer on stdout (a denial included), and 2 (Claude
+Code's blocking error) with the reason on stderr on any failure, so a failed check never lets a
+write through.
+
 `gctl run` and `gctl hold` exit with the command's own status when it ran to its end and failed
 (128 + N when a signal N killed it); `--json` prints how it ended as the last line on stderr.
 
@@ -50,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = dict(os.environ)
         if args.url:
             env["GC_URL"] = args.url
-        if getattr(args, "offline", False):  # `gctl git install` asks no server
+        # `gctl git install` asks no server; `gctl hook` makes its client itself (fail closed).
+        if getattr(args, "offline", False):
             outcome = args.handler(None, args)
         else:
             with Client.from_env(env) as client:

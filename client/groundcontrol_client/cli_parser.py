@@ -221,8 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--root",
         metavar="DIR",
-        help="with --wrap: lease names are paths relative to DIR (default: CMD's first "
-        "argument that is an existing directory, else the working directory)",
+        help="with --wrap: relative paths are taken from DIR (default: CMD's first argument "
+        "that is an existing directory, else the working directory); lease names are paths "
+        "relative to the file's git repository",
     )
     p.add_argument(
         "--write-tool",
@@ -250,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="release the session's leases on Stop too, not only on SessionEnd",
     )
+    p.set_defaults(offline=True)  # its client is its own: cli_wrappers.cmd_hook
     add_git_commands(sub, common)
     add_friction_command(sub, common)
     add_schedule_commands(sub, common, add)

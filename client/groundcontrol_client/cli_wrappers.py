@@ -5,6 +5,7 @@ process, not its parent's: it lives as long as what it holds."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from groundcontrol_client import hooks, wrappers
@@ -95,8 +96,15 @@ def cmd_hold(client: Client, args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def cmd_hook(client: Client, args: argparse.Namespace) -> int:
-    return hooks.claude_code(client, release_on_stop=args.release_on_stop)
+def cmd_hook(client: Client | None, args: argparse.Namespace) -> int:
+    # Offline to `main`: the hook makes its client itself, only for an event that needs one,
+    # so that a failure there (GC_URL missing, say) fails closed like every other one.
+    env = dict(os.environ)
+    if args.url:
+        env["GC_URL"] = args.url
+    return hooks.claude_code(
+        client, release_on_stop=args.release_on_stop, env=env, deadline_s=hooks.hook_deadline_s(env)
+    )
 
 
 def cmd_mcp(client: Client, args: argparse.Namespace) -> int:

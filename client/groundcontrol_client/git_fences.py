@@ -1,6 +1,8 @@
 """Fences at the repository: `gctl git install`, its hooks, and `gctl verify` for CI.
 
-- `pre-commit`: every staged path (added, changed, deleted, both sides of a rename) is looked up
+- `pre-commit`: every staged path (added, changed, deleted, both sides of a rename), named as
+  every writer names it (`groundcontrol_client.files`: relative to the top level of the
+  innermost repository holding it, its directories' links resolved), is looked up
   with the leases that cover it (`GET /leases?covering=`: a lease on the path or a directory
   above it). A path that another hand holds an exclusive lease over, or any lease while this
   hand holds none over it, is refused with the denial sentence; so is a path whose only cover is
@@ -30,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from groundcontrol_client import files
 from groundcontrol_client.client import Client
 from groundcontrol_client.models import FenceAnswer, Lease
 
@@ -127,6 +130,25 @@ def staged_paths(cwd: str | None = None) -> list[str]:
     return sorted({p for p in out.split("\0") if p})
 
 
+def staged_names(paths: Sequence[str], cwd: str | None = None) -> list[str]:
+    """The lease names of the staged `paths` (relative to the work tree's top), as the hook and
+    the MCP proxy name the same files (`files.Namer`). A path is named as the entry git
+    commits: a symbolic link is the link, not its target (which the commit does not change).
+    One git places in no repository (a work tree without a `.git` of its own) keeps its path."""
+    if not paths:
+        return []
+    top = git("rev-parse", "--show-toplevel", cwd=cwd).strip()
+    namer = files.Namer()
+    names: dict[str, None] = {}
+    for path in paths:
+        try:
+            named = namer.name(path, top, entry=True)
+        except files.NamingError as error:
+            raise GitError(f"{path} cannot be named for its lease: {error}") from error
+        names[named.name or path] = None
+    return sorted(names)
+
+
 def _leases_covering(client: Client, paths: Sequence[str]) -> list[Lease]:
     leases: dict[tuple[str, str, int], Lease] = {}
     for start in range(0, len(paths), COVERING_PER_CALL):
@@ -183,7 +205,7 @@ def _fences_file(cwd: str | None = None) -> Path:
 def pre_commit(client: Client, cwd: str | None = None) -> int:
     fences_file = _fences_file(cwd)
     fences_file.unlink(missing_ok=True)  # never a trailer left from a commit that did not happen
-    paths = staged_paths(cwd)
+    paths = staged_names(staged_paths(cwd), cwd)
     if not paths:
         return 0
     me = client.me().hand

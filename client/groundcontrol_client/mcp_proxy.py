@@ -14,11 +14,14 @@ process identity, one set of claims and leases renewed in the background, one se
   When another hand holds the path or a directory above it, the call is not run: the answer is
   an error with the denial sentence (`errors.describe`), and nothing reaches CMD.
 - Every other call (the reads) passes through untouched.
-- The lease name is the path relative to the **root**, `/`-separated: `--root DIR` when given,
-  else CMD's first argument that names an existing directory (the reference filesystem server's
+- The lease name is the file's own (`groundcontrol_client.files`, as the Claude Code hook and
+  `gctl git` name it): its path, symbolic links resolved, relative to the top level of the git
+  repository holding it, `/`-separated, with a trailing `/` for an existing directory. A
+  relative path is first made absolute against the **root**: `--root DIR` when given, else
+  CMD's first argument that names an existing directory (the reference filesystem server's
   first allowed directory, against which it resolves relative paths), else the proxy's working
-  directory. A relative path is taken relative to the root; symbolic links are resolved. A write
-  outside the root (or of the root itself) is refused: no lease could name it.
+  directory. A write of a path in no repository is refused, saying so, unless
+  `GC_ALLOW_OUTSIDE_REPO=1` lets it through unleased.
 - When the session ends (stdin closes, or SIGTERM), what it holds is released. When CMD dies,
   the answers say so and the proxy ends (exit status 1).
 
@@ -45,6 +48,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 
+from groundcontrol_client import files
 from groundcontrol_client.errors import AuthFailed, GroundControlError, describe
 from groundcontrol_client.mcp_session import Session
 from groundcontrol_client.mcp_tools import build_server, with_notices
@@ -95,8 +99,8 @@ def write_tools(overrides: Sequence[str] = ()) -> dict[str, WriteTool]:
 
 
 def root_for(cmd: Sequence[str], root: str | None = None, cwd: str | None = None) -> str:
-    """Where lease names start: `root`, else CMD's first argument that is an existing
-    directory, else `cwd` (the proxy's working directory); resolved."""
+    """What relative paths are taken from: `root`, else CMD's first argument that is an
+    existing directory, else `cwd` (the proxy's working directory); resolved."""
     cwd = cwd or os.getcwd()
     if root is None:
         dirs = [a for a in cmd[1:] if not a.startswith("-") and os.path.isdir(os.path.join(cwd, a))]
@@ -104,21 +108,22 @@ def root_for(cmd: Sequence[str], root: str | None = None, cwd: str | None = None
     return os.path.realpath(os.path.join(cwd, os.path.expanduser(root)))
 
 
-def resource_for(path: str, root: str) -> str:
-    """The lease name of `path` (absolute, or relative to `root`): its path relative to the
-    root, `/`-separated, with a trailing `/` for a directory that exists. LookupError (the
-    sentence) for the root itself or a path outside it."""
+def resource_for(path: str, root: str, namer: files.Namer | None = None) -> str | None:
+    """The lease name of `path` (absolute, or relative to `root`; `~` expanded, as the
+    filesystem server does): the file's own name (`groundcontrol_client.files`), with a
+    trailing `/` for a directory that exists. None for a path in no repository when
+    `GC_ALLOW_OUTSIDE_REPO=1` lets it through unleased; else LookupError (the sentence) for
+    it, and for one git cannot place."""
     expanded = os.path.expanduser(path)
-    target = os.path.realpath(os.path.join(root, expanded))
-    relative = os.path.relpath(target, root)
-    if relative == "." or relative == ".." or relative.startswith(".." + os.sep):
-        where = "is the root" if relative == "." else "is outside the root"
-        raise LookupError(
-            f"{path} {where} ({root}) under which this proxy leases what it writes, so no "
-            "lease can name it: write only below the root."
-        )
-    name = relative.replace(os.sep, "/")
-    return name + "/" if os.path.isdir(target) else name
+    try:
+        named = (namer or files.Namer()).name(expanded, root)
+    except files.NamingError as error:
+        raise LookupError(f"{path} cannot be named for its lease: {error}.") from error
+    if named.name is None:
+        if files.outside_allowed():
+            return None
+        raise LookupError(files.outside_sentence(path, named))
+    return named.name + "/" if os.path.isdir(named.path) else named.name
 
 
 def _text(text: str, *, error: bool = False) -> CallToolResult:
@@ -153,8 +158,9 @@ class Wrapped:
         self.instructions = (
             f"This server also serves the tools of another MCP server ({self.command}). Each "
             f"call that writes ({writes}) takes a lease on the paths it writes first, named by "
-            f"their path relative to {root}, and is refused with who holds it when another "
-            "agent does: then wait, pick other work, or escalate. Reads pass through."
+            "their path relative to their git repository's top level (relative paths are taken "
+            f"from {root}), and is refused with who holds it when another agent does: then "
+            "wait, pick other work, or escalate. Reads pass through."
         ) + (f"\n{their_instructions}" if their_instructions else "")
 
     # --- what build_server asks --------------------------------------------------------------
@@ -289,6 +295,7 @@ class Wrapped:
 
     def _resources(self, name: str, spec: WriteTool, arguments: dict[str, Any]) -> list[str]:
         resources: list[str] = []
+        namer = files.Namer()
         for arg in spec.paths:
             value = arguments.get(arg)
             if not isinstance(value, str) or not value:
@@ -296,8 +303,13 @@ class Wrapped:
                     f"{name} was not run: {arg} must be a path (text, not empty): this proxy "
                     "takes a lease on it before the write."
                 )
-            resource = resource_for(value, self.root)
-            if resource not in resources:
+            try:
+                resource = resource_for(value, self.root, namer)
+            except LookupError as refused:
+                raise LookupError(
+                    f"{refused.args[0]} ({name} was not run: nothing was written.)"
+                ) from refused
+            if resource is not None and resource not in resources:
                 resources.append(resource)
         return resources
 

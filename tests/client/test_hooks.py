@@ -130,13 +130,18 @@ def test_a_directory_held_by_another_hand_denies_every_file_below_it(
     )
 
 
-def test_reads_and_files_outside_the_repository_pass_untouched(
+def test_reads_pass_untouched_and_a_file_outside_any_repository_is_denied(
     gc: Fleet, repo: Path, tmp_path: Path
 ) -> None:
     read = pre("sess-a", repo, "Read", str(repo / "src/auth/login.py"))
     assert decision(hook(gc, read, key=gc.key_a, state=tmp_path)) is None
+    # Issue 30, item 3: an unleased write outside any repository is no longer let through.
     outside = pre("sess-a", repo, "Write", str(tmp_path / "notes.txt"))
-    assert decision(hook(gc, outside, key=gc.key_a, state=tmp_path)) is None
+    denied = decision(hook(gc, outside, key=gc.key_a, state=tmp_path))
+    assert denied is not None and denied["permissionDecision"] == "deny"
+    assert "is in no git repository" in denied["permissionDecisionReason"]
+    allowed = hook(gc, outside, key=gc.key_a, state=tmp_path, GC_ALLOW_OUTSIDE_REPO="1")
+    assert decision(allowed) is None
     assert not Lease.objects.filter(kind="resource").exists()
 
 
@@ -178,7 +183,7 @@ def test_the_background_process_renews_and_session_end_releases(
     assert not list(state.glob("*.pid"))
 
 
-def test_stop_releases_only_when_asked_and_a_malformed_event_does_not_block(
+def test_stop_releases_only_when_asked_and_a_malformed_event_blocks(
     gc: Fleet, repo: Path, tmp_path: Path
 ) -> None:
     assert (
@@ -211,7 +216,8 @@ def test_stop_releases_only_when_asked_and_a_malformed_event_does_not_block(
         text=True,
         timeout=30,
     )
-    assert bad.returncode == 1 and "not a Claude Code hook event" in bad.stderr
+    # Exit 2, Claude Code's blocking error (issue 30, item 4: 1 let the write through).
+    assert bad.returncode == 2 and "not a Claude Code hook event" in bad.stderr
 
 
 def test_an_unreachable_server_denies_the_write_unless_told_to_fail_open(

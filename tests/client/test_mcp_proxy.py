@@ -140,13 +140,17 @@ def test_the_write_tools_table_is_small_and_overridable() -> None:
         write_tools(["write_file"])
 
 
-def test_a_lease_is_named_by_the_path_below_the_root(tmp_path: Path) -> None:
-    root = str(tmp_path.resolve())
-    (tmp_path / "src").mkdir()
+def test_a_lease_is_named_by_the_path_in_the_files_repository(tmp_path: Path) -> None:
+    # Issue 30, item 3: names come from the file's own repository (groundcontrol_client.files),
+    # the root only resolves relative paths; outside any repository no lease can name it.
+    root = str((tmp_path / "repo").resolve())
+    (tmp_path / "repo" / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", root], check=True)
     assert resource_for("src/a.txt", root) == "src/a.txt"
     assert resource_for(f"{root}/src/a.txt", root) == "src/a.txt"
     assert resource_for("src", root) == "src/"  # an existing directory
     assert resource_for("./new/../src/b.txt", root) == "src/b.txt"
+    assert resource_for("a.txt", f"{root}/src") == "src/a.txt"  # from below the top
     for outside in ("/etc/passwd", "../elsewhere.txt", ".", root):
         with pytest.raises(LookupError, match="no lease can name it"):
             resource_for(outside, root)
@@ -161,6 +165,7 @@ def test_two_hands_through_the_proxy_over_one_directory(
 ) -> None:
     root = tmp_path / "work"
     root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)  # names come from a repository
     fs = ("node", str(filesystem_server), str(root))
     a_client, b_client = Client(gc.url, gc.key_a), Client(gc.url, gc.key_b)
     a_file, b_file = root / "src" / "a.txt", root / "src" / "b.txt"
