@@ -11,11 +11,24 @@ Every call is a new process, so the session's process identity is its id: `claud
   model reads, is the denial sentence. A file outside the repository is not leased. Other tools
   pass untouched (no output: the session's own permission rules decide).
 - While the session holds leases, a small background process (`keep`) renews them all in one
-  call (`POST /leases/renew-all`) every third of their TTL, and ends by itself once the session
-  holds nothing, at the first refusal (a revoked key), or when its renewals have failed for a
-  whole TTL.
-- `SessionEnd` (and `Stop`, with `--release-on-stop`): release every lease the session holds and
-  end its background process.
+  call (`POST /leases/renew-all`) every third of their TTL (`GC_HOOK_TTL_S`, default 120 s, at
+  least 5 s), and ends by itself once the session holds nothing, at the first refusal (a revoked
+  key), or when its renewals have failed for a whole TTL.
+- A session's leases end with the session, with nobody involved. The background process watches
+  the harness that ran the hook: its first ancestor that is not a shell (`sh`, `bash`, `zsh`,
+  ..., or a launcher such as `env`), known by its pid and its start time, so a reused pid is not
+  mistaken for it. Once the harness is gone (a crash, `kill -9`, a closed terminal; a zombie is
+  gone too) or no hook event came for `GC_HOOK_IDLE_S` (default 1800 s), it releases every lease
+  the session holds and ends; if the server cannot be reached it just stops renewing, and the
+  TTL ends them. So within one TTL of the harness's death nothing of the session is held. A
+  stopped harness (SIGSTOP) is not dead: its leases stay. If the session's state file is deleted
+  the background process releases and ends too. Every hook event starts the idle clock again and,
+  if the session holds leases and its background process has died, starts a new one.
+- The session's state is one JSON file in `GC_HOOK_STATE_DIR` (default
+  `~/.local/state/groundcontrol/claude-code`), changed under its lock (`flock`): parallel hook
+  calls of one session start one background process.
+- `SessionEnd` (and `Stop`, with `--release-on-stop`): release every lease the session holds,
+  end its background process and forget the session.
 
 When Ground Control cannot be reached or refuses for another reason, the write is denied with
 what happened (`GC_HOOK_FAIL_OPEN=1` lets it through instead): the promise is that no two agents
@@ -25,6 +38,7 @@ write one file, and an unchecked write breaks it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -188,6 +202,10 @@ SHELLS = frozenset(
     {"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "pdksh", "tcsh", "csh", "ash", "busybox"}
     | {"env", "nice", "nohup", "stdbuf", "timeout", "time", "uv", "uvx"}
 )
+# What a process's parent becomes once its parent has died: a hook whose walk up ends at one of
+# these was orphaned, so its harness is gone already.
+INITS = frozenset({"init", "systemd", "launchd", "tini", "dumb-init", "docker-init", "s6-svscan"})
+GONE: dict[str, Any] = {"pid": 0, "start": None}  # a harness that no longer runs
 _PROC = os.path.exists("/proc/self/stat")
 
 
@@ -272,17 +290,27 @@ def alive(process: dict[str, Any] | None) -> bool:
 
 def harness() -> dict[str, Any] | None:
     """The process that ran this hook: the first ancestor that is not a shell (or a launcher
-    such as `env`), from this process's parent up. None if it cannot be told."""
+    such as `env`), from this process's parent up; `GONE` if the walk ends at an init (the hook
+    was orphaned: its harness died); None if it cannot be told."""
     pid = os.getppid()
     for _ in range(64):
         info = _stat(pid)
         if info is None or isinstance(info, _Unknown):
             return None
         name, _, parent, start = info
-        if name.lstrip("-") not in SHELLS or parent <= 0:
-            return {"pid": pid, "start": start}
+        name = name.lstrip("-")
+        if name not in SHELLS or parent <= 0:
+            return GONE if name in INITS else {"pid": pid, "start": start}
         pid = parent
     return None
+
+
+@functools.cache
+def _this_harness() -> dict[str, Any] | None:
+    # Once per hook call, at its start: a harness that dies while the call waits on the server
+    # must still be the one its renewer watches (the call is then orphaned, and its walk up
+    # would find init instead).
+    return harness()
 
 
 def _terminate(process: dict[str, Any] | None) -> None:
@@ -312,9 +340,11 @@ class _State:
             data = json.loads(raw) if raw.strip() else {}
         except ValueError:
             data = {}  # a torn or foreign file: start the session's record again
-        self.data: dict[str, Any] = data if isinstance(data, dict) else {}
+        if not isinstance(data, dict) or not isinstance(data.get("events", 0), int):
+            data = {}  # not ours: start the session's record again
+        self.data: dict[str, Any] = data
         self.data.setdefault("events", 0)
-        self.data.setdefault("holds", False)
+        self.data["holds"] = self.data.get("holds") is True
 
     def save(self) -> None:
         body = json.dumps(self.data).encode()
@@ -373,7 +403,7 @@ def note_event(session: str, *, took: bool = False, ttl: float | None = None) ->
     """A hook event of `session`: the idle clock starts again, the harness that ran this hook
     is the one to watch, and if the session holds leases (`took`: it has just taken one) a
     renewer runs for it, a new one if the last has ended."""
-    watched = harness()
+    watched = _this_harness()
     with _session_state(session, create=True) as state:
         assert state is not None
         state.data["events"] = int(state.data["events"]) + 1
