@@ -507,8 +507,10 @@ def keep(
     2. If the session's harness is gone (dead, or its pid reused) or no hook event came for
        `idle_s`: it releases what the session holds (the server says what), forgets the
        session, and ends; without the server, it just ends, and the TTL ends the leases.
-    3. Every third of `ttl` it renews the session's leases in one call. It ends after
-       `KEEPER_ROUNDS_EMPTY` rounds holding nothing, at a refusal, or after a TTL of failures.
+    3. At its start (a renewer started again after one died cannot know when the leases were
+       last renewed) and then every third of `ttl` it renews the session's leases in one call.
+       It ends after `KEEPER_ROUNDS_EMPTY` rounds holding nothing, at a refusal, or after a TTL
+       of failures.
     """
     process_id = process_id_of(session)
     poll = min(POLL_S, ttl / 6)
@@ -516,7 +518,7 @@ def keep(
     own = client is None
     client = client or Client.from_env(retry=RetryPolicy(retries=1))
     last_event = last_ok = time.monotonic()
-    next_renewal = last_event + period
+    next_renewal = last_event  # at once: a renewer started anew does not know the last renewal
     seen: int | None = None
     empty = 0
     try:

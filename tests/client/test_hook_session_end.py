@@ -44,7 +44,9 @@ class Harness:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=gc.env(gc.key_a, GC_HOOK_STATE_DIR=str(state), GC_HOOK_TTL_S=str(TTL_S), **env),
+            env=gc.env(
+                gc.key_a, **{"GC_HOOK_STATE_DIR": str(state), "GC_HOOK_TTL_S": str(TTL_S), **env}
+            ),
         )
         self.answers: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -230,28 +232,38 @@ def test_a_quiet_session_ends_after_the_idle_bound_with_its_harness_alive(
     assert again is not None and again != keeper and is_keeper(again)
 
 
-def test_each_event_refreshes_the_idle_clock_and_restarts_a_renewer_that_died(
+def test_an_event_starts_the_idle_clock_again(harness: Callable[..., Harness], repo: Path) -> None:
+    idle_s = 5
+    one = harness(GC_HOOK_IDLE_S=str(idle_s))
+    for _ in range(3):
+        take(one, "sess-busy", repo)
+        time.sleep(2)  # pacing: the event comes well inside the idle bound
+        sent_at = db_now()
+        one.send(after_tool("sess-busy", repo))
+        answered_at = db_now()
+        wait_for(lambda: released("src/a.py"), timeout=idle_s * 2 + TTL_S + 10)
+        released_at = Lease.objects.get(resource="src/a.py").released_at
+        if released_at > answered_at:  # the event was heard before the end, as intended
+            # Idle counts from the event, not from the write before it.
+            assert released_at >= sent_at + timedelta(seconds=idle_s)
+            return
+        # A machine so loaded that the event's hook outlasted the bound: that proves nothing.
+        wait_for(lambda: (one.session_state() or {"events": 1})["events"] == 1)
+    pytest.fail("three times the event's hook took longer than the idle bound")
+
+
+def test_a_renewer_that_died_is_started_again_by_the_next_event(
     harness: Callable[..., Harness], repo: Path
 ) -> None:
-    idle_s = 4
-    one = harness(GC_HOOK_IDLE_S=str(idle_s))
-    lease = take(one, "sess-busy", repo)
-    busy_until = db_now() + timedelta(seconds=idle_s * 2 + 1)
-    while db_now() < busy_until:  # events every second, none of them a write
-        one.send(after_tool("sess-busy", repo))
-        time.sleep(1)  # pacing the events, not waiting for a result
-    assert live("src/a.py"), "ended as idle although events came"
-    # The renewer dies (an OOM kill, say): the next event starts another.
+    one = harness(GC_HOOK_TTL_S="12")  # its last renewal keeps it for 8 s at least
+    lease = take(one, "sess-oom", repo)
     first = one.keeper()
     assert first is not None
-    os.kill(first, signal.SIGKILL)
-    wait_for(lambda: not is_keeper(first), timeout=10)
+    os.kill(first, signal.SIGKILL)  # an OOM kill, say
     killed_at = db_now()
-    one.send(after_tool("sess-busy", repo))
+    one.send(after_tool("sess-oom", repo))
     second = one.keeper()
     assert second is not None and second != first and is_keeper(second)
     # Only a renewer renews (an event that is not a write asks the server nothing).
-    wait_for(lambda: Lease.objects.get(pk=lease.pk).renewed_at > killed_at, timeout=TTL_S)
+    wait_for(lambda: Lease.objects.get(pk=lease.pk).renewed_at > killed_at, timeout=12)
     assert Lease.objects.get(pk=lease.pk).fence == lease.fence
-    # Quiet from now on: idle ends it.
-    wait_for(lambda: released("src/a.py"), timeout=idle_s + TTL_S + 5)

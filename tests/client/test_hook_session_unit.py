@@ -310,3 +310,32 @@ def test_a_refused_renewal_ends_the_renewer_and_the_next_event_starts_one(
     session(state, hooks.identity(os.getpid()), keeper={"token": "other"})
     server = Server()
     assert keep(server)[0] == 0 and server.calls == [] and path.exists()
+
+
+def test_each_event_starts_the_idle_clock_again(state: Path) -> None:
+    session(state, hooks.identity(os.getpid()))
+    server = Server()
+    idle_s = 1.5
+    with server.client() as client:
+        ended: list[float] = []
+        renewer = threading.Thread(
+            target=lambda: (
+                hooks.keep("sess", 6.0, idle_s, "me", client=client),
+                ended.append(time.monotonic()),
+            )
+        )
+        renewer.start()
+        try:
+            until = time.monotonic() + idle_s * 3
+            while time.monotonic() < until and not ended:
+                last_event = time.monotonic()  # no later than the event itself
+                with hooks._session_state("sess") as current:  # what a hook event does
+                    assert current is not None
+                    current.data["events"] += 1
+                    current.save()
+                time.sleep(0.2)  # pacing the events
+        finally:
+            renewer.join(idle_s + 10)
+    # Causal, whatever the machine's load: the end came a whole bound after the last event.
+    assert ended and ended[0] >= last_event + idle_s
+    assert not server.holds
