@@ -94,7 +94,7 @@ def is_keeper(pid: int) -> bool:
         letter = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return False
-    return b"groundcontrol_client.hooks" in command and letter != "Z"
+    return b"groundcontrol_client.hook_session" in command and letter != "Z"
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The Claude Code hook's session machinery without a server (issue 30, item 2): who the harness
 is, whether a process still runs, the session's state under concurrent hook calls, and how the
-renewer ends (`hooks.keep` in this process, against a stand-in transport)."""
+renewer ends (`hook_session.keep` in this process, against a stand-in transport)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from groundcontrol_client import Client, RetryPolicy, hooks
+from groundcontrol_client import Client, RetryPolicy, hook_session
 
 from tests.client.conftest import wait_for
 
@@ -54,7 +54,8 @@ def letter(pid: int) -> str:
 
 # --- processes ---------------------------------------------------------------------------------
 
-PRINT = "import json; from groundcontrol_client.hooks import harness; print(json.dumps(harness()))"
+PRINT = "import json; from groundcontrol_client import hook_session as h; "
+PRINT += "print(json.dumps(h.harness()))"
 WHO = f"{PY} -c '{PRINT}'"
 
 
@@ -70,8 +71,8 @@ def test_it_finds_the_harness_past_the_shells_that_ran_the_hook(command: str) ->
     # This test's process stands in for the harness: it runs the hook through a shell.
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == hooks.identity(os.getpid())
-    assert hooks.identity(os.getpid())["start"]  # type: ignore[index]
+    assert json.loads(done.stdout) == hook_session.identity(os.getpid())
+    assert hook_session.identity(os.getpid())["start"]  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -93,57 +94,59 @@ def test_the_walk_up_stops_at_the_first_process_that_is_not_a_shell(
 ) -> None:
     procs = {os.getppid() if k == "hook" else k: v for k, v in table.items()}
     monkeypatch.setattr(
-        hooks,
+        hook_session,
         "_stat",
         lambda pid: (procs[pid][0], "S", procs[pid][1], f"t{pid}") if pid in procs else None,
     )
-    expected = {None: None, "gone": hooks.GONE}.get(found, {"pid": found, "start": f"t{found}"})
-    assert hooks.harness() == expected
-    assert not hooks.alive(hooks.GONE)
+    expected = {None: None, "gone": hook_session.GONE}.get(
+        found, {"pid": found, "start": f"t{found}"}
+    )
+    assert hook_session.harness() == expected
+    assert not hook_session.alive(hook_session.GONE)
 
 
 def test_it_tells_a_dead_a_zombie_and_a_reused_pid_from_a_stopped_process(
     child: Callable[[], subprocess.Popen[bytes]],
 ) -> None:
     proc = child()
-    wait_for(lambda: hooks.identity(proc.pid) is not None)
-    who = hooks.identity(proc.pid)
-    assert hooks.alive(who)
+    wait_for(lambda: hook_session.identity(proc.pid) is not None)
+    who = hook_session.identity(proc.pid)
+    assert hook_session.alive(who)
     proc.send_signal(signal.SIGSTOP)
     wait_for(lambda: letter(proc.pid) == "T")
-    assert hooks.alive(who)  # stopped is not dead
+    assert hook_session.alive(who)  # stopped is not dead
     proc.send_signal(signal.SIGCONT)
     # Another process with this pid (the pid reused): its start time differs.
-    assert not hooks.alive({"pid": proc.pid, "start": "1"})
+    assert not hook_session.alive({"pid": proc.pid, "start": "1"})
     proc.kill()
     wait_for(lambda: letter(proc.pid) == "Z")
-    assert not hooks.alive(who)  # a zombie: dead, though not yet reaped
+    assert not hook_session.alive(who)  # a zombie: dead, though not yet reaped
     proc.wait()
-    assert not hooks.alive(who)
-    assert hooks.identity(proc.pid) is None
-    assert not hooks.alive(None)
+    assert not hook_session.alive(who)
+    assert hook_session.identity(proc.pid) is None
+    assert not hook_session.alive(None)
 
 
 def test_without_proc_it_asks_ps_and_agrees(
     child: Callable[[], subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     proc = child()
-    wait_for(lambda: hooks.identity(proc.pid) is not None)
-    monkeypatch.setattr(hooks, "_PROC", False)
-    who = hooks.identity(proc.pid)
+    wait_for(lambda: hook_session.identity(proc.pid) is not None)
+    monkeypatch.setattr(hook_session, "_PROC", False)
+    who = hook_session.identity(proc.pid)
     assert who is not None and who["start"] and who["pid"] == proc.pid
-    assert hooks.alive(who)
-    assert not hooks.alive({"pid": proc.pid, "start": "Thu Jan  1 00:00:00 1970"})
+    assert hook_session.alive(who)
+    assert not hook_session.alive({"pid": proc.pid, "start": "Thu Jan  1 00:00:00 1970"})
     proc.send_signal(signal.SIGSTOP)
     wait_for(lambda: letter(proc.pid) == "T")
-    assert hooks.alive(who)
+    assert hook_session.alive(who)
     proc.send_signal(signal.SIGCONT)
     proc.kill()
     proc.wait()
-    assert not hooks.alive(who)
+    assert not hook_session.alive(who)
     # ps itself missing: nobody can tell, so the process counts as alive (leases stay).
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert hooks.alive(hooks.identity(os.getpid()))
+    assert hook_session.alive(hook_session.identity(os.getpid()))
 
 
 # --- the session's state -------------------------------------------------------------------------
@@ -157,11 +160,12 @@ def test_parallel_hook_calls_of_one_session_start_one_renewer(
     def spawn(session: str, ttl: float, idle_s: float) -> dict[str, Any]:
         time.sleep(0.05)  # a slow start widens any window between the check and the record
         spawned.append(session)
-        return {**hooks.identity(os.getpid()), "token": "t"}  # type: ignore[dict-item]
+        return {**hook_session.identity(os.getpid()), "token": "t"}  # type: ignore[dict-item]
 
-    monkeypatch.setattr(hooks, "_spawn_keeper", spawn)
+    monkeypatch.setattr(hook_session, "_spawn_keeper", spawn)
     calls = [
-        threading.Thread(target=hooks.start_keeper, args=("sess-par", 60.0)) for _ in range(12)
+        threading.Thread(target=hook_session.start_keeper, args=("sess-par", 60.0))
+        for _ in range(12)
     ]
     for call in calls:
         call.start()
@@ -170,7 +174,7 @@ def test_parallel_hook_calls_of_one_session_start_one_renewer(
     assert spawned == ["sess-par"]
     data = json.loads((state / "sess-par.json").read_text())
     assert data["events"] == 12 and data["holds"] is True
-    assert data["harness"] == hooks.harness()
+    assert data["harness"] == hook_session.harness()
 
 
 # --- the renewer ---------------------------------------------------------------------------------
@@ -237,14 +241,14 @@ def session(state: Path, harness: dict[str, Any] | None, **extra: Any) -> Path:
 def keep(server: Server, *, ttl: float = 6.0, idle_s: float = 600.0) -> tuple[int, float]:
     started = time.monotonic()
     with server.client() as client:
-        code = hooks.keep("sess", ttl, idle_s, "me", client=client)
+        code = hook_session.keep("sess", ttl, idle_s, "me", client=client)
     return code, time.monotonic() - started
 
 
 def dead_harness(child: Callable[[], subprocess.Popen[bytes]]) -> dict[str, Any]:
     proc = child()
-    wait_for(lambda: hooks.identity(proc.pid) is not None)
-    who = hooks.identity(proc.pid)
+    wait_for(lambda: hook_session.identity(proc.pid) is not None)
+    who = hook_session.identity(proc.pid)
     proc.kill()
     proc.wait()
     assert who is not None
@@ -272,12 +276,12 @@ def test_without_the_server_the_renewer_just_stops_and_leaves_the_ttl_to_end_it(
 
 
 def test_a_deleted_state_ends_the_renewer_after_it_releases(state: Path) -> None:
-    path = session(state, hooks.identity(os.getpid()))
+    path = session(state, hook_session.identity(os.getpid()))
     server = Server()
     with server.client() as client:
         ended: list[int] = []
         renewer = threading.Thread(
-            target=lambda: ended.append(hooks.keep("sess", 6.0, 600.0, "me", client=client))
+            target=lambda: ended.append(hook_session.keep("sess", 6.0, 600.0, "me", client=client))
         )
         renewer.start()
         try:
@@ -291,7 +295,7 @@ def test_a_deleted_state_ends_the_renewer_after_it_releases(state: Path) -> None
 
 
 def test_a_quiet_session_is_released_by_the_idle_bound(state: Path) -> None:
-    path = session(state, hooks.identity(os.getpid()))  # a harness that lives on
+    path = session(state, hook_session.identity(os.getpid()))  # a harness that lives on
     server = Server()
     code, took = keep(server, idle_s=1.0)
     assert (code, server.holds, path.exists()) == (0, False, False)
@@ -301,26 +305,26 @@ def test_a_quiet_session_is_released_by_the_idle_bound(state: Path) -> None:
 def test_a_refused_renewal_ends_the_renewer_and_the_next_event_starts_one(
     state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = session(state, hooks.identity(os.getpid()))
+    path = session(state, hook_session.identity(os.getpid()))
     server = Server(revoked=True)
     code, _ = keep(server, ttl=3.0)
     data = json.loads(path.read_text())
     assert code == 1 and data["keeper"] is None and data["holds"] is False
     # Another renewer's session (its token): this one leaves it alone at once.
-    session(state, hooks.identity(os.getpid()), keeper={"token": "other"})
+    session(state, hook_session.identity(os.getpid()), keeper={"token": "other"})
     server = Server()
     assert keep(server)[0] == 0 and server.calls == [] and path.exists()
 
 
 def test_each_event_starts_the_idle_clock_again(state: Path) -> None:
-    session(state, hooks.identity(os.getpid()))
+    session(state, hook_session.identity(os.getpid()))
     server = Server()
     idle_s = 1.5
     with server.client() as client:
         ended: list[float] = []
         renewer = threading.Thread(
             target=lambda: (
-                hooks.keep("sess", 6.0, idle_s, "me", client=client),
+                hook_session.keep("sess", 6.0, idle_s, "me", client=client),
                 ended.append(time.monotonic()),
             )
         )
@@ -329,7 +333,7 @@ def test_each_event_starts_the_idle_clock_again(state: Path) -> None:
             until = time.monotonic() + idle_s * 3
             while time.monotonic() < until and not ended:
                 last_event = time.monotonic()  # no later than the event itself
-                with hooks._session_state("sess") as current:  # what a hook event does
+                with hook_session._session_state("sess") as current:  # what a hook event does
                     assert current is not None
                     current.data["events"] += 1
                     current.save()
