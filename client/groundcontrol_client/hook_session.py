@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import secrets
@@ -215,7 +216,9 @@ def _terminate(process: dict[str, Any] | None) -> None:
 
 
 def _state_path(session: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120]
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in session)[:100]
+    if safe != session:  # two sessions that differ only in what was replaced keep two files
+        safe += "-" + hashlib.sha256(session.encode()).hexdigest()[:16]
     return state_dir() / f"{safe}.json"
 
 

@@ -343,3 +343,11 @@ def test_each_event_starts_the_idle_clock_again(state: Path) -> None:
     # Causal, whatever the machine's load: the end came a whole bound after the last event.
     assert ended and ended[0] >= last_event + idle_s
     assert not server.holds
+
+
+def test_sessions_whose_names_differ_only_in_odd_characters_keep_two_states(state: Path) -> None:
+    names = ["a/b", "a_b", "a:b", "x" * 130, "x" * 131, "../../etc"]
+    paths = {hook_session._state_path(name) for name in names}
+    assert len(paths) == len(names)
+    assert all(path.parent == state for path in paths)
+    assert hook_session._state_path("6f1c-uuid_1").name == "6f1c-uuid_1.json"
