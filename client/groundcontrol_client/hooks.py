@@ -10,9 +10,11 @@ Every call is a new process, so the session's process identity is its id: `claud
   directory above it, the call is denied: the answer's `permissionDecisionReason`, which the
   model reads, is the denial sentence. A file outside the repository is not leased. Other tools
   pass untouched (no output: the session's own permission rules decide).
-- While the session holds leases, a small background process renews them, and the session's
-  leases end with the session: when its harness is gone or it has been quiet for
-  `GC_HOOK_IDLE_S` (`groundcontrol_client.hook_session`).
+- While the session holds leases, a small background process renews them every third of their
+  TTL (`GC_HOOK_TTL_S`, default 120 s), and the session's leases end with the session: within
+  one TTL once its harness (the first process above the hook that is not a shell) is gone, or
+  once no event came for `GC_HOOK_IDLE_S` (default 1800 s); a stopped harness is not gone. How:
+  `groundcontrol_client.hook_session`.
 - `SessionEnd` (and `Stop`, with `--release-on-stop`): release every lease the session holds,
   end its background process and forget the session.
 
