@@ -12,12 +12,13 @@ Every call is a new process, so the session's process identity is its id: `claud
   `permissionDecisionReason`, which the model reads, is the denial sentence. A file in no
   repository is denied too, saying so (`GC_ALLOW_OUTSIDE_REPO=1` lets it through unleased).
   Other tools pass untouched (no output: the session's own permission rules decide).
-- While the session holds leases, a small background process (`keep`) renews them all in one
-  call (`POST /leases/renew-all`) every third of their TTL, and ends by itself once the session
-  holds nothing, at the first refusal (a revoked key), or when its renewals have failed for a
-  whole TTL.
-- `SessionEnd` (and `Stop`, with `--release-on-stop`): release every lease the session holds and
-  end its background process.
+- While the session holds leases, a small background process renews them every third of their
+  TTL (`GC_HOOK_TTL_S`, default 120 s), and the session's leases end with the session: within
+  one TTL once its harness (the first process above the hook that is not a shell) is gone, or
+  once no event came for `GC_HOOK_IDLE_S` (default 1800 s); a stopped harness is not gone. How:
+  `groundcontrol_client.hook_session`.
+- `SessionEnd` (and `Stop`, with `--release-on-stop`): release every lease the session holds,
+  end its background process and forget the session.
 
 When Ground Control cannot be reached or refuses for another reason, the write is denied with
 what happened (`GC_HOOK_FAIL_OPEN=1` lets it through instead): the promise is that no two agents
@@ -39,16 +40,22 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from groundcontrol_client import files
 from groundcontrol_client.client import Client
-from groundcontrol_client.errors import GroundControlError, describe, is_transient
+from groundcontrol_client.errors import GroundControlError, describe
+from groundcontrol_client.hook_session import (
+    heard,
+    process_id_of,
+    release_session,
+    start_keeper,
+    state_dir,
+)
+
+__all__ = ["claude_code", "process_id_of", "release_session", "state_dir"]
 
 # Each tool that writes a file, and the field of its input that names the file.
 WRITING_TOOLS = {
@@ -80,21 +87,6 @@ EXIT_BLOCK = 2  # Claude Code's blocking error: the tool call does not run, stde
 EXIT_NOT_BLOCKING = 1  # shown to the user; the session goes on
 DEFAULT_TTL_S = 120.0
 DEFAULT_DEADLINE_S = 45.0
-KEEPER_ROUNDS_EMPTY = 2  # rounds of holding nothing after which the background process ends
-
-
-def process_id_of(session_id: str) -> str:
-    return f"claude-code:{session_id}"
-
-
-def state_dir(env: dict[str, str] | None = None) -> Path:
-    env = dict(os.environ) if env is None else env
-    base = env.get("GC_HOOK_STATE_DIR") or os.path.join(
-        env.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"),
-        "groundcontrol",
-        "claude-code",
-    )
-    return Path(base)
 
 
 class BadEvent(Exception):
@@ -187,6 +179,7 @@ def claude_code(
         name = text_field(event, "hook_event_name")
         session = text_field(event, "session_id")
         if name == "PreToolUse":
+            heard(session, _ttl())
             if written_path(event) is None:
                 return 0  # not a file-writing tool: the session's own rules decide
             with _connected(client, env) as connected:
@@ -196,6 +189,7 @@ def claude_code(
                 release_session(connected, session)
             return 0
         if name == "Stop" or name in LEFT_ALONE:
+            heard(session, _ttl())
             return 0
         raise BadEvent(
             f"{name!r} is not a hook event it knows (it acts on {', '.join(ACTS_ON)}): "
@@ -275,97 +269,3 @@ def _pre_tool_use(client: Client, event: dict[str, Any], session: str) -> int:
         return 0
     start_keeper(session, ttl)
     return 0
-
-
-def release_session(client: Client, session: str) -> list[str]:
-    """Release every lease the session holds, and end its background process; the resources
-    released."""
-    stop_keeper(session)
-    process_id = process_id_of(session)
-    hand = client.me().hand
-    released = []
-    for lease in client.leases(holder=hand, decision=True):  # a replica may miss the newest
-        if lease.process_id == process_id and lease.state != "free":
-            try:
-                client.lease_release(lease.resource, fence=lease.fence)
-                released.append(lease.resource)
-            except GroundControlError:
-                pass  # lost or taken meanwhile: nothing of it is the session's any more
-    return released
-
-
-# --- The background process --------------------------------------------------------------------
-
-
-def _pidfile(session: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120]
-    return state_dir() / f"{safe}.pid"
-
-
-def _running(pidfile: Path) -> int | None:
-    try:
-        pid = int(pidfile.read_text())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return None
-    return pid
-
-
-def start_keeper(session: str, ttl: float) -> None:
-    """The session's background renewals, started unless they run already."""
-    pidfile = _pidfile(session)
-    if _running(pidfile) is not None:
-        return
-    pidfile.parent.mkdir(parents=True, exist_ok=True)
-    keeper = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", "groundcontrol_client.hooks", "keep", session, str(ttl)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # outlives this hook call, and the harness's signals to it
-    )
-    pidfile.write_text(str(keeper.pid))
-
-
-def stop_keeper(session: str) -> None:
-    pidfile = _pidfile(session)
-    pid = _running(pidfile)
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
-    pidfile.unlink(missing_ok=True)
-
-
-def keep(session: str, ttl: float) -> int:
-    """Renew the session's leases every third of `ttl` until it holds none for a while, or the
-    renewals have failed for a whole `ttl` (the leases are lost by then anyway)."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    process_id = process_id_of(session)
-    empty = 0
-    last_ok = time.monotonic()
-    try:
-        with Client.from_env() as client:
-            while empty < KEEPER_ROUNDS_EMPTY:
-                time.sleep(ttl / 3)
-                try:
-                    renewed = client.lease_renew_all(process_id=process_id)
-                except GroundControlError as error:
-                    # A refusal (a revoked key, say) ends it at once; an outage after a ttl.
-                    if not is_transient(error) or time.monotonic() - last_ok > ttl:
-                        return 1
-                    continue
-                last_ok = time.monotonic()
-                empty = 0 if renewed.renewed else empty + 1
-    finally:
-        pidfile = _pidfile(session)
-        if _running(pidfile) == os.getpid():
-            pidfile.unlink(missing_ok=True)
-    return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "keep":
-        sys.exit(keep(sys.argv[2], float(sys.argv[3])))
-    sys.exit(2)

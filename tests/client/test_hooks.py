@@ -156,7 +156,7 @@ def test_the_background_process_renews_and_session_end_releases(
             )
             is None
         )
-    pid = int(next(state.glob("*.pid")).read_text())
+    pid = json.loads(next(state.glob("*.json")).read_text())["keeper"]["pid"]
     os.kill(pid, 0)  # running
     # Held past two TTLs by the background renewals alone.
     time.sleep(TTL_S * 2 + 1)
@@ -180,7 +180,7 @@ def test_the_background_process_renews_and_session_end_releases(
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
 
     wait_for(gone, timeout=10)
-    assert not list(state.glob("*.pid"))
+    assert not list(state.glob("*.json"))  # the session is forgotten
 
 
 def test_stop_releases_only_when_asked_and_a_malformed_event_blocks(
