@@ -21,6 +21,7 @@ from hands import services as hand_services
 from leases.models import Event
 from schedules.models import GitHubDelivery, GitHubIntegration
 from tests.api.conftest import API, Api, error_of
+from tests.schedules.conftest import REPOSITORY
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +30,6 @@ ISSUE_OPENED = (FIXTURES / "issues-opened.json").read_bytes()
 PR_CLOSED = (FIXTURES / "pull_request-closed.json").read_bytes()
 ISSUE_URL = "https://github.com/Codertocat/Hello-World/issues/1"
 PR_URL = "https://github.com/Codertocat/Hello-World/pull/2"
-REPOSITORY = "Codertocat/Hello-World"  # the fixtures' repository.full_name
 
 
 def merged(raw: bytes = PR_CLOSED) -> bytes:
@@ -43,13 +43,6 @@ def merged(raw: bytes = PR_CLOSED) -> bytes:
 
 def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-@pytest.fixture
-def integration(boss: Api, lane) -> dict[str, Any]:
-    response = boss.post("/lanes/rewalk/github-integrations", {"repository": REPOSITORY})
-    assert response.status_code == 201, response.content
-    return response.json()
 
 
 def deliver(
