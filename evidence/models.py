@@ -49,16 +49,16 @@ class Attestation(models.Model):
     backs = models.ForeignKey(
         Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # The observation's identity (`evidence.services.observation_key`: a hash of its lane, URL,
+    # result and observed_at): one observation, one row, so that a replayed delivery or a
+    # retried POST that carries the same observation inserts nothing (ON CONFLICT DO NOTHING).
+    observation = models.CharField(max_length=64)
     at = models.DateTimeField(db_default=Now())
 
     class Meta:
         constraints = [
-            # One observation, one row: a replayed delivery or a retried POST that carries the
-            # same observation inserts nothing (INSERT ... ON CONFLICT DO NOTHING).
             models.UniqueConstraint(
-                fields=["workspace", "lane", "url", "observed_at", "result"],
-                name="attestation_observation_unique",
-                nulls_distinct=False,
+                fields=["workspace", "observation"], name="attestation_observation_unique"
             )
         ]
         indexes = [

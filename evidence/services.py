@@ -23,9 +23,10 @@ neither misses the other."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -380,49 +381,69 @@ def attestation_record(
     )
 
 
-_REGRADE_FAIL = """
-UPDATE {evidence} AS e SET grade = e.observed_by, attestation_id = %(new)s
-FROM {attempt} AS t
-WHERE t.id = e.attempt_id
-  AND e.workspace_id = %(workspace)s AND e.url = %(url)s
-  AND (CAST(%(lane)s AS bigint) IS NULL OR t.lane_id = %(lane)s)
-  AND (CAST(%(attester)s AS bigint) IS NULL OR t.hand_id <> %(attester)s)
-  AND NOT EXISTS (
-    SELECT 1 FROM {attestation} AS c
-    WHERE c.id = e.attestation_id AND (c.observed_at, c.id) > (%(observed)s, %(new)s))
-"""
+def observation_key(*, lane_id: int | None, url: str, result: str, observed_at: datetime) -> str:
+    """One observation's identity: the same lane, URL, result and moment are the same
+    observation (a replayed delivery, a retried POST), whoever sends it again."""
+    moment = observed_at.astimezone(UTC).isoformat()
+    text = f"{lane_id if lane_id is not None else '-'}|{result}|{moment}|{url}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
-# The attempt it backs: the first (by id) whose evidence of the URL in scope is not graded ci
-# and whose deciding attestation was observed before this one; the backing and the grade are
-# written together, so a pass grades one attempt's evidence at most.
-_REGRADE_PASS = """
-WITH chosen AS (
-  SELECT e.attempt_id FROM {evidence} AS e
-  JOIN {attempt} AS t ON t.id = e.attempt_id
-  LEFT JOIN {attestation} AS c ON c.id = e.attestation_id
-  WHERE e.workspace_id = %(workspace)s AND e.url = %(url)s
-    AND (CAST(%(lane)s AS bigint) IS NULL OR t.lane_id = %(lane)s)
-    AND (CAST(%(attester)s AS bigint) IS NULL OR t.hand_id <> %(attester)s)
-    AND e.grade <> 'ci'
-    AND (c.id IS NULL OR (c.observed_at, c.id) < (%(observed)s, %(new)s))
-  ORDER BY e.attempt_id LIMIT 1
-), bound AS (
-  UPDATE {attestation} AS a SET backs_id = chosen.attempt_id FROM chosen
-  WHERE a.id = %(new)s AND a.backs_id IS NULL
-  RETURNING a.backs_id
-)
-UPDATE {evidence} AS e SET grade = 'ci', attestation_id = %(new)s
-FROM bound
-WHERE e.attempt_id = bound.backs_id AND e.workspace_id = %(workspace)s AND e.url = %(url)s
-"""
 
 _INSERT = """
-INSERT INTO {attestation}
-  (workspace_id, url, result, kind, note, hand, key_prefix, attester_id, lane_id, observed_at, at)
+INSERT INTO {attestation} (workspace_id, url, result, kind, note, hand, key_prefix,
+                           attester_id, lane_id, observed_at, observation, at)
 VALUES (%(workspace)s, %(url)s, %(result)s, %(kind)s, %(note)s, %(observer)s, %(key_prefix)s,
-        %(attester)s, %(lane)s, %(observed)s, %(now)s)
+        %(attester)s, %(lane)s, %(observed)s, %(observation)s, %(now)s)
 ON CONFLICT DO NOTHING
 RETURNING id
+"""
+
+# Evidence in scope for the new attestation: its workspace and URL, of an attempt in its lane
+# (when it has one) and not of the attester's hand.
+_IN_SCOPE = """
+e.workspace_id = %(workspace)s AND e.url = %(url)s
+AND EXISTS (
+  SELECT 1 FROM {attempt} AS t WHERE t.id = e.attempt_id
+  AND (CAST(%(lane)s AS bigint) IS NULL OR t.lane_id = %(lane)s)
+  AND (CAST(%(attester)s AS bigint) IS NULL OR t.hand_id <> %(attester)s))
+"""
+
+# A fail: every piece in scope whose deciding attestation was observed before it goes back to
+# what its finish said.
+_REGRADE_FAIL = (
+    """
+UPDATE {evidence} AS e SET grade = e.observed_by, attestation_id = %(new)s
+WHERE """
+    + _IN_SCOPE
+    + """
+AND NOT EXISTS (
+  SELECT 1 FROM {attestation} AS c
+  WHERE c.id = e.attestation_id AND (c.observed_at, c.id) > (%(observed)s, %(new)s))
+"""
+)
+
+# A pass backs one attempt: the first (by id) whose evidence of the URL in scope is not graded
+# ci and whose deciding attestation was observed before this one. The backing is taken by this
+# one conditional statement (and only while the attestation backs none) ...
+_BACK = (
+    """
+UPDATE {attestation} SET backs_id = (
+  SELECT e.attempt_id FROM {evidence} AS e
+  LEFT JOIN {attestation} AS c ON c.id = e.attestation_id
+  WHERE """
+    + _IN_SCOPE
+    + """
+  AND e.grade <> 'ci' AND (c.id IS NULL OR (c.observed_at, c.id) < (%(observed)s, %(new)s))
+  ORDER BY e.attempt_id LIMIT 1)
+WHERE id = %(new)s AND backs_id IS NULL
+"""
+)
+
+# ... and the evidence of the attempt it backs, only that attempt's, is graded by it.
+_GRADE_BACKED = """
+UPDATE {evidence} SET grade = 'ci', attestation_id = %(new)s
+WHERE workspace_id = %(workspace)s AND url = %(url)s
+AND attempt_id = (SELECT backs_id FROM {attestation} WHERE id = %(new)s)
 """
 
 
@@ -494,6 +515,8 @@ def attestation_observe(
                     "own work (CI attests with a key of a hand of its own)",
                     url=url,
                 )
+        key = observation_key(lane_id=lane_id, url=url, result=result, observed_at=observed)
+        adapt = connection.ops.adapt_datetimefield_value
         params = {
             "workspace": workspace_id,
             "url": url,
@@ -504,24 +527,24 @@ def attestation_observe(
             "key_prefix": key_prefix,
             "attester": attester_id,
             "lane": lane_id,
-            "observed": observed,
-            "now": now,
+            "observed": adapt(observed),
+            "observation": key,
+            "now": adapt(now),
         }
         with connection.cursor() as cursor:
             cursor.execute(_sql(_INSERT), params)
             inserted = cursor.fetchone()
             if inserted is None:
                 first = Attestation.objects.select_related("lane").get(
-                    workspace_id=workspace_id,
-                    lane_id=lane_id,
-                    url=url,
-                    observed_at=observed,
-                    result=result,
+                    workspace_id=workspace_id, observation=key
                 )
                 return Observed(first, 0, False)
             params["new"] = inserted[0]
-            regrade = _REGRADE_PASS if result == AttestationResult.PASS else _REGRADE_FAIL
-            cursor.execute(_sql(regrade), params)
+            if result == AttestationResult.PASS:
+                cursor.execute(_sql(_BACK), params)
+                cursor.execute(_sql(_GRADE_BACKED), params)
+            else:
+                cursor.execute(_sql(_REGRADE_FAIL), params)
             graded = cursor.rowcount
         attestation = Attestation.objects.select_related("lane").get(pk=inserted[0])
         record_event(

@@ -3,13 +3,23 @@ and each pass backing one attempt (issue 30): `observed_at` (filled from `at`, t
 the rows before it), `lane`, `attester`, `backs` (filled with the first attempt each old pass
 graded ci), and one row per observation."""
 
+import hashlib
+
 import django.db.models.deletion
 from django.db import migrations, models
 
 
 def fill(apps, schema_editor):
+    Attestation = apps.get_model("evidence", "Attestation")
     with schema_editor.connection.cursor() as cursor:
         cursor.execute("UPDATE evidence_attestation SET observed_at = at WHERE observed_at IS NULL")
+    # evidence.services.observation_key, as it stood when this was written; the id keeps
+    # apart two old rows of one URL and result that arrived in one instant.
+    for row in Attestation.objects.filter(observation__isnull=True).iterator():
+        text = f"legacy|{row.pk}|{row.url}|{row.result}|{row.observed_at.isoformat()}"
+        row.observation = hashlib.sha256(text.encode()).hexdigest()
+        row.save(update_fields=["observation"])
+    with schema_editor.connection.cursor() as cursor:
         cursor.execute(
             "UPDATE evidence_attestation AS a SET backs_id = ("
             "  SELECT min(e.attempt_id) FROM evidence_evidence AS e"
@@ -69,18 +79,26 @@ class Migration(migrations.Migration):
             name="observed_at",
             field=models.DateTimeField(null=True),
         ),
+        migrations.AddField(
+            model_name="attestation",
+            name="observation",
+            field=models.CharField(max_length=64, null=True),
+        ),
         migrations.RunPython(fill, migrations.RunPython.noop),
         migrations.AlterField(
             model_name="attestation",
             name="observed_at",
             field=models.DateTimeField(),
         ),
+        migrations.AlterField(
+            model_name="attestation",
+            name="observation",
+            field=models.CharField(max_length=64),
+        ),
         migrations.AddConstraint(
             model_name="attestation",
             constraint=models.UniqueConstraint(
-                fields=("workspace", "lane", "url", "observed_at", "result"),
-                name="attestation_observation_unique",
-                nulls_distinct=False,
+                fields=("workspace", "observation"), name="attestation_observation_unique"
             ),
         ),
     ]
