@@ -39,6 +39,15 @@ class ErrorDetailSerializer(serializers.Serializer):
         required=False,
         help_text="evidence_missing: the kinds short; capability_missing: the tags the hand lacks",
     )
+    backing_other_attempts = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="evidence_missing: the URLs whose passing attestation backs another "
+        "attempt's finish already (each attempt needs an attestation of its own)",
+    )
+    url = serializers.CharField(
+        required=False, help_text="attest_own_evidence: the URL of the hand's own evidence"
+    )
     capabilities = serializers.ListField(
         child=serializers.CharField(),
         required=False,

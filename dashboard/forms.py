@@ -264,6 +264,11 @@ class ScheduleForm(forms.Form):
 
 
 class IntegrationForm(forms.Form):
+    repository = forms.CharField(
+        max_length=140,
+        help_text="The GitHub repository, owner/name (e.g. acme/app): only its issues and pull "
+        "requests count.",
+    )
     label = forms.CharField(
         required=False,
         max_length=100,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -59,9 +60,24 @@ class AttestationOut(serializers.Serializer):
     result = serializers.ChoiceField(choices=RESULTS)
     kind = serializers.CharField(allow_null=True)
     note = serializers.CharField(allow_null=True)
-    hand = serializers.CharField(help_text="The hand whose key attested (CI).")
-    key_prefix = serializers.CharField()
-    at = serializers.DateTimeField()
+    hand = serializers.CharField(
+        help_text="The hand whose key attested (CI), or github-integration-<id>."
+    )
+    key_prefix = serializers.CharField(help_text="Empty for a GitHub integration's.")
+    lane = serializers.CharField(
+        allow_null=True,
+        help_text="The lane whose evidence it grades (a lane-limited key's, an integration's); "
+        "null: the workspace's.",
+    )
+    observed_at = serializers.DateTimeField(
+        help_text="When CI observed it (a pull request's merged_at, the observed_at posted, or "
+        "its arrival): a URL's attestations are ordered by it, never by arrival alone."
+    )
+    backs = serializers.IntegerField(
+        allow_null=True,
+        help_text="The one attempt whose finish this pass backs (graded ci by it), if any.",
+    )
+    at = serializers.DateTimeField(help_text="When it arrived.")
 
 
 class EvidenceOut(serializers.Serializer):
@@ -71,12 +87,14 @@ class EvidenceOut(serializers.Serializer):
     at = serializers.DateTimeField()
     grade = serializers.ChoiceField(
         choices=GRADE_ORDER,
-        help_text="hand < wrapper < ci: ci while the URL's latest attestation passed, else "
-        "observed_by.",
+        help_text="hand < wrapper < ci: ci while a pass that backs this attempt is the URL's "
+        "latest attestation in scope for it, else observed_by.",
     )
     observed_by = serializers.ChoiceField(choices=OBSERVERS, help_text="What the finish said.")
     attestation = AttestationOut(
-        allow_null=True, help_text="The URL's latest attestation, pass or fail, if any."
+        allow_null=True,
+        help_text="The attestation that decided its grade: the pass that backs its attempt, "
+        "else the URL's latest fail in scope, if any.",
     )
 
 
@@ -93,6 +111,9 @@ def attestation_json(item: Attestation) -> dict[str, Any]:
         "note": item.note or None,
         "hand": item.hand,
         "key_prefix": item.key_prefix,
+        "lane": item.lane.slug if item.lane_id else None,
+        "observed_at": item.observed_at,
+        "backs": item.backs_id,
         "at": item.at,
     }
 
@@ -110,7 +131,7 @@ def evidence_json(item: Evidence) -> dict[str, Any]:
 
 
 def _evidence_of(attempt_id: int) -> list[dict[str, Any]]:
-    items = Evidence.objects.filter(attempt_id=attempt_id).select_related("attestation")
+    items = Evidence.objects.filter(attempt_id=attempt_id).select_related("attestation__lane")
     return [evidence_json(e) for e in items.order_by("pk")]
 
 
@@ -125,7 +146,9 @@ class FinishApi(HandAPIView):
         description="End the attempt as finished with its evidence (http/https links only). "
         "Refused with evidence_missing (and `missing`) unless every kind the run requires is "
         "present at the grade the run requires of it (`evidence_grades`; a kind below its "
-        "grade is in `missing` and in `grades_needed` and `grades_seen`); the tenure stays "
+        "grade is in `missing` and in `grades_needed` and `grades_seen`, and a URL whose "
+        "passing attestation backs another attempt's finish already in "
+        "`backing_other_attempts`: one attestation backs one attempt); the tenure stays "
         "held, so retry once CI has attested. A retried finish answers as the first did.",
         responses={
             200: FinishedOut,
@@ -177,11 +200,20 @@ class AttestationIn(serializers.Serializer):
         help_text="What CI took the URL for (commit, pull_request): recorded, not a filter.",
     )
     note = StrictCharField(max_length=2000, required=False, allow_blank=True, default="")
+    observed_at = serializers.DateTimeField(
+        required=False,
+        help_text="When CI observed the result (default: now). Attestations of a URL are "
+        "ordered by it; at most 5 minutes ahead of the server's clock.",
+    )
 
 
 class AttestedOut(AttestationOut):
     graded = serializers.IntegerField(
-        help_text="How many pieces of the workspace's evidence with this URL were regraded."
+        help_text="How many pieces of evidence with this URL it regraded."
+    )
+    duplicate = serializers.BooleanField(
+        help_text="The same observation (URL, result, observed_at, lane) was recorded already: "
+        "this is that attestation, and nothing changed (200)."
     )
 
 
@@ -194,24 +226,39 @@ class AttestationsApi(HandAPIView):
     @extend_schema(
         tags=["ci"],
         request=AttestationIn,
-        description="Record that CI observed `url` with `result`, and regrade every piece of "
-        "the workspace's evidence with that URL: `ci` on a pass, back to what its finish said "
-        "(`observed_by`) on a fail; the latest attestation of a URL decides. One posted before "
-        "the finish counts for it too. Recorded with the key's hand and prefix, and as the event "
-        "`attested`.",
-        responses={201: AttestedOut, **error_responses("scope_denied", body=True)},
+        description="Record that CI observed `url` with `result` at `observed_at` (default: "
+        "now), and regrade the evidence with that URL (of the key's lane when the key is "
+        "lane-limited, else of the workspace): a pass grades one attempt's evidence `ci` (the "
+        "attempt it backs; another attempt citing the URL needs an attestation of its own), a "
+        "fail puts every piece back to what its finish said (`observed_by`). Attestations of a "
+        "URL are ordered by `observed_at`, so one observed before a later fail changes nothing. "
+        "One posted before the finish counts for it too. The same observation again answers "
+        "200 with the first and `duplicate: true`. Refused `attest_own_evidence` when evidence "
+        "with the URL is the key's own hand's. Recorded with the key's hand and prefix, and as "
+        "the event `attested`.",
+        responses={
+            200: AttestedOut,
+            201: AttestedOut,
+            **error_responses("scope_denied", "attest_own_evidence", body=True),
+        },
     )
     def post(self, request: Request) -> Response:
         data = valid(AttestationIn, request)
-        attestation, graded = attestation_record(
+        observed = attestation_record(
             hand=self.hand,
             key=self.key,
             url=data["url"],
             result=data["result"],
             kind=data["kind"],
             note=data["note"],
+            observed_at=data.get("observed_at"),
         )
-        return Response({**attestation_json(attestation), "graded": graded}, status=201)
+        body = {
+            **attestation_json(observed.attestation),
+            "graded": observed.graded,
+            "duplicate": not observed.created,
+        }
+        return Response(body, status=201 if observed.created else 200)
 
     @extend_schema(
         tags=["ci"],
@@ -225,7 +272,10 @@ class AttestationsApi(HandAPIView):
         },
     )
     def get(self, request: Request) -> Response:
-        found = Attestation.objects.filter(workspace_id=self.workspace_id)
+        found = Attestation.objects.filter(workspace_id=self.workspace_id).select_related("lane")
+        if self.lane_id is not None:
+            # A lane-limited key sees what grades its lane: its lane's and the workspace's.
+            found = found.filter(Q(lane__isnull=True) | Q(lane_id=self.lane_id))
         url = text_param(request, "url", max_length=MAX_URL_LENGTH)
         if url:
             found = found.filter(url=url)

@@ -8,3 +8,11 @@ from apikit.errors import GroundControlError
 class EvidenceMissing(GroundControlError):
     code = "evidence_missing"
     http_status = 422
+
+
+class AttestOwnEvidence(GroundControlError):
+    """An attestation of a URL that evidence the attesting key's own hand submitted carries: a
+    hand never grades its own work (CI attests with a key of its own hand)."""
+
+    code = "attest_own_evidence"
+    http_status = 403

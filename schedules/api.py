@@ -21,7 +21,7 @@ from fleet.api.inputs import RunIn
 from hands import selectors as hand_selectors
 from hands.idempotency import idempotent
 from hands.models import Lane
-from hands.views import IDEMPOTENCY_PARAMS, MAX_NAME, PLAN, PLAN_READ, HandAPIView
+from hands.views import ATTEST, IDEMPOTENCY_PARAMS, MAX_NAME, PLAN, PLAN_READ, HandAPIView
 from schedules import github, periods
 from schedules import services as schedule_services
 from schedules.errors import SignatureInvalid
@@ -79,6 +79,10 @@ class SchedulePatchIn(serializers.Serializer):
 
 
 class IntegrationIn(serializers.Serializer):
+    repository = StrictCharField(
+        max_length=github.MAX_REPOSITORY_LENGTH,
+        help_text="The GitHub repository, owner/name: only its issues and pull requests count.",
+    )
     label = StrictCharField(
         max_length=github.MAX_LABEL_LENGTH,
         required=False,
@@ -195,9 +199,11 @@ class ScheduleTriesApi(_LaneView):
 
 
 class GitHubIntegrationsApi(_LaneView):
-    """A lane's GitHub integrations: a webhook secret and the path GitHub delivers to."""
+    """A lane's GitHub integrations: a webhook secret and the path GitHub delivers to. Its
+    deliveries attest, so creating one needs `attest` (listing them, without secrets, `plan`,
+    `supervise` or `attest`)."""
 
-    required_scope = {"GET": PLAN_READ, "POST": PLAN}
+    required_scope = {"GET": (*PLAN_READ, ATTEST), "POST": ATTEST}
 
     @extend_schema(
         tags=["plan"],
@@ -218,8 +224,11 @@ class GitHubIntegrationsApi(_LaneView):
         tags=["plan"],
         request=IntegrationIn,
         parameters=IDEMPOTENCY_PARAMS,
-        description="The secret is in this answer only: set it as the GitHub webhook's secret, "
-        "with content type application/json and the events Issues and Pull requests.",
+        description="Needs `attest`: whoever holds the secret can attest the repository's "
+        "merged pull requests for the lane's evidence (never for the evidence of the hand "
+        "whose key creates it). The secret is in this answer only: set it as the GitHub "
+        "webhook's secret, with content type application/json and the events Issues and Pull "
+        "requests.",
         responses={
             201: IssuedIntegrationOut,
             **error_responses("scope_denied", "not_found", "idempotency_conflict", body=True),
@@ -231,7 +240,12 @@ class GitHubIntegrationsApi(_LaneView):
 
         def create() -> Response:
             issued = github.integration_create(
-                lane=lane, label=data.get("label") or "", actor=self.hand.name
+                lane=lane,
+                repository=data["repository"],
+                label=data.get("label") or "",
+                actor=self.hand.name,
+                actor_hand=self.hand,
+                key_lane_id=self.lane_id,
             )
             return Response(
                 {**integration_json(issued.integration), "secret": issued.secret}, status=201
@@ -242,13 +256,15 @@ class GitHubIntegrationsApi(_LaneView):
 
 
 class GitHubIntegrationApi(_LaneView):
-    required_scope = PLAN
+    required_scope = ATTEST
 
     @extend_schema(
         tags=["plan"], responses={204: None, **error_responses("scope_denied", "not_found")}
     )
     def delete(self, request: Request, slug: str, integration_id: int) -> Response:
-        github.integration_delete(lane=self.lane(slug), integration_id=integration_id)
+        github.integration_delete(
+            lane=self.lane(slug), integration_id=integration_id, key_lane_id=self.lane_id
+        )
         return Response(status=204)
 
 
@@ -269,10 +285,13 @@ class GitHubDeliveryApi(APIView):
             OpenApiParameter(github.EVENT_HEADER, str, OpenApiParameter.HEADER, required=True),
             OpenApiParameter(github.DELIVERY_HEADER, str, OpenApiParameter.HEADER, required=True),
         ],
-        description="issues opened/reopened (or labeled with the integration's label) make a "
-        "work package; pull_request closed with merged true attests its html_url; ping "
-        "answers 200; any other event or action answers 202 (ignored). A redelivery answers "
-        "as the first did.",
+        description="Only deliveries of the integration's repository act. issues "
+        "opened/reopened (or labeled with the integration's label) make a work package; "
+        "pull_request closed with merged true attests its html_url (which must be "
+        "https://github.com/<repository>/pull/<number>) as observed at its merged_at, for the "
+        "lane's evidence; the same merge under another delivery id answers `existing` and "
+        "changes nothing; ping answers 200; any other event, action or repository answers 202 "
+        "(ignored). A redelivery answers as the first did.",
         responses={
             200: DeliveryOut,
             202: DeliveryOut,

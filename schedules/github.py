@@ -3,14 +3,22 @@
 A delivery is trusted by its `X-Hub-Signature-256`: `sha256=` and the hex HMAC-SHA256 of the raw
 body with the integration's secret, compared in constant time (`signature_valid`). What it does:
 
+An integration names its repository (`owner/name`); a delivery of any other repository is
+ignored. Creating or deleting one needs the `attest` scope (the secret attests), from a key
+not limited to another lane (`integration_create`).
+
 - `issues`, action `opened` or `reopened`: a work package in the lane, its key the issue's
   repository and number (`acme/app#12`), its title the issue's, `external_ref` its html_url.
   With a `label` set on the integration, only issues carrying that label, and `labeled` with
   that label does it too (an issue labelled after it was opened). Idempotent on the issue (the
   key) and on the delivery (`X-GitHub-Delivery`: a redelivery answers as the first did).
-- `pull_request`, action `closed` with `merged: true`: a passing attestation of its html_url
-  (`evidence.services.attestation_observe`), which grades the workspace's evidence with that
-  URL `ci`, now and at later finishes, by the attestations' own rule.
+- `pull_request`, action `closed` with `merged: true`: a passing attestation of its html_url,
+  which must be `https://github.com/<repository>/pull/<number>` (`evidence.services.
+  attestation_observe`), observed at its `merged_at`, confined to the integration's lane and
+  never grading the evidence of the hand whose key created the integration; it grades the
+  evidence of one attempt with that URL `ci`, now or at a later finish, by the attestations'
+  own rule. The same merge delivered again under another delivery id is the same observation:
+  it records nothing new (`existing`).
 - `ping`: answered; any other event or action: ignored (recorded, so a redelivery is too).
 """
 
@@ -18,18 +26,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from apikit.errors import NotFound, ValidationFailed
+from apikit.errors import NotFound, ScopeDenied, ValidationFailed
 from evidence.models import AttestationResult
 from evidence.services import attestation_observe, validate_evidence_url
 from fleet.models import WorkPackage
 from fleet.services import plan as plan_services
-from hands.models import Lane
+from hands.models import Hand, Lane, Scope
 from leases.services import MAX_NAME_LENGTH
 from schedules.errors import SignatureInvalid
 from schedules.models import GitHubDelivery, GitHubIntegration
@@ -40,6 +50,10 @@ DELIVERY_HEADER = "X-GitHub-Delivery"
 MAX_LABEL_LENGTH = 100
 MAX_DELIVERY_ID = 64
 ISSUE_ACTIONS = ("opened", "reopened")
+MAX_REPOSITORY_LENGTH = 140
+# GitHub's rules: an owner is 1 to 39 letters, digits and inner hyphens; a repository's name is
+# 1 to 100 letters, digits, `.`, `-` and `_`, and not `.` or `..`.
+_REPOSITORY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?/[A-Za-z0-9._-]{1,100}")
 
 
 class Outcome:
@@ -67,7 +81,47 @@ class DeliveryAnswer:
     duplicate: bool
 
 
-def integration_create(*, lane: Lane, label: object = "", actor: str) -> IssuedIntegration:
+def validate_repository(value: object) -> str:
+    """`owner/name` as GitHub spells a repository (compared without case, as GitHub does)."""
+    if (
+        not isinstance(value, str)
+        or len(value) > MAX_REPOSITORY_LENGTH
+        or not _REPOSITORY.fullmatch(value)
+        or value.split("/")[1] in (".", "..")
+    ):
+        raise ValidationFailed(
+            "repository must be a GitHub repository's owner/name, e.g. acme/app",
+            fields={"repository": ["owner/name, e.g. acme/app."]},
+        )
+    return value
+
+
+def integration_authority(*, lane: Lane, key_lane_id: int | None) -> None:
+    """A key limited to a lane manages only that lane's integrations: never another lane's (nor
+    one of the whole workspace, were there such)."""
+    if key_lane_id is not None and key_lane_id != lane.pk:
+        raise ScopeDenied(
+            f"this key is limited to another lane: it cannot manage lane {lane.slug!r}'s "
+            "GitHub integrations",
+            required_scope=Scope.ATTEST.value,
+            lane=lane.slug,
+        )
+
+
+def integration_create(
+    *,
+    lane: Lane,
+    repository: object,
+    label: object = "",
+    actor: str,
+    actor_hand: Hand | None = None,
+    key_lane_id: int | None = None,
+) -> IssuedIntegration:
+    """An integration of `repository` for `lane`, made by `actor` (with `actor_hand`, the hand
+    whose key calls: its own evidence is never graded by the deliveries). The caller has checked
+    the `attest` scope or the admin role; `key_lane_id` is the calling key's lane limit."""
+    integration_authority(lane=lane, key_lane_id=key_lane_id)
+    repository = validate_repository(repository)
     if label is None:
         label = ""
     if not isinstance(label, str) or len(label) > MAX_LABEL_LENGTH:
@@ -77,12 +131,19 @@ def integration_create(*, lane: Lane, label: object = "", actor: str) -> IssuedI
         )
     secret = f"ghsec_{secrets.token_urlsafe(32)}"
     integration = GitHubIntegration.objects.create(
-        workspace_id=lane.workspace_id, lane=lane, secret=secret, label=label, created_by=actor
+        workspace_id=lane.workspace_id,
+        lane=lane,
+        repository=repository,
+        secret=secret,
+        label=label,
+        created_by=actor,
+        created_by_hand=actor_hand,
     )
     return IssuedIntegration(integration=integration, secret=secret)
 
 
-def integration_delete(*, lane: Lane, integration_id: int) -> None:
+def integration_delete(*, lane: Lane, integration_id: int, key_lane_id: int | None = None) -> None:
+    integration_authority(lane=lane, key_lane_id=key_lane_id)
     if not GitHubIntegration.objects.filter(lane=lane, pk=integration_id).delete()[0]:
         raise NotFound(f"lane {lane.slug!r} has no GitHub integration {integration_id}")
 
@@ -171,22 +232,77 @@ def _act(
     integration: GitHubIntegration, event: str, action: str, body: dict[str, Any]
 ) -> tuple[WorkPackage | None, int, str]:
     if event == "issues":
+        if not _of_repository(integration, body):
+            return None, 0, Outcome.IGNORED
         return _issue(integration, action, body)
     if event == "pull_request" and action == "closed":
         pull = _object(body.get("pull_request"), "pull_request")
-        if pull.get("merged") is True:
-            url = validate_evidence_url(pull.get("html_url"), field="pull_request.html_url")
-            _, graded = attestation_observe(
-                workspace_id=integration.workspace_id,
-                observer=f"github-integration-{integration.pk}",
-                key_prefix="",
-                url=url,
-                result=AttestationResult.PASS.value,
-                kind="pull_request",
-                note="merged (GitHub pull_request delivery)",
-            )
-            return None, graded, Outcome.ATTESTED
+        if pull.get("merged") is True and _of_repository(integration, body):
+            return _merged(integration, body, pull)
     return None, 0, Outcome.IGNORED
+
+
+def _of_repository(integration: GitHubIntegration, body: dict[str, Any]) -> bool:
+    """Whether the delivery is of the integration's repository (an integration made before
+    repositories were named has none, and takes nothing)."""
+    repository = _object(body.get("repository"), "repository")
+    full_name = _text(repository.get("full_name"), "repository.full_name", MAX_REPOSITORY_LENGTH)
+    return bool(integration.repository) and full_name.lower() == integration.repository.lower()
+
+
+def _merged(
+    integration: GitHubIntegration, body: dict[str, Any], pull: dict[str, Any]
+) -> tuple[WorkPackage | None, int, str]:
+    """A merge of one of the repository's pull requests: attested pass, observed at its
+    merged_at. The html_url must be that pull request's on github.com: nothing else is."""
+    number = pull.get("number")
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ValidationFailed(
+            "the payload's pull_request.number must be a positive integer",
+            fields={"pull_request.number": ["A positive integer."]},
+        )
+    if body.get("number", number) != number:
+        raise ValidationFailed(
+            "the payload's number is not its pull_request.number",
+            fields={"number": ["The pull request's number."]},
+        )
+    full_name = body["repository"]["full_name"]
+    expected = f"https://github.com/{full_name}/pull/{number}"
+    url = pull.get("html_url")
+    if not isinstance(url, str) or url.lower() != expected.lower():
+        raise ValidationFailed(
+            f"the payload's pull_request.html_url must be {expected}: only the repository's "
+            "own pull requests are attested",
+            fields={"pull_request.html_url": [f"{expected}."]},
+        )
+    url = validate_evidence_url(url, field="pull_request.html_url")
+    merged_at = _time(pull.get("merged_at"), "pull_request.merged_at")
+    observed = attestation_observe(
+        workspace_id=integration.workspace_id,
+        observer=f"github-integration-{integration.pk}",
+        attester_id=integration.created_by_hand_id,
+        key_prefix="",
+        lane_id=integration.lane_id,
+        url=url,
+        result=AttestationResult.PASS.value,
+        kind="pull_request",
+        note="merged (GitHub pull_request delivery)",
+        observed_at=merged_at,
+    )
+    return None, observed.graded, Outcome.ATTESTED if observed.created else Outcome.EXISTING
+
+
+def _time(value: object, field: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ValidationFailed(
+            f"the payload's {field} must be an ISO 8601 time with its offset",
+            fields={field: ["An ISO 8601 time, e.g. 2019-05-15T15:21:18Z."]},
+        )
+    return moment
 
 
 def _issue(

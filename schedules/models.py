@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from fleet.models import WorkPackage
-from hands.models import Lane, Workspace
+from hands.models import Hand, Lane, Workspace
 
 
 class Schedule(models.Model):
@@ -77,16 +77,24 @@ class ScheduleTry(models.Model):
 class GitHubIntegration(models.Model):
     """A lane's GitHub webhook: deliveries signed with `secret` (kept in plain text because the
     server must compute the HMAC with it; shown once at creation, never in listings). Opened
-    issues become the lane's work packages (only those with `label`, when one is set);
-    merged pull requests are attested for the evidence that names them."""
+    issues of `repository` become the lane's work packages (only those with `label`, when one is
+    set); its merged pull requests are attested for the lane's evidence that names them, never
+    for the evidence of `created_by_hand` (whose key holds the secret)."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     lane = models.ForeignKey(Lane, on_delete=models.CASCADE, related_name="github_integrations")
+    # `owner/name`: deliveries of any other repository act on nothing. Empty only on an
+    # integration made before it was required, which therefore acts on nothing.
+    repository = models.CharField(max_length=140, default="")
     secret = models.CharField(max_length=128)
     label = models.CharField(max_length=100, blank=True, default="")
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(db_default=Now())
     created_by = models.CharField(max_length=200, blank=True, default="")
+    # The hand whose key created it (None: the dashboard, the admin).
+    created_by_hand = models.ForeignKey(
+        Hand, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         indexes = [models.Index(fields=["lane", "id"], name="github_lane_idx")]

@@ -53,6 +53,7 @@ def integration_json(integration: GitHubIntegration) -> dict[str, Any]:
     return {
         "id": integration.pk,
         "lane": integration.lane.slug,
+        "repository": integration.repository or None,
         "label": integration.label or None,
         "active": integration.active,
         "delivery_path": DELIVERY_PATH.format(id=integration.pk),
@@ -107,6 +108,11 @@ class TryOut(serializers.Serializer):
 class IntegrationOut(serializers.Serializer):
     id = serializers.IntegerField()
     lane = serializers.CharField()
+    repository = serializers.CharField(
+        allow_null=True,
+        help_text="owner/name: only its deliveries act (null: one made before repositories "
+        "were required, which acts on nothing).",
+    )
     label = serializers.CharField(allow_null=True)
     active = serializers.BooleanField()
     delivery_path = serializers.CharField(help_text="The webhook's payload URL on this server.")
@@ -130,5 +136,5 @@ class DeliveryOut(serializers.Serializer):
         choices=["pong", "created", "existing", "attested", "ignored"]
     )
     work_package = WorkPackageOut(allow_null=True)
-    graded = serializers.IntegerField(help_text="Pieces of evidence graded ci by it.")
+    graded = serializers.IntegerField(help_text="Pieces of evidence regraded by it.")
     duplicate = serializers.BooleanField(help_text="A redelivery: the first's answer.")

@@ -5,6 +5,7 @@ from groundcontrol_client.async_client import AsyncClient
 from groundcontrol_client.async_runtime import AsyncClaimedAttempt, AsyncHand, AsyncHeldLease
 from groundcontrol_client.client import Client, RetryPolicy, __version__, run_plan
 from groundcontrol_client.errors import (
+    AttestOwnEvidence,
     AuthFailed,
     BudgetReached,
     CapabilityMissing,
@@ -71,6 +72,7 @@ __all__ = [
     "AsyncHeldLease",
     "AsyncPoolLease",
     "Attempt",
+    "AttestOwnEvidence",
     "Attestation",
     "AuthFailed",
     "Brief",

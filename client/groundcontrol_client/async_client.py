@@ -13,6 +13,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -413,11 +414,23 @@ class AsyncClient(AsyncFrictionCalls):
         return [GradedEvidence.from_wire(item) for item in data]
 
     async def attest(
-        self, url: str, *, result: str, kind: str | None = None, note: str | None = None
+        self,
+        url: str,
+        *,
+        result: str,
+        kind: str | None = None,
+        note: str | None = None,
+        observed_at: datetime | str | None = None,
     ) -> Attestation:
         """CI's word (scope `attest`): it observed `url` (a commit or pull request) `result`
-        pass or fail. A pass grades the workspace's evidence with that URL `ci`."""
-        body = _drop_none({"url": url, "result": result, "kind": kind, "note": note})
+        pass or fail at `observed_at` (default: now; a URL's attestations are ordered by it).
+        A pass grades one attempt's evidence with that URL `ci` (of the key's lane when the
+        key is lane-limited); never the key's own hand's (`attest_own_evidence`). The same
+        observation again changes nothing (`duplicate`)."""
+        when = observed_at.isoformat() if isinstance(observed_at, datetime) else observed_at
+        body = _drop_none(
+            {"url": url, "result": result, "kind": kind, "note": note, "observed_at": when}
+        )
         return Attestation.from_wire(await self.request("POST", "attestations", json=body))
 
     async def fences_verify(self, fences: Iterable[str]) -> list[FenceAnswer]:

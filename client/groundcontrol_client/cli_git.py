@@ -51,9 +51,19 @@ def cmd_verify(client: Client | None, args: argparse.Namespace) -> int:
 
 def cmd_attest(client: Client | None, args: argparse.Namespace) -> int:
     assert client is not None
-    made = client.attest(args.attested_url, result=args.result, kind=args.kind, note=args.note)
+    made = client.attest(
+        args.attested_url,
+        result=args.result,
+        kind=args.kind,
+        note=args.note,
+        observed_at=args.observed_at,
+    )
     if args.json:
         print(json.dumps(made.raw, indent=2, default=str))
+    elif made.duplicate:
+        print(
+            f"{made.result} for {made.url} was attested already (the same observation): no change"
+        )
     else:
         pieces = "piece" if made.graded == 1 else "pieces"
         print(
@@ -108,4 +118,10 @@ def add_git_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     p.add_argument("--result", required=True, choices=["pass", "fail"], help="what CI saw")
     p.add_argument("--kind", help="what the URL is (commit, pull_request): recorded only")
     p.add_argument("--note", help="e.g. the CI job's link")
+    p.add_argument(
+        "--observed-at",
+        metavar="TIME",
+        help="when CI observed the result (ISO 8601 with offset; default: now): a URL's "
+        "attestations are ordered by it, and the same observation again changes nothing",
+    )
     p.set_defaults(handler=cmd_attest)

@@ -8,7 +8,7 @@ class per code, grouped under the categories a caller branches on:
   (budget_reached). Wait, pick other work, or escalate.
 - `TenureLost`: this tenure is over or not ours (lease_lost, stale_fence, process_mismatch,
   not_holder). Stop working on it.
-- `AuthFailed`: the key is bad or lacks a scope.
+- `AuthFailed`: the key is bad or lacks a scope, or may not do this (attest_own_evidence).
 - `Unavailable`: worth retrying later (429, 502, 503, 504, the server unreachable). This is the
   one definition of transient: the client's own retries (`TRANSIENT_STATUSES`, `is_transient`)
   and the runtime's, up to a tenure's give-up point, both read it from here.
@@ -154,6 +154,13 @@ class EvidenceMissing(GroundControlError):
     code = "evidence_missing"
 
 
+class AttestOwnEvidence(AuthFailed):
+    """The attesting key's own hand submitted evidence with that URL: a hand never grades its
+    own work (give CI a hand and a key of its own)."""
+
+    code = "attest_own_evidence"
+
+
 class RateLimited(Unavailable):
     code = "rate_limited"
 
@@ -224,6 +231,7 @@ ERRORS_BY_CODE: dict[str, type[GroundControlError]] = {
         ProcessMismatch,
         PayloadTooLarge,
         EvidenceMissing,
+        AttestOwnEvidence,
         RateLimited,
         DependencyUnavailable,
     )

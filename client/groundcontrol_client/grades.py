@@ -17,7 +17,9 @@ GRADES = ("hand", "wrapper", "ci")
 
 @dataclass(frozen=True)
 class Attestation:
-    """CI's word on one URL: `result` pass or fail, by `hand` (its key's `key_prefix`), `at`."""
+    """CI's word on one URL: `result` pass or fail, by `hand` (its key's `key_prefix`), as
+    observed at `observed_at` (the order of a URL's attestations), arrived `at`; confined to
+    `lane` (None: the workspace); `backs` the one attempt whose finish it grades ci."""
 
     id: int
     url: str
@@ -28,6 +30,10 @@ class Attestation:
     key_prefix: str
     at: datetime | None
     graded: int | None  # how many pieces of evidence it regraded (in the answer to a POST)
+    observed_at: datetime | None
+    lane: str | None
+    backs: int | None
+    duplicate: bool  # the same observation was recorded already: nothing changed
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -44,6 +50,10 @@ class Attestation:
             key_prefix=str(data.get("key_prefix") or ""),
             at=_time(data.get("at")),
             graded=graded if isinstance(graded, int) else None,
+            observed_at=_time(data.get("observed_at")),
+            lane=str(data["lane"]) if data.get("lane") else None,
+            backs=data["backs"] if isinstance(data.get("backs"), int) else None,
+            duplicate=data.get("duplicate") is True,
             raw=data,
         )
 
@@ -57,7 +67,7 @@ class GradedEvidence:
     note: str
     grade: str  # hand | wrapper | ci
     observed_by: str  # hand | wrapper: what the finish said
-    attestation: Attestation | None  # the URL's latest, pass or fail
+    attestation: Attestation | None  # what decided the grade: its pass, else the latest fail
     at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 

@@ -106,6 +106,7 @@ class GitHubIntegration:
 
     id: int
     lane: str
+    repository: str | None  # owner/name: only its deliveries act (None: one that acts on nothing)
     label: str | None  # only issues with this label become packages
     active: bool
     delivery_path: str
@@ -120,6 +121,7 @@ class GitHubIntegration:
         return cls(
             id=_int(data, "id"),
             lane=str(data["lane"]),
+            repository=str(data["repository"]) if data.get("repository") else None,
             label=str(data["label"]) if data.get("label") else None,
             active=_bool(data, "active"),
             delivery_path=str(data["delivery_path"]),
@@ -160,4 +162,8 @@ def describe_schedule(schedule: Schedule, latest: ScheduleTry | None = None) -> 
 def describe_integration(integration: GitHubIntegration) -> str:
     label = f", issues labelled {integration.label}" if integration.label else ""
     state = "" if integration.active else " (off)"
-    return f"GitHub integration {integration.id}: {integration.delivery_path}{label}{state}"
+    repository = integration.repository or "no repository"
+    return (
+        f"GitHub integration {integration.id} ({repository}): "
+        f"{integration.delivery_path}{label}{state}"
+    )

@@ -3,7 +3,7 @@ record of their tries, and its GitHub integrations. `Client` has them all:
 
     client.schedule_create("rewalk", cron="0 6 * * *", key_pattern="daily-{date}",
                            title_pattern="Rewalk of {date}", runs=[{"title": "Walk"}])
-    issued = client.github_integration_create("rewalk", label="agent")
+    issued = client.github_integration_create("rewalk", repository="acme/app", label="agent")
     issued.secret   # shown in this answer only: set it as the GitHub webhook's secret
 
 The creating calls send an `Idempotency-Key` (a new one per call unless given), so they are
@@ -134,15 +134,22 @@ class SupervisorCalls:
         return [GitHubIntegration.from_wire(item) for item in self._list(path)]
 
     def github_integration_create(
-        self, lane: str, *, label: str | None = None, idempotency_key: str | None = None
+        self,
+        lane: str,
+        *,
+        repository: str,
+        label: str | None = None,
+        idempotency_key: str | None = None,
     ) -> GitHubIntegration:
-        """An integration: its `secret` (this answer only) goes into the GitHub webhook with
-        the server's URL + `delivery_path` as the payload URL. With `label`, only issues that
-        carry it become the lane's work packages."""
+        """An integration of `repository` (`owner/name`: only its deliveries act), made with a
+        key holding `attest` (its secret attests CI's grade): its `secret` (this answer only)
+        goes into the repository's GitHub webhook with the server's URL + `delivery_path` as
+        the payload URL. With `label`, only issues that carry it become the lane's work
+        packages."""
         answer = self.request(
             "POST",
             lane_path(lane, "github-integrations"),
-            json={"label": label},
+            json={"repository": repository, "label": label},
             headers=_idempotency(idempotency_key),
         )
         return GitHubIntegration.from_wire(answer)

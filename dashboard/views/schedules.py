@@ -1,5 +1,6 @@
 """A lane's schedules on its page: create one, switch it off or on, delete it; and its GitHub
-integrations: create one (its secret shown once), delete one."""
+integrations: create one (its secret shown once), delete one; an admin's doing, since its
+secret attests CI's grade."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def schedule_delete(
 
 
 @require_POST
-@dashboard_view(Role.SUPERVISOR)
+@dashboard_view(Role.ADMIN)
 def integration_create(request: HttpRequest, membership: Membership, slug: str) -> HttpResponse:
     lane = lane_get(workspace_id=membership.workspace_id, slug=slug)
     form = IntegrationForm(request.POST)
@@ -81,7 +82,10 @@ def integration_create(request: HttpRequest, membership: Membership, slug: str) 
         return redirect("lane", slug=lane.slug)
     try:
         issued = github.integration_create(
-            lane=lane, label=form.cleaned_data["label"], actor=actor_name(request)
+            lane=lane,
+            repository=form.cleaned_data["repository"],
+            label=form.cleaned_data["label"],
+            actor=actor_name(request),
         )
     except GroundControlError as error:
         show_refusal(request, error)
@@ -103,7 +107,7 @@ def integration_create(request: HttpRequest, membership: Membership, slug: str) 
 
 
 @require_POST
-@dashboard_view(Role.SUPERVISOR)
+@dashboard_view(Role.ADMIN)
 def integration_delete(
     request: HttpRequest, membership: Membership, slug: str, pk: int
 ) -> HttpResponse:

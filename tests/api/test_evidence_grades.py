@@ -229,3 +229,149 @@ def test_nothing_crosses_workspaces(
     # Nor does it count for a finish in another workspace.
     error = error_of(finish(api_a, claim(api_a, graded_run), PR), 422, "evidence_missing")
     assert error["grades_seen"] == {"pull_request": "hand"}
+
+
+# --- Forgery (issue 30, item 1) ---------------------------------------------------------------
+
+
+def test_a_key_with_work_and_attest_never_attests_its_own_evidence(
+    owner: Hand, run: Any, graded_run: Any
+) -> None:
+    both = Api(mint(owner, ["work", "attest"]), owner)
+    assert finish(both, claim(both, run), PR).status_code == 200
+    error = error_of(
+        both.post("/attestations", {"url": PR_URL, "result": "pass"}), 403, "attest_own_evidence"
+    )
+    assert error["url"] == PR_URL
+    assert not Attestation.objects.exists()
+    assert Evidence.objects.get().grade == "hand"
+    assert refusals("attest_own_evidence")[0].hand == owner.name
+
+
+def test_a_hands_own_attestation_posted_first_does_not_grade_its_finish(
+    owner: Hand, graded_run: Any
+) -> None:
+    both = Api(mint(owner, ["work", "attest"]), owner)
+    attest(both)  # no evidence of its own yet: recorded
+    attempt = claim(both, graded_run)
+    error = error_of(finish(both, attempt, PR), 422, "evidence_missing")
+    assert error["grades_seen"] == {"pull_request": "hand"}
+    assert Attestation.objects.get().backs is None
+
+
+def test_a_lane_limited_attest_key_regrades_only_its_lanes_evidence(
+    workspace: Workspace, lane: Any, api_a: Api, make_run: Any
+) -> None:
+    from fleet.services import plan as plan_services
+
+    other, _ = hand_services.lane_create(workspace=workspace, slug="other", name="Other")
+    package, _ = plan_services.work_package_create(lane=other, key="o", title="O")
+    theirs = plan_services.run_create(work_package=package, title="r", slots=1)
+    assert finish(api_a, claim(api_a, make_run(slots=1)), PR).status_code == 200
+    assert finish(api_a, claim(api_a, theirs), PR).status_code == 200
+    ci, _ = hand_services.hand_create(workspace=workspace, name="ci")
+    laned = Api(mint(ci, ["attest"], lane=lane), ci)
+    answer = attest(laned)
+    assert (answer["graded"], answer["lane"]) == (1, "rewalk")
+    grades = dict(Evidence.objects.values_list("attempt__lane__slug", "grade"))
+    assert grades == {"rewalk": "ci", "other": "hand"}
+    # Its fail, likewise, reaches only its lane.
+    attest(ci_of(workspace, "ci-2"), result="pass")
+    assert dict(Evidence.objects.values_list("attempt__lane__slug", "grade"))["other"] == "ci"
+    attest(laned, result="fail")
+    grades = dict(Evidence.objects.values_list("attempt__lane__slug", "grade"))
+    assert grades == {"rewalk": "hand", "other": "ci"}
+
+
+def ci_of(workspace: Workspace, name: str) -> Api:
+    hand, _ = hand_services.hand_create(workspace=workspace, name=name)
+    return Api(mint(hand, ["attest"]), hand)
+
+
+def test_a_pass_observed_before_a_later_fail_never_undoes_it(api_a: Api, ci: Api, run: Any) -> None:
+    assert finish(api_a, claim(api_a, run), PR).status_code == 200
+    attest(ci, result="fail", observed_at="2020-01-01T12:00:00Z")
+    late = attest(ci, result="pass", observed_at="2020-01-01T11:00:00Z")
+    assert late["graded"] == 0
+    stored = Evidence.objects.select_related("attestation").get()
+    assert (stored.grade, stored.attestation.result) == ("hand", "fail")
+    # A pass observed after the fail grades it again.
+    assert attest(ci, result="pass", observed_at="2020-01-01T13:00:00Z")["graded"] == 1
+    assert Evidence.objects.get().grade == "ci"
+
+
+def test_the_same_observation_posted_again_changes_nothing(api_a: Api, ci: Api, run: Any) -> None:
+    assert finish(api_a, claim(api_a, run), PR).status_code == 200
+    body = {"url": PR_URL, "result": "pass", "observed_at": "2020-01-01T11:00:00Z"}
+    first = ci.post("/attestations", body)
+    assert (first.status_code, first.json()["graded"], first.json()["duplicate"]) == (201, 1, False)
+    again = ci.post("/attestations", body)
+    assert again.status_code == 200
+    assert again.json() == {**first.json(), "graded": 0, "duplicate": True}
+    assert Attestation.objects.count() == 1
+    assert Event.objects.filter(kind="attested").count() == 1
+
+
+def test_an_observation_in_the_future_is_refused(ci: Api) -> None:
+    body = {"url": PR_URL, "result": "pass", "observed_at": "2999-01-01T00:00:00Z"}
+    assert (
+        "observed_at" in error_of(ci.post("/attestations", body), 400, "validation_error")["fields"]
+    )
+    assert not Attestation.objects.exists()
+
+
+def test_one_attestation_backs_the_finish_of_one_attempt(
+    api_a: Api, api_b: Api, ci: Api, make_run: Any
+) -> None:
+    made = attest(ci)
+    first = finish(api_a, claim(api_a, make_run(evidence_grades={"pull_request": "ci"})), PR)
+    assert first.status_code == 200, first.content
+    assert first.json()["evidence"][0]["attestation"]["backs"] == first.json()["id"]
+    second = claim(api_b, make_run(evidence_grades={"pull_request": "ci"}))
+    error = error_of(finish(api_b, second, PR), 422, "evidence_missing")
+    assert error["backing_other_attempts"] == [PR_URL]
+    assert "each attempt needs an attestation of its own" in error["message"]
+    # Its own attestation then grades it.
+    assert attest(ci)["id"] != made["id"]
+    done = finish(api_b, second, PR)
+    assert done.status_code == 200, done.content
+    backs = sorted(Attestation.objects.values_list("backs_id", flat=True))
+    assert backs == sorted([first.json()["id"], second["id"]])
+
+
+# Each case: the attestations in arrival order, (result, observed hour). Evidence finished
+# before all of them (graded by the regrading statements, the rule's SQL form) ends as evidence
+# finished after all of them (graded by `attestation_deciding`, its Python form).
+SEQUENCES = [
+    [("pass", 1)],
+    [("fail", 1)],
+    [("pass", 1), ("fail", 2)],
+    [("fail", 2), ("pass", 1)],
+    [("pass", 3), ("fail", 2)],
+    [("pass", 1), ("fail", 2), ("pass", 3)],
+    [("fail", 1), ("pass", 2)],
+    [("pass", 2), ("pass", 1), ("fail", 3)],
+    [("fail", 3), ("pass", 1), ("pass", 2)],
+    [("pass", 1), ("fail", 1)],
+]
+
+
+@pytest.mark.parametrize("sequence", SEQUENCES)
+def test_a_finish_before_and_a_finish_after_the_attestations_agree(
+    api_a: Api, ci: Api, make_run: Any, sequence: list[tuple[str, int]]
+) -> None:
+    before_url, after_url = PR_URL, "https://github.com/acme/app/pull/70"
+    before = finish(api_a, claim(api_a, make_run(slots=1)), {**PR, "url": before_url})
+    assert before.status_code == 200
+    for url in (before_url, after_url):
+        for result, hour in sequence:
+            attest(ci, url=url, result=result, observed_at=f"2020-01-01T{hour:02d}:00:00Z")
+    after = finish(api_a, claim(api_a, make_run(slots=1)), {**PR, "url": after_url})
+    assert after.status_code == 200
+
+    def outcome(attempt_id: int) -> tuple[str, Any]:
+        stored = Evidence.objects.select_related("attestation").get(attempt_id=attempt_id)
+        at = stored.attestation
+        return stored.grade, at and (at.result, at.observed_at.hour)
+
+    assert outcome(before.json()["id"]) == outcome(after.json()["id"])

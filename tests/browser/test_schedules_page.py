@@ -46,6 +46,7 @@ def test_a_new_github_integrations_secret_is_shown_once(logged_in, lane, artifac
     page.goto("/lanes/rewalk/")
     page.get_by_text("No GitHub integrations in this lane.").wait_for()
     page.get_by_text("New GitHub integration").click()
+    page.get_by_label("Repository").fill("acme/app")
     page.get_by_label("Label").fill("agent")
     page.get_by_role("button", name="Create the integration").click()
     page.get_by_text("Copy the secret now: it is shown only once").wait_for()
@@ -62,6 +63,7 @@ def test_a_new_github_integrations_secret_is_shown_once(logged_in, lane, artifac
     row = page.locator(f'#integrations tr[data-integration="{integration.pk}"]')
     row.wait_for()
     assert "labelled agent" in row.inner_text()
+    assert "acme/app" in row.inner_text()
     assert integration.secret not in page.content()
 
     page.get_by_role("button", name=f"Delete GitHub integration {integration.pk}").click()

@@ -79,6 +79,7 @@ def test_an_integration_has_a_secret_only_when_the_answer_carries_one() -> None:
     listed = {
         "id": 1,
         "lane": "rewalk",
+        "repository": "acme/app",
         "label": None,
         "active": True,
         "delivery_path": "/api/v1/integrations/github/1",
@@ -86,6 +87,8 @@ def test_an_integration_has_a_secret_only_when_the_answer_carries_one() -> None:
         "created_by": "hand-a",
     }
     assert GitHubIntegration.from_wire(listed).secret is None
+    assert GitHubIntegration.from_wire(listed).repository == "acme/app"
+    assert GitHubIntegration.from_wire({**listed, "repository": None}).repository is None
     assert GitHubIntegration.from_wire({**listed, "secret": None}).secret is None
     assert GitHubIntegration.from_wire({**listed, "secret": "ghsec_x"}).secret == "ghsec_x"
     with pytest.raises(MalformedAnswer):

@@ -53,7 +53,8 @@ def _frozen() -> Any:
 
 @pytest.fixture
 def boss(gc: Fleet, owner: Hand, lane: Any) -> Client:
-    client = Client(gc.url, mint(owner, ["plan"]))
+    # `attest` for the GitHub integrations, whose secret attests CI's grade.
+    client = Client(gc.url, mint(owner, ["plan", "attest"]))
     yield client
     client.close()
 
@@ -119,11 +120,13 @@ def test_it_creates_lists_changes_and_deletes_a_schedule(boss: Client) -> None:
         boss.schedule_delete("rewalk", made.id)
 
 
-def losing_client(gc: Fleet, owner: Hand) -> tuple[Client, LosesFirstAnswer]:
+def losing_client(
+    gc: Fleet, owner: Hand, scopes: tuple[str, ...] = ("plan",)
+) -> tuple[Client, LosesFirstAnswer]:
     transport = LosesFirstAnswer()
     client = Client(
         gc.url,
-        mint(owner, ["plan"]),
+        mint(owner, list(scopes)),
         transport=transport,
         retry=RetryPolicy(retries=2),
         sleep=lambda _: None,
@@ -151,8 +154,9 @@ def test_a_create_whose_answer_was_lost_is_retried_with_the_same_key_and_makes_o
 def test_an_integration_whose_answer_was_lost_is_made_once_and_its_replay_has_no_secret(
     gc: Fleet, owner: Hand, lane: Any
 ) -> None:
-    client, transport = losing_client(gc, owner)
-    issued = client.github_integration_create("rewalk", label="agent")
+    # An integration's secret attests: making one takes `attest`.
+    client, transport = losing_client(gc, owner, ("plan", "attest"))
+    issued = client.github_integration_create("rewalk", repository="acme/app", label="agent")
     assert len(transport.posts) == 2
     assert IntegrationRecord.objects.get().pk == issued.id
     # The secret was in the lost answer only: the way on is to delete it and make another.
@@ -203,20 +207,25 @@ def test_the_tries_are_the_beat_jobs_newest_first(boss: Client) -> None:
 
 
 def test_an_integrations_secret_is_in_the_first_answer_only(boss: Client) -> None:
-    issued = boss.github_integration_create("rewalk", label="agent", idempotency_key="gh-1")
+    issued = boss.github_integration_create(
+        "rewalk", repository="acme/app", label="agent", idempotency_key="gh-1"
+    )
     assert isinstance(issued, GitHubIntegration)
     record = IntegrationRecord.objects.get()
     assert issued.secret == record.secret and issued.secret.startswith("ghsec_")
-    assert (issued.label, issued.delivery_path) == (
+    assert (issued.repository, issued.label, issued.delivery_path) == (
+        "acme/app",
         "agent",
         f"/api/v1/integrations/github/{record.pk}",
     )
-    replayed = boss.github_integration_create("rewalk", label="agent", idempotency_key="gh-1")
+    replayed = boss.github_integration_create(
+        "rewalk", repository="acme/app", label="agent", idempotency_key="gh-1"
+    )
     assert (replayed.id, replayed.secret) == (issued.id, None)
 
     (listed,) = boss.github_integrations("rewalk")
     assert (listed.id, listed.secret, listed.active) == (issued.id, None, True)
-    unlabelled = boss.github_integration_create("rewalk")
+    unlabelled = boss.github_integration_create("rewalk", repository="acme/app")
     assert unlabelled.label is None and unlabelled.secret
 
     boss.github_integration_delete("rewalk", issued.id)
@@ -238,5 +247,5 @@ def test_a_hands_key_and_another_workspaces_lane_are_refused(
     with pytest.raises(NotFound):
         boss.schedule_create("theirs", **DAILY)
     with pytest.raises(NotFound):
-        boss.github_integration_create("theirs")
+        boss.github_integration_create("theirs", repository="acme/app")
     assert not ScheduleRecord.objects.exists() and not IntegrationRecord.objects.exists()

@@ -144,7 +144,9 @@ ISSUE = json.loads((ROOT / "tests" / "fixtures" / "github" / "issues-opened.json
 
 
 def test_one_delivery_and_its_redeliveries_at_once_make_one_package(lane) -> None:
-    integration = github.integration_create(lane=lane, actor="boss").integration
+    integration = github.integration_create(
+        lane=lane, repository="Codertocat/Hello-World", actor="boss"
+    ).integration
     answers: list[github.DeliveryAnswer] = []
 
     def receive(delivery: str) -> None:

@@ -56,7 +56,7 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         at=db_now(),
         outcome="created",
     )
-    integration = github.integration_create(lane=lane, actor="t").integration
+    integration = github.integration_create(lane=lane, repository="acme/app", actor="t").integration
     for days in AGES:
         delivery = GitHubDelivery.objects.create(
             workspace_id=lane.workspace_id,

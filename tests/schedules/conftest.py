@@ -1,3 +1,17 @@
-"""The API's callers (tests/api/conftest.py) for the schedules' tests."""
+"""The API's callers (tests/api/conftest.py) for the schedules' tests, and a GitHub integration
+of the fixtures' repository in the lane `rewalk`."""
 
-from tests.api.conftest import anonymous, api_outsider, boss  # noqa: F401
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import Api, anonymous, api_a, api_b, api_outsider, boss  # noqa: F401
+
+REPOSITORY = "Codertocat/Hello-World"  # tests/fixtures/github's repository.full_name
+
+
+@pytest.fixture
+def integration(boss: Api, lane) -> dict[str, Any]:  # noqa: ANN001, F811
+    response = boss.post("/lanes/rewalk/github-integrations", {"repository": REPOSITORY})
+    assert response.status_code == 201, response.content
+    return response.json()

@@ -21,6 +21,7 @@ from hands import services as hand_services
 from leases.models import Event
 from schedules.models import GitHubDelivery, GitHubIntegration
 from tests.api.conftest import API, Api, error_of
+from tests.schedules.conftest import REPOSITORY
 
 pytestmark = pytest.mark.django_db
 
@@ -42,13 +43,6 @@ def merged(raw: bytes = PR_CLOSED) -> bytes:
 
 def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-@pytest.fixture
-def integration(boss: Api, lane) -> dict[str, Any]:
-    response = boss.post("/lanes/rewalk/github-integrations", {})
-    assert response.status_code == 201, response.content
-    return response.json()
 
 
 def deliver(
@@ -125,7 +119,9 @@ def test_another_delivery_of_the_same_issue_finds_its_package(anonymous: Api, in
 
 
 def test_with_a_label_only_labelled_issues_count(boss: Api, anonymous: Api, lane) -> None:
-    integration = boss.post("/lanes/rewalk/github-integrations", {"label": "agents"}).json()
+    integration = boss.post(
+        "/lanes/rewalk/github-integrations", {"repository": REPOSITORY, "label": "agents"}
+    ).json()
     # The documented issue carries "bug", not "agents".
     ignored = deliver(anonymous, integration, ISSUE_OPENED, event="issues")
     assert (ignored.status_code, ignored.json()["outcome"]) == (202, "ignored")
@@ -300,8 +296,9 @@ def test_nothing_crosses_workspaces(
 
 def test_a_replayed_integration_create_makes_one_and_shows_no_secret(boss: Api, lane) -> None:
     headers = {"Idempotency-Key": "gh-1"}
-    first = boss.post("/lanes/rewalk/github-integrations", {}, headers=headers)
-    again = boss.post("/lanes/rewalk/github-integrations", {}, headers=headers)
+    body = {"repository": REPOSITORY}
+    first = boss.post("/lanes/rewalk/github-integrations", body, headers=headers)
+    again = boss.post("/lanes/rewalk/github-integrations", body, headers=headers)
     assert first.json()["secret"].startswith("ghsec_")
     assert again.json() == {**first.json(), "secret": None}
     assert GitHubIntegration.objects.count() == 1
