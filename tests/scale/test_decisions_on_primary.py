@@ -197,7 +197,9 @@ def test_the_hot_statements_answered_those_calls(
 
 
 @pytest.fixture
-def lagging(pair: pgservers.Pair, workspace: Workspace, owner: Hand, teammate: Hand) -> Iterator[None]:
+def lagging(
+    pair: pgservers.Pair, workspace: Workspace, owner: Hand, teammate: Hand
+) -> Iterator[None]:
     """The `replica` alias on a replica that holds the workspace and both hands and then stopped
     replaying (`pg_wal_replay_pause()`) while its primary moved on: it lags, within a bound of
     ten minutes, so every read that may go to it does."""
