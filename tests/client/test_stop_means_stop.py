@@ -77,7 +77,8 @@ def test_the_hooks_background_process_ends_once_the_key_is_revoked(
         timeout=30,
     )
     assert done.returncode == 0 and not done.stdout, (done.stdout, done.stderr)
-    pid = int(next((tmp_path / "state").glob("*.pid")).read_text())
+    state = json.loads(next((tmp_path / "state").glob("*.json")).read_text())
+    pid = int(state["keeper"]["pid"])
     revoke(gc.key_a)
     started = time.monotonic()
 

@@ -22,7 +22,9 @@ from tests.reliability.live import Api, WebServer, database_url, server_env
 FLOOD = 60
 
 
-def _flood(url: str, flooder: str, holder: str, elsewhere: str) -> dict[str, Any]:
+def _flood(
+    url: str, flooder: str, holder: str, elsewhere: str, *, sleeping: int
+) -> dict[str, Any]:
     """The flood against a held resource; what every call answered and how fast, and how fast
     another workspace's `GET /me` was answered while the admitted waits slept."""
     with Api(url, holder) as boss, Api(url, elsewhere) as other:
@@ -49,7 +51,14 @@ def _flood(url: str, flooder: str, holder: str, elsewhere: str) -> dict[str, Any
         threads = [threading.Thread(target=call, args=(n,)) for n in range(FLOOD)]
         for thread in threads:
             thread.start()
-        time.sleep(2)  # every call has been answered or is asleep
+        # Every call not admitted to sleep has been answered (60 threads starting on 2 cores
+        # may take longer than any fixed sleep under load), so the rest are asleep.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with lock:
+                if len(answers) >= FLOOD - sleeping:
+                    break
+            time.sleep(0.05)
         me = []
         for _ in range(5):
             started = time.monotonic()
@@ -102,7 +111,7 @@ def test_a_wait_flood_on_the_embedded_default_is_held_off(tmp_path: Path) -> Non
         with Api(server.url, boss) as api:
             api.ok("post", "/hands", {"name": "flood"})
             flooder = api.ok("post", "/hands/flood/keys", {"scopes": ["work", "leases"]})["key"]
-        seen = _flood(server.url, flooder, boss, elsewhere)
+        seen = _flood(server.url, flooder, boss, elsewhere, sleeping=2)
     _assert_held_off(seen, sleeping=2)
 
 
@@ -128,5 +137,5 @@ def test_a_wait_flood_across_web_processes_is_held_off_per_key(
     )
     # Two processes of four threads: each would let two sleep, but the key may have three.
     with WebServer(env=env, log=tmp_path / "server.log", workers=2, threads=4) as server:
-        seen = _flood(server.url, flooder, boss, elsewhere)
+        seen = _flood(server.url, flooder, boss, elsewhere, sleeping=3)
     _assert_held_off(seen, sleeping=3)
