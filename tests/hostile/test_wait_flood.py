@@ -22,9 +22,7 @@ from tests.reliability.live import Api, WebServer, database_url, server_env
 FLOOD = 60
 
 
-def _flood(
-    url: str, flooder: str, holder: str, elsewhere: str, *, sleeping: int
-) -> dict[str, Any]:
+def _flood(url: str, flooder: str, holder: str, elsewhere: str, *, sleeping: int) -> dict[str, Any]:
     """The flood against a held resource; what every call answered and how fast, and how fast
     another workspace's `GET /me` was answered while the admitted waits slept."""
     with Api(url, holder) as boss, Api(url, elsewhere) as other:
