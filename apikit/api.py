@@ -36,6 +36,7 @@ from rest_framework.views import APIView
 from apikit.clients import client_address
 from apikit.context import call_context, current_call, refused
 from apikit.errors import (
+    Busy,
     DependencyUnavailable,
     GroundControlError,
     KeyInvalid,
@@ -47,6 +48,7 @@ from apikit.errors import (
 )
 from apikit.outages import drop_read_only_connections, is_database_outage
 from apikit.ratelimit import unauthenticated_refusal
+from apikit.retries import RETRY_AFTER_S, busy, is_conflict
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +107,11 @@ class RequestIdMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         # Outside DRF views (which answer through `exception_handler`), an unreachable database
         # still answers 503 with the uniform body, never a 500 page.
+        if request.path.startswith(API_PREFIX) and is_conflict(exception):
+            error = busy()
+            response = JsonResponse({"error": _body(error, request)}, status=error.http_status)
+            response["Retry-After"] = str(max(1, math.ceil(RETRY_AFTER_S)))
+            return response
         if request.path.startswith(API_PREFIX) and is_database_outage(exception):
             drop_read_only_connections(exception)
             error = _outage()
@@ -147,6 +154,11 @@ def as_domain_error(exc: Exception) -> GroundControlError | None:
     """The contract's error for `exc`, or None for a bug (answered as internal_error)."""
     if isinstance(exc, GroundControlError):
         return exc
+    if is_conflict(exc):
+        # A deadlock or serialization failure that no service retried (`apikit.retries`): the
+        # transaction was rolled back, so the call may be sent again. Before the outage test:
+        # psycopg's conflict errors are OperationalErrors too.
+        return busy()
     if is_database_outage(exc):
         drop_read_only_connections(exc)
         return _outage()
@@ -190,6 +202,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         error.recorded = True
     refused.send(sender=type(error), error=error)
     response = Response({"error": _body(error, request)}, status=error.http_status)
+    if isinstance(error, Busy):
+        response["Retry-After"] = str(max(1, math.ceil(float(error.fields["retry_after_s"]))))
     if isinstance(error, RateLimited):
         response["Retry-After"] = str(max(1, math.ceil(float(error.fields["retry_after_s"]))))
     if error.http_status == 401:

@@ -79,3 +79,12 @@ class RateLimited(GroundControlError):
 class DependencyUnavailable(GroundControlError):
     code = "dependency_unavailable"
     http_status = 503
+
+
+class Busy(GroundControlError):
+    """PostgreSQL aborted the call's transaction for a deadlock or a serialization failure on
+    every try (`apikit.retries`): nothing was written, and the same call may simply be sent
+    again after `retry_after_s`."""
+
+    code = "busy"
+    http_status = 503

@@ -148,6 +148,7 @@ COMMON_CODES = (
     "key_expired",
     "rate_limited",
     "dependency_unavailable",
+    "busy",
 )
 
 

@@ -34,6 +34,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from apikit.errors import ValidationFailed
+from apikit.retries import retried
 from evidence.errors import AttestOwnEvidence, EvidenceMissing
 from evidence.models import Attestation, AttestationResult, Evidence
 from fleet.models import GRADE_ORDER, Attempt, AttemptEnd, EvidenceGrade, Run
@@ -152,6 +153,7 @@ def validate_evidence(items: object) -> list[dict[str, str]]:
 
 
 @refusals_recorded
+@retried
 def attempt_finish(
     *,
     hand: Hand,

@@ -43,6 +43,7 @@ from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_rep
 from apikit.errors import GroundControlError, RateLimited
 from apikit.outages import is_database_outage
 from apikit.ratelimit import rate_caller, rate_limit
+from apikit.retries import is_conflict
 from fleet import hot_memory
 from fleet.api.presenters import lease_json, pending_of_leases, renewed_json, report_row_json
 from fleet.hot_values import plain_float, plain_text
@@ -550,6 +551,12 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
             db, statement(prepared.name, now_sql()), params, prelude=call.prelude, many=call.many
         )
     except DatabaseError as error:
+        if is_conflict(error):
+            # Aborted for a deadlock or a serialization failure: rolled back, nothing applied.
+            # The DRF view runs the call again through its service, which retries a conflict a
+            # few times and then answers 503 busy (`apikit.retries`), never a 500.
+            logger.info("a hot statement met a conflict; the DRF view runs the call", exc_info=True)
+            return None
         if is_database_outage(error):
             # The database is out of reach (perhaps after applying the statement) or read-only:
             # answered 503 by the middleware (apikit.api), never tried again by the DRF view.

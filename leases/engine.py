@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
 from leases import names, tree
 from leases.clock import now_sql, parse_timestamp, plus_seconds_sql
@@ -183,6 +183,16 @@ class Guard:
         return {**PARAMETER_CALLER, "caller_guard": f" AND {self.sql}"}
 
 
+# LOCK_ORDER: every statement that locks several `leases_lease` rows, or one row and then
+# another, takes them in ascending id order, after the tree's advisory locks (`tree.lock_tree`)
+# and never before them; a statement that locks one row needs no order. Two transactions then
+# never wait for each other in a cycle (docs/design.md, "Lock order"). Where PostgreSQL aborts
+# one anyway (40P01, 40001), the service runs it again (`apikit.retries`).
+def lock_rows() -> str:
+    """` FOR UPDATE` where rows are locked (PostgreSQL); SQLite runs one writer at a time."""
+    return " FOR UPDATE" if connection.vendor == "postgresql" else ""
+
+
 def _sql(template: str, **caller: str) -> str:
     """Render {now}, {alive}, {free_or_lost} and the caller's slots for the current database."""
     now = now_sql()
@@ -197,6 +207,7 @@ def _sql(template: str, **caller: str) -> str:
         if connection.vendor == "sqlite"
         else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
         renew_deadline=plus_seconds_sql(now, "interval_s"),
+        lock_rows=lock_rows(),
         conflict_free=tree.conflict_free(slots["caller_workspace"], slots["caller_holder"]).replace(
             "{now}", now
         ),
@@ -404,6 +415,11 @@ def take_first_free(
     holds the row for a moment), the statement runs once more with a plain FOR UPDATE, which
     waits for the lock instead of answering no_open_slot for a slot that is open. SQLite runs
     one writer at a time.
+
+    The first pass runs in a savepoint that is rolled back when it takes nothing: a row it met
+    that another claim had changed since the statement's snapshot stays locked by it although it
+    fails the check, and the waiting pass, which starts again from the lowest id, would then
+    wait for lower rows while holding a higher one (LOCK_ORDER). Run inside a transaction.
     """
     if not lease_ids:
         return None
@@ -420,6 +436,8 @@ def take_first_free(
         grace_s=float(grace_s),
     )
     for lock in lock_modes:
+        skipping = lock.endswith("SKIP LOCKED")
+        savepoint = transaction.savepoint() if skipping else None
         taken = one(
             _sql(
                 "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, status = 'held', "
@@ -435,6 +453,11 @@ def take_first_free(
             ),
             {**params, **(guard.params if guard else {})},
         )
+        if savepoint is not None:
+            if taken is None:
+                transaction.savepoint_rollback(savepoint)  # and the locks it took with it
+            else:
+                transaction.savepoint_commit(savepoint)
         if taken is not None:
             return taken
     return None
@@ -458,11 +481,16 @@ def renew(
 
 # Every live resource lease of one holder's process, renewed together (a session that holds a
 # lease per file it edits renews them all in one call). A lost tenure stays lost: `{alive}`.
+# The rows are locked first, in id order, by the sub-select (LOCK_ORDER): a plain UPDATE of
+# several rows locks them in whatever order its plan visits them, and a pool's take, which
+# locks its members in id order, could then wait for this statement while it waits for the take.
 RENEW_ALL = (
     "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
     "noticed_state = 'live' "
-    "WHERE {table}.workspace_id = {caller_workspace} AND holder = {caller_holder} "
-    "AND process_id = %(process_id)s AND kind = 'resource' AND {alive} "
+    "WHERE id IN (SELECT id FROM {table} WHERE {table}.workspace_id = {caller_workspace} "
+    "AND holder = {caller_holder} AND process_id = %(process_id)s AND kind = 'resource' "
+    "AND {alive} ORDER BY id{lock_rows}) "
+    "AND {table}.workspace_id = {caller_workspace} AND {alive} "
     "RETURNING {columns}, {now} AS server_time"
 )
 # The resource leases of that process held on paper but lost (past the deadline, not yet

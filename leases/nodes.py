@@ -107,13 +107,15 @@ def conflicts(
 def expire_tree(*, workspace_id: int, resource: str) -> list[LeaseSnapshot]:
     """Free every lost, unrecorded resource tenure on the line of `resource` (the node, its
     ancestors, its descendants; any holder), so that the acquire about to take it records
-    each end first; the rows as freed."""
+    each end first; the rows as freed. The rows are locked first, in id order (the engine's
+    LOCK_ORDER): the line of a pool's node holds its members, which a take locks in id order."""
     return engine.all_rows(
         engine.render(
             "UPDATE {table} SET status = 'free', noticed_state = 'lost', next_check_at = NULL "
-            "WHERE {table}.workspace_id = %(workspace_id)s "
+            "WHERE id IN (SELECT id FROM {table} WHERE {table}.workspace_id = %(workspace_id)s "
             f"AND id IN ({' UNION ALL '.join(tree.held_on_line('%(workspace_id)s'))}) "
-            "AND status = 'held' AND {free_or_lost} "
+            "AND status = 'held' AND {free_or_lost} ORDER BY id{lock_rows}) "
+            "AND {table}.workspace_id = %(workspace_id)s AND status = 'held' AND {free_or_lost} "
             "RETURNING {columns}, {now} AS server_time"
         ),
         {"workspace_id": workspace_id, **tree.tree_params(resource)},
@@ -163,6 +165,16 @@ def break_(*, workspace_id: int, resource: str) -> Broken | None:
     node's fence + 1 so that each broken holder's every later write is stale. None when nobody
     held it."""
     params = {"workspace_id": workspace_id, "node": names.node_of(resource)}
+    # Every row of the node (its own and each shared tenure's) locked first, in id order, so the
+    # updates below, shared rows before the node's, never lock out of order (LOCK_ORDER).
+    if connection.vendor == "postgresql":
+        engine.all_rows(
+            engine.render(
+                "SELECT {columns}, {now} FROM {table} WHERE workspace_id = %(workspace_id)s "
+                "AND node = %(node)s ORDER BY id FOR UPDATE"
+            ),
+            params,
+        )
     # released_at stays NULL: it marks a release by the holder, which a retried release may
     # repeat; a broken tenure's holder is refused (lease_lost) instead.
     shares = engine.all_rows(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from apikit.errors import GroundControlError, NotFound, ValidationFailed
+from apikit.retries import retried
 from leases import engine, handoffs, names, nodes, queue, tree, verification
 from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
@@ -233,6 +234,7 @@ def refuse_reserved_for_acquire(resource: str) -> None:
 
 
 @refusals_recorded
+@retried
 def lease_acquire(
     *,
     workspace_id: int,
@@ -378,6 +380,7 @@ def record_expiry(lease: LeaseSnapshot) -> None:
 
 
 @refusals_recorded
+@retried
 def lease_renew(
     *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str
 ) -> LeaseSnapshot:
@@ -412,6 +415,7 @@ class RenewedAll:
 
 
 @refusals_recorded
+@retried
 def lease_renew_all(*, workspace_id: int, holder: str, process_id: str) -> RenewedAll:
     """Renew every live resource lease `holder` holds with `process_id`, in one statement (a
     renewal is no event); say which ones it still holds on paper but has lost. A lease broken,
@@ -432,6 +436,7 @@ def lease_renew_all(*, workspace_id: int, holder: str, process_id: str) -> Renew
 
 
 @refusals_recorded
+@retried
 def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) -> LeaseSnapshot:
     """End the tenure; a retried release of the same tenure answers as the first did."""
     validate_resource(resource)
@@ -501,6 +506,7 @@ def lease_check(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapsho
 
 
 @refusals_recorded
+@retried
 def lease_break(
     *,
     workspace_id: int,

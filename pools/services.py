@@ -8,16 +8,24 @@ other. What is the pool's own is the grant:
    process identity (and has not lost it) asking again is renewed and keeps its fence, as a
    second acquire of a resource renews. Another process of the same hand is another tenant and
    takes another member (two workers of one hand each need their own port).
-2. Else the lowest free member, in one conditional statement (`take_member`, modelled on
-   `leases.engine.take_first_free`): the candidate picked with FOR UPDATE SKIP LOCKED on
-   PostgreSQL, so concurrent takers each take a different member instead of queueing on one,
-   and the outer WHERE checking again that it is free; fence + 1 on the database's clock.
+2. Else the lowest free member, in one conditional statement (`take_member`): the outer WHERE
+   checking again that it is free; fence + 1 on the database's clock.
 3. Else, members whose holder is lost but whose end nobody has recorded yet are freed with
    `leases.engine.expire` and their `lease_expired` written (`leases.services.record_expiry`)
    in the same transaction, then the take runs again: every tenure has its end in the log.
 4. Nothing free: `lease_held` naming every member's holder, fence, state and window.
 
 Every grant writes `lease_acquired` (with `pool` and `member`) in its transaction.
+
+Lock order: the transaction first locks every member's row, in id order (`lock_members`), and
+only then runs the steps, so nothing it does afterwards waits for a row lock. The steps lock
+rows in an order of their own (a take, then the expiry of a lower member, then a take again):
+three concurrent takes that each locked some of them met in a cycle, and PostgreSQL aborted one
+with `deadlock detected`. Taking the whole pool's rows first serializes the takes of one pool
+(each is a few statements on four to 256 rows); a member's renewal, release or break, which
+locks its one row, waits for a take or is waited for, never both. Every other statement that
+locks several lease rows takes them in id order too (`leases.engine`'s LOCK_ORDER), and a
+conflict PostgreSQL reports anyway runs the take again (`apikit.retries`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from apikit.errors import NotFound, ScopeDenied, ValidationFailed
+from apikit.retries import retried
 from hands.models import Workspace
 from leases import engine, queue, tree
 from leases.audit import refusals_recorded
@@ -220,11 +229,9 @@ def take_member(
 ) -> LeaseSnapshot | None:
     """Take the lowest free member's lease in one statement: a new tenure, fence + 1.
 
-    On PostgreSQL the candidate is picked FOR UPDATE SKIP LOCKED, so concurrent takers each take
-    a different member; the outer WHERE checks again that it is free. If every free member was
-    locked (another take or a release holds the row for a moment), the statement runs once more
-    with a plain FOR UPDATE, which waits for the lock rather than call a pool with a free member
-    full. SQLite runs one writer at a time. A lost member is not taken here: `expire_lost` frees
+    Run in the transaction that holds the members' locks (`lock_members`): the candidate is
+    the lowest free one as this statement sees it, and the outer WHERE checks again that it is
+    free. A lost member is not taken here: `expire_lost` frees
     it first, so that its end is recorded (`leases.engine.take` says why). Nor is one taken
     while a waiter of the pool that joined the line before `ticket` (every waiter, without one)
     still waits: first come, first served (`leases.queue`)."""
@@ -237,28 +244,37 @@ def take_member(
     ahead = " AND ahead.id < %(ticket)s AND ahead.holder <> {caller_holder}"
     waiting = tree.waiting_on_line("{caller_workspace}", ahead)
     line_clear = "".join(f" AND NOT EXISTS ({select})" for select in waiting)
-    lock_modes = (
-        (" FOR UPDATE SKIP LOCKED", " FOR UPDATE") if connection.vendor == "postgresql" else ("",)
+    sql = engine.render(
+        "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, status = 'held', "
+        "holder = {caller_holder}, process_id = %(process_id)s, "
+        "interval_s = %(interval_s)s, grace_s = %(grace_s)s, renewed_at = {now}, "
+        "deadline = {deadline_from_now}, released_at = NULL, noticed_state = 'live', "
+        "next_check_at = {deadline_from_now} "
+        "WHERE id = (SELECT id FROM {table} WHERE workspace_id = {caller_workspace} "
+        f"AND kind = 'resource' AND {members} AND status = 'free' "
+        "ORDER BY id LIMIT 1) "
+        "AND {table}.workspace_id = {caller_workspace} "
+        f"AND status = 'free'{line_clear}{{caller_guard}} "
+        "RETURNING {columns}, {now} AS server_time",
+        **_caller(guard),
     )
-    for lock in lock_modes:
-        sql = engine.render(
-            "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, status = 'held', "
-            "holder = {caller_holder}, process_id = %(process_id)s, "
-            "interval_s = %(interval_s)s, grace_s = %(grace_s)s, renewed_at = {now}, "
-            "deadline = {deadline_from_now}, released_at = NULL, noticed_state = 'live', "
-            "next_check_at = {deadline_from_now} "
-            "WHERE id = (SELECT id FROM {table} WHERE workspace_id = {caller_workspace} "
-            f"AND kind = 'resource' AND {members} AND status = 'free' "
-            f"ORDER BY id LIMIT 1{lock}) "
-            "AND {table}.workspace_id = {caller_workspace} "
-            f"AND status = 'free'{line_clear}{{caller_guard}} "
-            "RETURNING {columns}, {now} AS server_time",
-            **_caller(guard),
+    return _one(sql, _tenure_params(pool, holder, process_id, interval_s, params, guard))
+
+
+def lock_members(pool: Pool) -> None:
+    """Lock every member's lease row, in id order, for the rest of the transaction (the
+    module's lock order). SQLite runs one writer at a time."""
+    if connection.vendor != "postgresql":
+        return
+    members, params = members_sql(pool)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            engine.render(
+                "SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
+                f"AND kind = 'resource' AND {members} ORDER BY id FOR UPDATE"
+            ),
+            {"workspace_id": pool.workspace_id, **params},
         )
-        taken = _one(sql, _tenure_params(pool, holder, process_id, interval_s, params, guard))
-        if taken is not None:
-            return taken
-    return None
 
 
 def _tenure_params(
@@ -352,6 +368,7 @@ def pool_get(*, workspace_id: int, name: object) -> Pool:
 
 
 @refusals_recorded
+@retried
 def pool_acquire(
     *,
     workspace_id: int,
@@ -373,6 +390,7 @@ def pool_acquire(
     # Between a failed take and the read that explains it a member may free up; try again.
     for _ in range(3):
         with transaction.atomic():
+            lock_members(pool)
             renewed = renew_own_member(guard=guard, **options)
             if renewed is not None:
                 return pool, renewed  # the holder's process asked again: a renewal, no event

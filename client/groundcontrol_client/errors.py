@@ -169,6 +169,13 @@ class DependencyUnavailable(Unavailable):
     code = "dependency_unavailable"
 
 
+class Busy(Unavailable):
+    """The database aborted the call for a conflict with concurrent calls on every try the
+    server made; nothing was written, and the same call may be sent again (`retry_after_s`)."""
+
+    code = "busy"
+
+
 class ConnectionFailed(Unavailable):
     """The server could not be reached (or stopped answering) after every retry."""
 
@@ -234,6 +241,7 @@ ERRORS_BY_CODE: dict[str, type[GroundControlError]] = {
         AttestOwnEvidence,
         RateLimited,
         DependencyUnavailable,
+        Busy,
     )
 }
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from django.db import transaction
 
 from apikit.errors import NotFound, ValidationFailed
+from apikit.retries import retried
 from fleet.errors import CapabilityMissing, NoOpenSlot, RunClosed, SlotTaken
 from fleet.models import Attempt, AttemptEnd, Directive, PlanState, Run, RunState, Slot, SlotState
 from fleet.selectors import (
@@ -26,7 +27,7 @@ from fleet.services.budgets import refuse_over_budget
 from fleet.services.plan import lock_run, mark_run_done_if_finished, slot_resource
 from hands import capabilities as hand_capabilities
 from hands.models import Hand
-from leases import engine, handoffs
+from leases import engine, handoffs, tree
 from leases import services as lease_services
 from leases.audit import record_event, refusals_recorded
 from leases.clock import db_now
@@ -38,6 +39,7 @@ from leases.services import held_error, validate_choice, validate_name, validate
 
 
 @refusals_recorded
+@retried
 def attempt_claim(
     *,
     hand: Hand,
@@ -392,6 +394,7 @@ def attempt_for_ending(
 
 
 @refusals_recorded
+@retried
 def attempt_release(
     *,
     hand: Hand,
@@ -424,6 +427,7 @@ def attempt_release(
 
 
 @refusals_recorded
+@retried
 def lease_break(
     *,
     workspace_id: int,
@@ -440,6 +444,11 @@ def lease_break(
     so no other holder can take it between the check and the break."""
     reason = validate_reason(reason, required=True)
     with transaction.atomic():
+        # The tree's advisory locks before the row lock the lane check takes, as every grant
+        # and break takes them (the engine's LOCK_ORDER): taken after it, an acquire of the
+        # node holding them and waiting for the row would wait for this break in a cycle.
+        lease_services.validate_stored_resource(resource)
+        tree.lock_tree(workspace_id=workspace_id, resource=resource)
         if lane_id is not None and not _in_lane(workspace_id, resource, lane_id):
             raise NotFound(f"no lease on {resource!r} in this key's lane")
         lease = lease_services.lease_break(

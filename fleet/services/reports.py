@@ -14,6 +14,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from apikit.errors import ValidationFailed
+from apikit.retries import retried
 from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
 from fleet.models import Attempt, Report, ReportKind
 from fleet.selectors import AttemptView, Named, ReportedAttempt
@@ -435,6 +436,7 @@ def _report_renewing(
 
 
 @refusals_recorded
+@retried
 def attempt_report(
     *,
     hand: Hand,

@@ -129,7 +129,9 @@ def test_no_member_is_ever_held_twice_and_fences_only_increase() -> None:
     for thread in threads:
         thread.join(DURATION_S + 30)
     assert history.crashes == []
-    assert len(history.tenures) > 40 and history.denied > 0  # it was contended
+    # Progress, and contention (16 threads on 4 members), never a count of tenures: how many a
+    # run gets is throughput, which a loaded machine lowers.
+    assert history.tenures and history.denied > 0
 
     by_member: dict[str, list[Tenure]] = defaultdict(list)
     for tenure in history.tenures:

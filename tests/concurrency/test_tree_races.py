@@ -152,7 +152,8 @@ def test_the_tree_keeps_its_promises_under_contention(workspace) -> None:  # noq
     assert not crashes, crashes
     check(tenures)
     modes = {t.mode for t in tenures}
-    assert len(tenures) > 50 and modes == {"exclusive", "shared"}, (len(tenures), modes)
+    # Both modes happened; never a count of tenures (throughput, which a loaded machine lowers).
+    assert tenures and modes == {"exclusive", "shared"}, (len(tenures), modes)
 
 
 def test_the_checker_finds_an_overlap() -> None:
