@@ -171,7 +171,8 @@ def _acquire_template() -> str:
         "resource, fence, CAST(%(event_data)s AS jsonb), %(key_prefix)s FROM granted"
     )
     return (
-        f"WITH {_key_cte(Scope.LEASES, grants=True)}, inserted AS ({engine.INSERT}), taken AS ({engine.TAKE}), "
+        f"WITH {_key_cte(Scope.LEASES, grants=True)}, inserted AS ({engine.INSERT}), "
+        f"taken AS ({engine.TAKE}), "
         "granted AS (SELECT * FROM inserted UNION ALL SELECT * FROM taken), "
         f"event AS ({written}) "
         f"SELECT granted.*, {_KEY_COLUMNS} FROM granted, key"
