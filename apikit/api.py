@@ -34,7 +34,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apikit.clients import client_address
-from apikit.context import call_context, current_call, refused
+from apikit.context import CallContext, call_context, current_call, refused
 from apikit.errors import (
     Busy,
     DependencyUnavailable,
@@ -124,9 +124,22 @@ def _outage() -> DependencyUnavailable:
 
 
 def _body(error: GroundControlError, request: HttpRequest | None) -> dict[str, Any]:
+    call = current_call()
     body = error.body()
-    body["request_id"] = getattr(request, "request_id", "") or current_call().request_id
+    body["request_id"] = getattr(request, "request_id", "") or call.request_id
+    caller = caller_of(call)
+    if caller is not None:
+        body["caller"] = caller
     return body
+
+
+def caller_of(call: CallContext) -> dict[str, str] | None:
+    """Who was refused, as every refusal's body names it: the calling key's hand and the key's
+    prefix, once the key's secret matched (None for no key, or an unknown one). A hand may hold
+    several keys; the prefix says which of them acted."""
+    if not call.hand or not call.key_prefix:
+        return None
+    return {"hand": call.hand, "key_prefix": call.key_prefix}
 
 
 # --- The uniform error body ---------------------------------------------------------------------

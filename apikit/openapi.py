@@ -8,10 +8,20 @@ from rest_framework import serializers
 from apikit.errors import GroundControlError
 
 
+class CallerSerializer(serializers.Serializer):
+    hand = serializers.CharField(help_text="The calling key's hand.")
+    key_prefix = serializers.CharField(help_text="The calling key's prefix.")
+
+
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="A stable code from the contract's table.")
     message = serializers.CharField()
     request_id = serializers.CharField(help_text="Also in the X-Request-ID response header.")
+    caller = CallerSerializer(
+        required=False,
+        help_text="Who was refused: the calling key's hand and prefix, on every refusal of a "
+        "call whose key's secret matched (absent for no key or an unknown one).",
+    )
     fields = serializers.DictField(
         required=False, help_text="validation_error: the messages for each invalid field."
     )

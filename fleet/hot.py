@@ -94,14 +94,21 @@ def _key_conditions(scope: Scope) -> str:
     )
 
 
-def _key_cte(scope: Scope) -> str:
+def _key_cte(scope: Scope, *, grants: bool = False) -> str:
     """`key`: the caller's key if it is valid for `scope` now and its hand is in the workspace
-    the call names (one row or none), with the hand's name (a lease's holder)."""
+    the call names (one row or none), with the hand's name (a lease's holder).
+
+    `grants`: the statement grants a tenure taken with this key, so the key's row is read FOR
+    SHARE, as every granting statement reads it (`hands.services.key_guard`): a revocation in
+    flight is waited for and then seen, and one that comes later waits for this grant's commit
+    and ends its tenure (`hands.services.keys_tenures_end`). The CTE is read by several parts of
+    the statement, so PostgreSQL evaluates it once, before any lease row is written."""
     key, hand = HandKey._meta.db_table, Hand._meta.db_table
+    lock = " FOR SHARE OF k" if grants else ""
     return (
         "key AS (SELECT k.id AS key_id, h.name AS key_holder, "
         f"k.last_used_at AS key_used_at FROM {key} k JOIN {hand} h ON h.id = k.hand_id "
-        f"WHERE {_key_conditions(scope)} AND h.workspace_id = %(workspace_id)s)"
+        f"WHERE {_key_conditions(scope)} AND h.workspace_id = %(workspace_id)s{lock})"
     )
 
 
@@ -130,6 +137,7 @@ _KEY_REPORTER = report_services.ReportCaller(
 _KEY_CALLER = {
     "caller_workspace": "%(workspace_id)s",
     "caller_holder": "(SELECT key_holder FROM key)",
+    "caller_key": "(SELECT key_id FROM key)",
     "caller_from": " FROM key",
     "caller_guard": "",  # the key check is the statement's source: no key, no row
 }
@@ -161,10 +169,11 @@ def _acquire_template() -> str:
     # The columns of `leases.audit.EVENT_COLUMNS`, as `lease_services.lease_acquire` fills them.
     written = event_insert_sql(
         f"SELECT workspace_id, '{EventKind.LEASE_ACQUIRED.value}', server_time, holder, holder, "
-        "resource, fence, CAST(%(event_data)s AS jsonb) FROM granted"
+        "resource, fence, CAST(%(event_data)s AS jsonb), %(key_prefix)s FROM granted"
     )
     return (
-        f"WITH {_key_cte(Scope.LEASES)}, inserted AS ({engine.INSERT}), taken AS ({engine.TAKE}), "
+        f"WITH {_key_cte(Scope.LEASES, grants=True)}, inserted AS ({engine.INSERT}), "
+        f"taken AS ({engine.TAKE}), "
         "granted AS (SELECT * FROM inserted UNION ALL SELECT * FROM taken), "
         f"event AS ({written}) "
         f"SELECT granted.*, {_KEY_COLUMNS} FROM granted, key"

@@ -505,7 +505,8 @@ class KeyRevokeResult(JobResult):
 
 def _revoke(condition: str, reason_sql: str, batch: int) -> int:
     """Revoke up to `batch` live keys matching `condition` (SQL on alias k), with events, and
-    every key they issued (`hands.services.keys_issued_revoke`)."""
+    every key they issued (`hands.services.keys_issued_revoke`), and end every tenure taken with
+    any of them (`hands.services.keys_tenures_end`)."""
     now = now_sql()
     with transaction.atomic():
         rows = _rows(
@@ -537,9 +538,12 @@ def _revoke(condition: str, reason_sql: str, batch: int) -> int:
                 for prefix, hand_id, reason, at, _ in rows
             ]
         )
-        hand_services.keys_issued_revoke(
-            roots=[row[4] for row in rows], actor=SYSTEM_ACTOR, at=parse_timestamp(rows[0][3])
+        roots = [row[4] for row in rows]
+        issued = hand_services.keys_issued_revoke(
+            roots=roots, actor=SYSTEM_ACTOR, at=parse_timestamp(rows[0][3])
         )
+        # Every tenure taken with a key revoked here ends with it, in this transaction.
+        hand_services.keys_tenures_end(key_ids=[*roots, *issued], actor=SYSTEM_ACTOR)
     return len(rows)
 
 

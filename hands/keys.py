@@ -118,6 +118,22 @@ def authority_refusal(
     return None
 
 
+def other_hand_refusal(
+    *, issuer_scopes: list[str], issuer_hand_id: int, hand_id: int, hand_name: str
+) -> ScopeDenied | None:
+    """No key acts as another hand: a key mints keys for a hand other than its own only with
+    the `supervise` scope (and then only within `authority_refusal`). Without this, a key with
+    `hands` could mint itself a key for the supervisor's hand, or for any hand in a lane, and
+    act as that hand on its leases and attempts."""
+    if hand_id != issuer_hand_id and "supervise" not in issuer_scopes:
+        return ScopeDenied(
+            f"this key can mint keys only for its own hand; a key for hand {hand_name!r} "
+            "needs the 'supervise' scope",
+            required_scope="supervise",
+        )
+    return None
+
+
 def expired_sql(alias: str, now: str) -> str:
     return f"{alias}.expires_at IS NOT NULL AND {alias}.expires_at <= {now}"
 

@@ -28,6 +28,7 @@ from leases.audit import event, record_event, record_events, refusals_recorded
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp
 from leases.models import EventKind, Lease
 from leases.services import (
+    key_tenures_end,
     validate_choice,
     validate_interval,
     validate_name,
@@ -282,7 +283,8 @@ def key_revoke(
     by: HandKey | None = None,
 ) -> HandKey:
     """Revoke now, with every key it issued (and theirs); the very next call of each is refused
-    (nothing caches a key's validity).
+    (nothing caches a key's validity), and every tenure taken with any of them ends in the same
+    transaction (`keys_tenures_end`).
 
     A lane-limited caller (`lane_id`) reaches only keys limited to its own lane; any other key is
     not found, as objects outside its lane are everywhere. A key (`by`) revokes only keys it
@@ -318,17 +320,20 @@ def key_revoke(
                 hand=key.hand.name,
                 data={"prefix": prefix, "reason": reason},
             )
-        keys_issued_revoke(roots=[key.pk], actor=actor, at=now)
+        issued = keys_issued_revoke(roots=[key.pk], actor=actor, at=now)
+        # The root too when it was revoked before: ending its tenures again ends nothing.
+        keys_tenures_end(key_ids=[key.pk, *issued], actor=actor)
     key.refresh_from_db()
     return key
 
 
-def keys_issued_revoke(*, roots: list[int], actor: str, at: datetime) -> int:
+def keys_issued_revoke(*, roots: list[int], actor: str, at: datetime) -> list[int]:
     """Revoke every live key issued, directly or through others, by the keys `roots`, each with
     its event and the reason naming the revoked issuer; one statement for the whole tree.
-    Called in the transaction that revoked the roots (by a caller, or by the revoking job)."""
+    Called in the transaction that revoked the roots (by a caller, or by the revoking job).
+    Returns the ids of the keys it revoked, whose tenures the caller ends (`keys_tenures_end`)."""
     if not roots:
-        return 0
+        return []
     table = HandKey._meta.db_table
     ids = ", ".join(str(int(pk)) for pk in roots)
     reason = (
@@ -341,16 +346,16 @@ def keys_issued_revoke(*, roots: list[int], actor: str, at: datetime) -> int:
             f"UNION SELECT k.id FROM {table} k JOIN tree ON k.issued_by_id = tree.id) "
             f"UPDATE {table} SET revoked_at = %s, revoked_by = %s, revoke_reason = {reason} "
             f"WHERE id IN (SELECT id FROM tree) AND revoked_at IS NULL "
-            "RETURNING prefix, hand_id, revoke_reason",
+            "RETURNING prefix, hand_id, revoke_reason, id",
             [at, actor],
         )
         revoked = cursor.fetchall()
     if not revoked:
-        return 0
+        return []
     hands = {
         pk: (workspace_id, name)
         for pk, workspace_id, name in Hand.objects.filter(
-            pk__in={hand_id for _, hand_id, _ in revoked}
+            pk__in={row[1] for row in revoked}
         ).values_list("pk", "workspace_id", "name")
     }
     record_events(
@@ -363,10 +368,20 @@ def keys_issued_revoke(*, roots: list[int], actor: str, at: datetime) -> int:
                 hand=hands[hand_id][1],
                 data={"prefix": prefix, "reason": reason},
             )
-            for prefix, hand_id, reason in revoked
+            for prefix, hand_id, reason, _ in revoked
         ]
     )
-    return len(revoked)
+    return [key_id for *_, key_id in revoked]
+
+
+def keys_tenures_end(*, key_ids: list[int], actor: str) -> int:
+    """End every live tenure (resource and slot leases) taken with one of the keys `key_ids`,
+    revoked in the caller's transaction, each with its event and the reason `key revoked`
+    (`leases.services.key_tenures_end`; the attempts on the slots end with them, in fleet).
+    Every path that revokes keys calls this in its transaction: the API, the dashboard, the
+    admin (`key_revoke`), the revoking job (`fleet.jobs.keys_revoke_due`), and each key's
+    issued subtree (`keys_issued_revoke`)."""
+    return len(key_tenures_end(key_ids=key_ids, actor=actor))
 
 
 # The key's row and what authentication loads with it, in this order (a lane is optional).
@@ -490,10 +505,15 @@ def key_guard(key: HandKey) -> engine.Guard:
             KeyInvalid("unknown key") if current is None else keys.key_refusal_of(current, db_now())
         )
 
+    # FOR SHARE on the key's row: a revocation's UPDATE of it waits for the grant's commit (and
+    # then ends the new tenure, `keys_tenures_end`), and a grant that meets a revocation in
+    # flight waits for it and reads the key as revoked. `key_id`: the tenure records its key.
+    # SQLite runs one writer at a time and needs no lock.
+    lock = " FOR SHARE OF k" if connection.vendor == "postgresql" else ""
     return engine.Guard(
         sql=f"EXISTS (SELECT 1 FROM {table} k WHERE k.id = %(guard_key_id)s "
-        f"AND {keys.usable_sql('k', '{now}')})",
-        params={"guard_key_id": key.pk},
+        f"AND {keys.usable_sql('k', '{now}')}{lock})",
+        params={"guard_key_id": key.pk, "key_id": key.pk},
         explain=explain,
     )
 
@@ -554,14 +574,20 @@ def key_issue_by(
     bound_to: tuple[str, int | None] | None = None,
 ) -> IssuedKey:
     """`key_issue` on behalf of a key: only keys it outranks or equals (`keys.authority_refusal`:
-    its own scopes at most, its own lane when it is lane-limited), for hands in its lane, and
-    never outliving it."""
+    its own scopes at most, its own lane when it is lane-limited), for hands in its lane, for
+    another hand than its own only with `supervise` (`keys.other_hand_refusal`), and never
+    outliving it."""
     refusal = keys.authority_refusal(
         issuer_scopes=issuer.scopes,
         issuer_lane_id=issuer.lane_id,
         scopes=_validate_scopes(scopes),
         lane_id=lane.pk if lane is not None else None,
         acting="issue",
+    ) or keys.other_hand_refusal(
+        issuer_scopes=issuer.scopes,
+        issuer_hand_id=issuer.hand_id,
+        hand_id=hand.pk,
+        hand_name=hand.name,
     )
     if refusal is None and issuer.lane_id is not None and hand.lane_id != issuer.lane_id:
         refusal = ScopeDenied(

@@ -27,7 +27,7 @@ class LeaseAdmin(admin.ModelAdmin):
 
 @admin.register(Event)
 class EventAdmin(admin.ModelAdmin):
-    list_display = ("at", "kind", "workspace_id", "hand", "resource", "fence", "actor")
+    list_display = ("at", "kind", "workspace_id", "hand", "resource", "fence", "actor", "actor_key")
     list_filter = ("kind",)
     search_fields = ("hand", "resource")
     readonly_fields = [f.name for f in Event._meta.fields]

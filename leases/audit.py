@@ -40,7 +40,17 @@ R = TypeVar("R")
 # or, many at once, `record_events`) in the transaction of its transition; a statement that
 # writes its own event (the hot acquire) inserts exactly these columns (`EVENT_COLUMNS`), and
 # `tests/api/test_hot_path.py` compares the two rows.
-EVENT_COLUMNS = ("workspace_id", "kind", "at", "actor", "hand", "resource", "fence", "data")
+EVENT_COLUMNS = (
+    "workspace_id",
+    "kind",
+    "at",
+    "actor",
+    "hand",
+    "resource",
+    "fence",
+    "data",
+    "actor_key",
+)
 # And the attempt an event belongs to, which a statement recording attempts' transitions (the
 # sweep's `late`, `stalled` and `lost`) writes too; `event_select_sql` fills these in this order.
 ATTEMPT_EVENT_COLUMNS = (*EVENT_COLUMNS, "attempt_id")
@@ -51,6 +61,7 @@ _EVENT_DEFAULTS_SQL = {
     "resource": "''",
     "fence": "NULL",
     "data": "CAST('{}' AS jsonb)",
+    "actor_key": "''",
     "attempt_id": "NULL",
 }
 
@@ -66,13 +77,16 @@ def event(
     resource: str = "",
     fence: int | None = None,
     data: dict[str, Any] | None = None,
+    actor_key: str | None = None,
 ) -> Event:
-    """An event, not yet saved."""
+    """An event, not yet saved. `actor_key`: the prefix of the key that acted, by default the
+    call's (`apikit.context`: '' for a person in the dashboard or admin, or a job)."""
     return Event(
         workspace_id=workspace_id,
         kind=kind,
         at=at,
         actor=actor,
+        actor_key=(current_call().key_prefix if actor_key is None else actor_key)[:32],
         hand=hand,
         attempt_id=attempt_id,
         resource=resource,
@@ -99,6 +113,7 @@ def event_payload(event: Event) -> dict[str, Any]:
         "at": event.at.isoformat(),
         "workspace": event.workspace_id,
         "actor": event.actor or None,
+        "actor_key": event.actor_key or None,
         "hand": event.hand or None,
         "attempt": event.attempt_id,
         "resource": event.resource or None,
@@ -139,7 +154,9 @@ def record_refusal(
         with transaction.atomic():
             Refusal.objects.create(
                 workspace_id=workspace_id if workspace_id is not None else call.workspace_id,
-                hand=(hand or call.hand)[:200],
+                # The calling key's hand when there is one: the hand a service acted on (a key
+                # minted for another hand, say) is not who was refused.
+                hand=(call.hand or hand)[:200],
                 key_prefix=call.key_prefix,
                 method=call.method[:10],
                 path=_printable(call.path)[:1024],

@@ -74,7 +74,7 @@ TAKE = (
     "UPDATE {table} SET fence = fence + 1, acquired_at = {now}, "
     "status = 'held', holder = {caller_holder}, process_id = %(process_id)s, "
     "interval_s = %(interval_s)s, grace_s = %(grace_s)s, resource = %(resource)s, "
-    "mode = 'exclusive', "
+    "mode = 'exclusive', key_id = {caller_key}, "
     "renewed_at = {now}, deadline = {deadline_from_now}, released_at = NULL, "
     "noticed_state = 'live', next_check_at = {deadline_from_now}, handoff_open = 0{caller_from} "
     "WHERE workspace_id = {caller_workspace} AND node = %(node)s AND shared_by = '' "
@@ -86,10 +86,10 @@ TAKE = (
 INSERT = (
     "INSERT INTO {table} (workspace_id, resource, kind, status, holder, process_id, fence, "
     "interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, next_check_at, "
-    "mode, shared_by) "
+    "mode, shared_by, key_id) "
     "SELECT {caller_workspace}, %(resource)s, %(kind)s, 'held', {caller_holder}, "
     "%(process_id)s, 1, %(interval_s)s, %(grace_s)s, {now}, {now}, {deadline_from_now}, "
-    "'live', {deadline_from_now}, 'exclusive', ''{caller_from} WHERE {conflict_free}"
+    "'live', {deadline_from_now}, 'exclusive', '', {caller_key}{caller_from} WHERE {conflict_free}"
     "{caller_guard} "
     "ON CONFLICT (workspace_id, node, shared_by) DO NOTHING "
     "RETURNING {columns}, {now} AS server_time"
@@ -157,12 +157,14 @@ class LeaseSnapshot:
 
 
 # Who is asking, in the statements that grant or renew a tenure: by default the parameters
-# `workspace_id` and `holder`. The hot views (fleet/hot.py) render the same statements with
+# `workspace_id`, `holder` and `key_id` (the key a grant is taken with, recorded on the tenure:
+# opaque here, like the holder's name). The hot views (fleet/hot.py) render the same statements with
 # its key check as their source instead (`caller_from` = " FROM key"), so a call is authenticated
 # and applied in one round trip by the very SQL the engine runs.
 PARAMETER_CALLER = {
     "caller_workspace": "%(workspace_id)s",
     "caller_holder": "%(holder)s",
+    "caller_key": "%(key_id)s",
     "caller_from": "",
     "caller_guard": "",
 }
@@ -173,7 +175,8 @@ class Guard:
     """A condition the granting statement itself checks, for a caller that must still be
     entitled at the instant of the grant (a key revoked while its acquire waited is granted
     nothing): SQL over `{now}` and `params`, and `explain`, which says why it failed (the
-    error to raise) or None. The engine knows nothing of what it guards."""
+    error to raise) or None. The engine knows nothing of what it guards. A guard may name the
+    key the grant is taken with (`params["key_id"]`), which the grant records on the tenure."""
 
     sql: str
     params: dict[str, Any]
@@ -181,6 +184,27 @@ class Guard:
 
     def slots(self) -> dict[str, str]:
         return {**PARAMETER_CALLER, "caller_guard": f" AND {self.sql}"}
+
+    @classmethod
+    def all(cls, *guards: Guard | None) -> Guard | None:
+        """Every one of `guards` (None: no condition), as one: the first that explains wins."""
+        given = [guard for guard in guards if guard is not None]
+        if len(given) <= 1:
+            return given[0] if given else None
+
+        def explain() -> Exception | None:
+            for guard in given:
+                error = guard.explain()
+                if error is not None:
+                    return error
+            return None
+
+        params: dict[str, Any] = {}
+        for guard in given:
+            params.update(guard.params)
+        return cls(
+            sql=" AND ".join(f"({guard.sql})" for guard in given), params=params, explain=explain
+        )
 
 
 # LOCK_ORDER: every statement that locks several `leases_lease` rows, or one row and then
@@ -261,6 +285,8 @@ def tenure_params(
         "interval_s": float(interval_s),
         "grace_s": float(grace_s),
         "mode": LeaseMode.EXCLUSIVE.value,
+        # The key a grant is taken with: a guard that names one overrides this (`Guard`).
+        "key_id": None,
         **tree.tree_params(resource),
         **({"ticket": ticket} if ticket is not None else {}),
     }
@@ -434,6 +460,7 @@ def take_first_free(
         process_id=process_id,
         interval_s=float(interval_s),
         grace_s=float(grace_s),
+        key_id=None,
     )
     for lock in lock_modes:
         skipping = lock.endswith("SKIP LOCKED")
@@ -444,7 +471,7 @@ def take_first_free(
                 "holder = %(holder)s, process_id = %(process_id)s, interval_s = %(interval_s)s, "
                 "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
                 "released_at = NULL, noticed_state = 'live', next_check_at = {deadline_from_now}, "
-                "handoff_open = 0 "
+                "handoff_open = 0, key_id = %(key_id)s "
                 "WHERE id = (SELECT id FROM {table} WHERE workspace_id = %(workspace_id)s "
                 f"AND id IN ({placeholders}) AND {{free_or_lost}} ORDER BY id LIMIT 1{lock}) "
                 "AND {table}.workspace_id = %(workspace_id)s AND {free_or_lost}{caller_guard} "
@@ -562,6 +589,27 @@ def release(
             "fence": fence,
             "process_id": process_id,
         },
+    )
+
+
+def end_by_keys(*, key_ids: list[int], kind: str) -> list[LeaseSnapshot]:
+    """End now every live tenure of `kind` taken with one of the keys `key_ids` (revoked in this
+    transaction), in one statement: the resource is free at once; the fence stays where it is
+    (the next grant takes the one after), and `released_at` stays NULL (its holder did not
+    release it). Returns the tenures as they were ended, their holders and fences kept."""
+    if not key_ids:
+        return []
+    placeholders = ", ".join(f"%(key{i})s" for i in range(len(key_ids)))
+    params: dict[str, Any] = {f"key{i}": int(key_id) for i, key_id in enumerate(key_ids)}
+    return all_rows(
+        _sql(
+            "UPDATE {table} SET status = 'free', next_check_at = NULL, noticed_state = 'free', "
+            f"handoff_open = 0, tenure_mean_s = {_tenure_mean_sql()} "
+            f"WHERE key_id IN ({placeholders}) AND status = 'held' AND kind = %(kind)s "
+            "AND {alive} "
+            "RETURNING {columns}, {now} AS server_time"
+        ),
+        {**params, "kind": kind},
     )
 
 

@@ -101,6 +101,11 @@ class Lease(models.Model):
     # renewals stay heap-only updates (RENEWAL_NOTE in leases/engine.py). `db_default`: the
     # engine's raw INSERTs leave it out.
     handoff_open = models.IntegerField(default=0, db_default=0)
+    # The key the current tenure was taken with (a hand's key's id, opaque here like the holder's
+    # name; NULL for a tenure taken without one, and for a row nobody has held). Set by every
+    # statement that grants, so that revoking the key ends the tenures it holds
+    # (`leases.services.key_tenures_end`).
+    key_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -109,6 +114,14 @@ class Lease(models.Model):
             ),
         ]
         indexes = [
+            # A revocation's WHERE: the held tenures taken with the revoked keys. The predicate
+            # names key_id too, so that a renewal's `status = 'held'` alone never implies it
+            # (see lease_due_idx); a renewal leaves key_id alone, so it stays a heap-only update.
+            models.Index(
+                fields=["key_id"],
+                name="lease_held_key_idx",
+                condition=models.Q(status="held", key_id__isnull=False),
+            ),
             # The sweep's WHERE: held leases whose next threshold has passed. The predicate
             # names next_check_at too, so that only a condition on it (the sweep's `<`) implies
             # it: with `status = 'held'` alone, a plan made while the table was small could read
@@ -182,6 +195,9 @@ class Event(models.Model):
     kind = models.CharField(max_length=32, choices=EventKind.choices)
     at = models.DateTimeField(db_default=Now())
     actor = models.CharField(max_length=200, blank=True, default="")
+    # The prefix of the key that acted ('' for a person in the dashboard or admin, or the
+    # system): beside `actor`, so the record says which of a hand's keys made the call.
+    actor_key = models.CharField(max_length=32, blank=True, default="")
     hand = models.CharField(max_length=200, blank=True, default="")
     attempt_id = models.BigIntegerField(null=True, blank=True)
     resource = models.CharField(max_length=512, blank=True, default="")

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.dispatch import Signal
 
 from apikit.errors import GroundControlError, NotFound, ValidationFailed
 from apikit.retries import retried
@@ -377,6 +378,54 @@ def record_expiry(lease: LeaseSnapshot) -> None:
             "grace_s": lease.grace_s,
         },
     )
+
+
+# The reason recorded for every tenure a revocation ends.
+KEY_REVOKED_REASON = "key revoked"
+
+# Sent by `key_tenures_end`, in its transaction, with `tenures` (the slot tenures it ended, as
+# LeaseSnapshots), `actor` and `reason`: the layer above (fleet) ends the attempts on them there.
+# This layer knows nothing of attempts; a receiver must not swallow an error (the transaction
+# rolls back with it).
+slot_tenures_ended = Signal()
+
+
+def key_tenures_end(*, key_ids: list[int], actor: str) -> list[LeaseSnapshot]:
+    """End, now, every live tenure taken with one of `key_ids` (keys revoked in the caller's
+    transaction, whose rows its UPDATE holds): one statement per kind, each tenure with its
+    event and the reason `key revoked`, its handoff requests answered, its waiters woken.
+
+    A grant racing the revocation checks the key in its own statement and locks the key's row
+    while it does (`hands.services.key_guard`, FOR SHARE), which the revocation's UPDATE of that
+    row waits for, or the other way round: either the grant commits first and its tenure is one
+    this statement (a later snapshot) ends, or it waits, sees the key revoked, and grants nothing.
+    """
+    if not key_ids:
+        return []
+    key_ids = sorted(set(key_ids))
+    reason = KEY_REVOKED_REASON
+    resources = engine.end_by_keys(key_ids=key_ids, kind=LeaseKind.RESOURCE)
+    for lease in resources:
+        record_event(
+            workspace_id=lease.workspace_id,
+            kind=EventKind.LEASE_RELEASED,
+            at=lease.server_time,
+            actor=actor,
+            hand=lease.holder,
+            resource=lease.resource,
+            fence=lease.fence,
+            data={"reason": reason},
+        )
+        notify_freed(workspace_id=lease.workspace_id, resource=lease.resource)
+    slots = engine.end_by_keys(key_ids=key_ids, kind=LeaseKind.SLOT)
+    for ended in (resources, slots):
+        if ended:
+            handoffs.handoffs_close(
+                ended, at=ended[0].server_time, actor=actor, ended_by="released"
+            )
+    if slots:
+        slot_tenures_ended.send(sender=None, tenures=slots, actor=actor, reason=reason)
+    return [*resources, *slots]
 
 
 @refusals_recorded

@@ -249,7 +249,7 @@ def take_member(
         "holder = {caller_holder}, process_id = %(process_id)s, "
         "interval_s = %(interval_s)s, grace_s = %(grace_s)s, renewed_at = {now}, "
         "deadline = {deadline_from_now}, released_at = NULL, noticed_state = 'live', "
-        "next_check_at = {deadline_from_now} "
+        "next_check_at = {deadline_from_now}, key_id = {caller_key} "
         "WHERE id = (SELECT id FROM {table} WHERE workspace_id = {caller_workspace} "
         f"AND kind = 'resource' AND {members} AND status = 'free' "
         "ORDER BY id LIMIT 1) "
@@ -291,6 +291,7 @@ def _tenure_params(
         "process_id": process_id,
         "interval_s": float(interval_s),
         "grace_s": 0.0,
+        "key_id": None,  # a key guard names the key the grant is taken with
         **members,
         **(guard.params if guard is not None else {}),
     }

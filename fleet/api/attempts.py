@@ -52,6 +52,7 @@ class ClaimApi(HandAPIView):
             process_id=data["process_id"],
             slot=data.get("slot"),
             lane_id=self.lane_id,
+            key=self.key,
         )
         return Response(attempt_json(view), status=201)
 

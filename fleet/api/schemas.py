@@ -269,6 +269,11 @@ class EventOut(serializers.Serializer):
     kind = serializers.ChoiceField(choices=EventKind.choices)
     at = serializers.DateTimeField()
     actor = serializers.CharField(allow_null=True)
+    actor_key = serializers.CharField(
+        allow_null=True,
+        help_text="The prefix of the key that acted (null: a person in the dashboard or "
+        "admin, or the system)",
+    )
     hand = serializers.CharField(allow_null=True)
     attempt = serializers.IntegerField(allow_null=True)
     resource = serializers.CharField(allow_null=True)

@@ -26,7 +26,8 @@ from fleet.selectors import (
 from fleet.services.budgets import refuse_over_budget
 from fleet.services.plan import lock_run, mark_run_done_if_finished, slot_resource
 from hands import capabilities as hand_capabilities
-from hands.models import Hand
+from hands import services as hand_services
+from hands.models import Hand, HandKey
 from leases import engine, handoffs, tree
 from leases import services as lease_services
 from leases.audit import record_event, refusals_recorded
@@ -47,10 +48,13 @@ def attempt_claim(
     process_id: str,
     slot: int | None = None,
     lane_id: int | None = None,
+    key: HandKey | None = None,
 ) -> AttemptView:
     """Take an open slot (the lowest, or `slot`) of the run: a new tenure of its lease.
 
-    A slot whose holder is lost is open at once; no background job has to notice first.
+    A slot whose holder is lost is open at once; no background job has to notice first. With
+    the caller's `key`, the claim's statement checks that it is still usable and records it on
+    the tenure, whose revocation then ends the attempt (`hands.services.key_guard`).
     """
     validate_name(process_id, field="process_id")
     run = run_get(workspace_id=hand.workspace_id, run_id=run_id, lane_id=lane_id)
@@ -69,7 +73,11 @@ def attempt_claim(
         candidates = [slots[slot][1]]
     else:
         candidates = [lease_id for _, lease_id in slots]
-    guard = capability_guard(hand=hand, run=run)
+    guard = engine.Guard.all(
+        capability_guard(hand=hand, run=run),
+        hand_services.key_guard(key) if key is not None else None,
+    )
+    assert guard is not None
     with transaction.atomic():
         # In the claim's transaction, behind the lane's budget locks: a report reaching the
         # budget meanwhile has either stamped this attempt too or been seen (budgets.py).
@@ -247,6 +255,38 @@ def attempt_mark_lost(*, workspace_id: int, attempt_id: int, at: datetime, reaso
         data={"reason": reason},
     )
     return True
+
+
+def attempts_end_revoked(
+    *, tenures: list[LeaseSnapshot], actor: str, reason: str, **_: object
+) -> int:
+    """End as released the attempts on slot tenures a key's revocation has just ended
+    (`leases.services.key_tenures_end`, whose statement holds their lease rows in this
+    transaction, so no finish or release of theirs can be on its way), each with its `released`
+    event and the reason. Receives `leases.services.slot_tenures_ended`."""
+    ended = 0
+    for lease in tenures:
+        mine = Attempt.objects.filter(
+            workspace_id=lease.workspace_id, lease_id=lease.id, fence=lease.fence, end=None
+        )
+        attempt = mine.select_related("hand").first()
+        if attempt is None or not mine.update(
+            end=AttemptEnd.RELEASED, ended_at=lease.server_time, end_reason=reason
+        ):
+            continue
+        ended += 1
+        record_event(
+            workspace_id=lease.workspace_id,
+            kind=EventKind.RELEASED,
+            at=lease.server_time,
+            actor=actor,
+            hand=attempt.hand.name,
+            attempt_id=attempt.pk,
+            resource=lease.resource,
+            fence=lease.fence,
+            data={"reason": reason},
+        )
+    return ended
 
 
 def attempt_for_hand(*, hand: Hand, attempt_id: int, fence: object, lane_id: int | None) -> Attempt:

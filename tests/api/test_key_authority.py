@@ -43,7 +43,7 @@ def test_a_hands_only_key_cannot_revoke_the_supervisor_key(keeper: Api, boss: Ap
 def test_a_key_mints_and_revokes_only_keys_within_its_own_scopes(keeper: Api, boss: Api) -> None:
     error_of(keeper.post("/hands/boss/keys", {"scopes": ["work"]}), 403, "scope_denied")
     error_of(keeper.post("/hands/boss/keys", {"scopes": ["hands", "plan"]}), 403, "scope_denied")
-    own = keeper.post("/hands/boss/keys", {"scopes": ["hands"]})
+    own = keeper.post("/hands/keeper/keys", {"scopes": ["hands"]})
     assert own.status_code == 201 and own.json()["issued_by"] == prefix(keeper)
     child = own.json()["prefix"]
     assert keeper.post(f"/keys/{child}/revoke", {}).status_code == 200
@@ -53,9 +53,9 @@ def test_a_child_key_never_outlives_its_parent(workspace: Workspace, boss: Api) 
     parent_hand, _ = hand_services.hand_create(workspace=workspace, name="parent")
     parent = Api(mint(parent_hand, ["hands", "work"], expires_in_s=600, revoke_when_done=True))
     parent_key = HandKey.objects.get(prefix=prefix(parent))
-    longer = issue(parent, "boss", expires_in_s=86_400)
-    unset = issue(parent, "boss")
-    shorter = issue(parent, "boss", expires_in_s=60)
+    longer = issue(parent, "parent", expires_in_s=86_400)
+    unset = issue(parent, "parent")
+    shorter = issue(parent, "parent", expires_in_s=60)
     for answer in (longer, unset):
         key = HandKey.objects.get(prefix=answer["prefix"])
         assert key.expires_at == parent_key.expires_at
@@ -69,7 +69,8 @@ def test_revoking_a_key_revokes_every_key_it_issued_with_the_reason(
 ) -> None:
     middle_hand, _ = hand_services.hand_create(workspace=workspace, name="middle")
     leaf_hand, _ = hand_services.hand_create(workspace=workspace, name="leaf")
-    middle = Api(issue(boss, "middle", scopes=["hands", "work"])["key"], middle_hand)
+    # `supervise`: a key mints keys for another hand only with it (test_no_impersonation.py).
+    middle = Api(issue(boss, "middle", scopes=["hands", "work", "supervise"])["key"], middle_hand)
     leaf = Api(issue(middle, "leaf")["key"], leaf_hand)
     sibling = issue(boss, "leaf")  # issued by boss, not by middle: untouched
     assert leaf.get("/me").status_code == 200

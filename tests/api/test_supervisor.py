@@ -240,6 +240,7 @@ def test_it_lists_events_by_kind_and_since(
         "kind": "claimed",
         "at": "2030-01-01T12:00:00Z",
         "actor": "hand-a",
+        "actor_key": api_a.key.split("_")[1],  # the key that acted
         "hand": "hand-a",
         "attempt": attempt["id"],
         "resource": f"run/{run.pk}/slot/0",

@@ -124,8 +124,9 @@ def test_a_key_the_job_revokes_takes_every_key_it_issued_with_it(
     job revokes a revoke-when-done key whose hand's work ended, and the key it minted for a hand
     that never worked goes with it."""
     run = make_run(heartbeat_interval_s=10, grace_s=10, slots=1)
+    # `supervise`: a key mints keys for another hand only with it (test_no_impersonation.py).
     parent = hand_services.key_issue(
-        hand=owner, scopes=["hands", "work"], actor="boss", revoke_when_done=True
+        hand=owner, scopes=["hands", "work", "supervise"], actor="boss", revoke_when_done=True
     ).key
     parent = HandKey.objects.select_related("hand").get(pk=parent.pk)
     child = hand_services.key_issue_by(issuer=parent, hand=teammate, scopes=["work"]).key

@@ -76,6 +76,7 @@ def test_it_delivers_a_signed_event_the_sweep_recorded(
         "at": (frozen_clock + timedelta(seconds=101)).isoformat(),
         "workspace": workspace.pk,
         "actor": "system",
+        "actor_key": None,  # the sweep acts with no key
         "hand": "hand-a",
         "attempt": view.attempt.pk,
         "resource": f"run/{run.pk}/slot/0",
