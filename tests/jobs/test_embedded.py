@@ -103,6 +103,11 @@ def _claim(env: dict[str, str], hand: str, process: str) -> dict[str, int]:
     return json.loads(output.strip().splitlines()[-1])
 
 
+_WORKSPACE_SCRIPT = (
+    "from hands import services as hands\nhands.workspace_get_or_create(name='laptop')\n"
+)
+
+
 def _claim_script(hand: str, process: str) -> str:
     return (
         "import json\n"
@@ -144,7 +149,9 @@ def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> No
         ready = httpx.get(f"{base}/readyz", timeout=5).json()
         assert ready["checks"] == {"database": "ok", "redis": "not configured"}
 
-        claimed = _claim(env, "quiet-hand", "laptop:1")
+        # The webhook is registered before the claim: its run's window is 1 s and its grace 2 s,
+        # so on a loaded machine the attempt could be lost before a later registration.
+        manage(env, "shell", "-v", "0", "-c", _WORKSPACE_SCRIPT)
         manage(
             env,
             "webhook_add",
@@ -157,6 +164,7 @@ def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> No
             "--secret",
             "laptop-secret-0123456789",
         )
+        claimed = _claim(env, "quiet-hand", "laptop:1")
 
         def kinds() -> list[str]:
             with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=20) as db:
