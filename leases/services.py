@@ -7,7 +7,7 @@ in the same transaction, and the precise refusal when the statement matched no r
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -592,12 +592,18 @@ def validate_held(value: object) -> list[tuple[str, int]]:
         )
     held = []
     for item in value:
-        if not isinstance(item, dict):
+        if not isinstance(item, Mapping):
             raise ValidationFailed(
                 "held lists {resource, fence} objects", fields={"held": ["{resource, fence}."]}
             )
-        resource = validate_resource(item.get("resource"), field="resource")
-        held.append((resource, validate_fence(item.get("fence"))))
+        try:
+            resource = validate_resource(item.get("resource"), field="resource")
+            fence = validate_fence(item.get("fence"))
+        except ValidationFailed as refused:
+            raise ValidationFailed(
+                f"held: {refused.message}", fields={"held": [refused.message]}
+            ) from None
+        held.append((resource, fence))
     return held
 
 
@@ -614,12 +620,12 @@ def lease_renew_all(
     workspace_id: int,
     holder: str,
     process_id: str,
-    held: list[tuple[str, int]] | None = None,
+    held: object = None,
 ) -> RenewedAll:
     """Renew every live resource lease `holder` holds with `process_id`, in one statement (a
     renewal is no event); say which ones it still holds on paper but has lost. A lease broken,
     released or taken over is the process's no longer, so it is in neither list, unless the
-    caller names it in `held` (the tenures it believes it holds, as `(resource, fence)`): then
+    caller names it in `held` (the tenures it believes it holds, `{resource, fence}` each): then
     each of those not renewed is in `lost` with its reason (taken over by the hand's other
     process: `lease_lost`)."""
     validate_name(process_id, field="process_id")

@@ -135,7 +135,7 @@ class LeaseRenewAllApi(HandAPIView):
             workspace_id=self.workspace_id,
             holder=self.hand.name,
             process_id=data["process_id"],
-            held=None if held is None else [(i["resource"], i["fence"]) for i in held],
+            held=None if held is None else [dict(item) for item in held],
         )
         return Response(
             {
