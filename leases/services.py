@@ -259,7 +259,7 @@ def taken_over(
     return LeaseLost(
         f"the lease on {lease.resource!r} at fence {fence} is no longer this process's: your own "
         f"hand holds it from another process ({lease.process_id!r}) at fence {lease.fence} "
-        "(taken over)",
+        "(taken over, or taken again after this tenure ended)",
         current_fence=lease.fence,
     )
 
