@@ -105,7 +105,14 @@ class ErrorDetailSerializer(serializers.Serializer):
         "state, expires_in_s}]; pool_exists: the existing pool's member names",
     )
     process_id = serializers.CharField(
-        required=False, help_text="process_mismatch: the identity that holds the attempt"
+        required=False,
+        help_text="process_mismatch: the identity that holds the attempt; lease_held with "
+        "own_hand: the process of the caller's own hand that holds the tenure in the way",
+    )
+    own_hand = serializers.BooleanField(
+        required=False,
+        help_text="lease_held: the tenure in the way is the caller's own hand's, held from "
+        "another process (take it over with take_over: true)",
     )
     end = serializers.CharField(required=False, help_text="lease_lost: how the attempt ended")
     revoked_at = serializers.DateTimeField(required=False, help_text="key_revoked")

@@ -45,7 +45,13 @@ from apikit.outages import is_database_outage
 from apikit.ratelimit import rate_caller, rate_limit
 from apikit.retries import is_conflict
 from fleet import hot_memory
-from fleet.api.presenters import lease_json, pending_of_leases, renewed_json, report_row_json
+from fleet.api.presenters import (
+    lease_json,
+    not_renewed_json,
+    pending_of_leases,
+    renewed_json,
+    report_row_json,
+)
 from fleet.hot_values import plain_float, plain_text
 from fleet.models import ReportKind
 from fleet.services import reports as report_services
@@ -337,6 +343,8 @@ class Acquire(HotCall):
         exclusive = data.get("mode", LeaseMode.EXCLUSIVE.value) == LeaseMode.EXCLUSIVE.value
         if resource is None or ttl_s is None or process_id is None or wait_s is None:
             return None
+        if data.get("take_over", False) is not False:
+            return None  # a take-over (or a body the serializer refuses): the DRF view
         if not exclusive or _reserved(resource):
             return None
         return Prepared(
@@ -374,7 +382,8 @@ def _reserved(resource: str) -> bool:
 
 class RenewAll(HotCall):
     """A process's leases renewed in one call. None renewed and none lost answers nothing here:
-    the DRF view says so (or refuses the key)."""
+    the DRF view says so (or refuses the key); so does a body naming `held`, which the service
+    explains tenure by tenure."""
 
     many = True
 
@@ -392,18 +401,12 @@ class RenewAll(HotCall):
         for row in sorted(rows, key=lambda row: row[_COLUMN["resource"]]):
             lease = engine.snapshot(row[: _LEASE_TIME + 1])
             (renewed if row[_LEASE_TIME + 1] else lost).append(lease)
-        not_renewed = []
-        for lease in lost:
-            # Explained as a renewal of it would be (the DRF view's `lease_renew_all` words).
-            error = lease_services.diagnose(
-                lease, resource=lease.resource, holder=lease.holder, fence=lease.fence
-            )
-            not_renewed.append(
-                {"lease": lease_json(lease), "code": error.code, "message": error.message}
-            )
         return 200, {
             "renewed": renewed_json(renewed, _pending(lease_handoffs_of=renewed)),
-            "not_renewed": not_renewed,
+            # Explained as a renewal of it would be (the DRF view's `lease_renew_all` words).
+            "not_renewed": [
+                not_renewed_json(lease_services.lost_of(lease, lease.holder)) for lease in lost
+            ],
         }
 
 

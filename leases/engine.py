@@ -356,20 +356,53 @@ def renew_holder(
     guard: Guard | None = None,
 ) -> LeaseSnapshot | None:
     """The current holder acquiring again while its tenure is not lost: renew it, keep the fence
-    (the contract: a second acquire by the holder renews), in whichever mode it holds it."""
+    (the contract: a second acquire by the holder renews), in whichever mode it holds it. The
+    holder is the hand's process (DESIGN rule 6): the same hand asking from another process
+    matches nothing here, and is in the way of itself like another hand (`tree.in_the_way`)."""
     return one(
         _sql(
-            "UPDATE {table} SET process_id = %(process_id)s, interval_s = %(interval_s)s, "
+            "UPDATE {table} SET interval_s = %(interval_s)s, "
             "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
             "noticed_state = 'live' "
             "WHERE workspace_id = %(workspace_id)s AND node = %(node)s "
-            "AND holder = %(holder)s AND {alive}{caller_guard} "
+            "AND holder = %(holder)s AND process_id = %(process_id)s AND {alive}{caller_guard} "
             "RETURNING {columns}, {now} AS server_time",
             **(guard.slots() if guard else {}),
         ),
         {
             **tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
             **(guard.params if guard else {}),
+        },
+    )
+
+
+# A take-over (`take_over: true` on acquire): the tenures of the node that the caller's hand holds
+# from another process, alive, end now, so that the grant after it (in the same transaction,
+# under the tree's locks) takes the node at its next fence. `released_at` stays NULL, as a
+# break leaves it: the old process's retried release is refused (lease_lost), never answered as
+# a release of its own. Lost ones are not matched: `expire_tree` records their end first.
+TAKE_OVER = (
+    "UPDATE {table} SET status = 'free', released_at = NULL, next_check_at = NULL, "
+    "noticed_state = 'free', handoff_open = 0 "
+    "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND kind = 'resource' "
+    "AND status = 'held' AND holder = %(holder)s AND process_id <> %(process_id)s AND {alive} "
+    "RETURNING {columns}, {now} AS server_time"
+)
+
+
+def take_over(
+    *, workspace_id: int, resource: str, holder: str, process_id: str
+) -> list[LeaseSnapshot]:
+    """End the tenures of `resource`'s node that `holder` holds from a process other than
+    `process_id` (the rows as they were held, freed); call inside the transaction that holds
+    the tree's locks and grants next."""
+    return all_rows(
+        _sql(TAKE_OVER),
+        {
+            "workspace_id": workspace_id,
+            "node": names.node_of(resource),
+            "holder": holder,
+            "process_id": process_id,
         },
     )
 

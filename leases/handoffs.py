@@ -116,15 +116,20 @@ def tenure_in_the_way(*, workspace_id: int, asker: str, resource: str, mode: str
     """The held tenure that refuses `asker` an acquire of `resource` in `mode` (the one whose
     window ends first, as the denial names it); 409 when the asker holds it itself or nothing
     held is in the way."""
+    # Hand to hand: the asker's own hand's tenures (from any process) are nobody else's to
+    # let go; another process of its own is taken over instead (`take_over` on acquire).
     in_the_way, _ = nodes.conflicts(
-        workspace_id=workspace_id, resource=resource, holder=asker, mode=mode
+        workspace_id=workspace_id, resource=resource, holder=asker, process_id=None, mode=mode
     )
     held = [lease for lease in in_the_way if lease.held]
     if held:
         return held[0]
     own = nodes.tenures(workspace_id=workspace_id, resource=resource)
     if any(lease.holder == asker and lease.held for lease in own):
-        raise HandoffOwnLease(f"you hold {resource!r} yourself: there is nobody to ask")
+        raise HandoffOwnLease(
+            f"you hold {resource!r} yourself: there is nobody to ask (if another process of "
+            "yours holds it, acquire it with take_over: true)"
+        )
     raise HandoffNotNeeded(
         f"nothing held stands in the way of {resource!r}: acquire it", resource=resource
     )

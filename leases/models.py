@@ -172,6 +172,8 @@ class EventKind(models.TextChoices):
     LEASE_RELEASED = "lease_released"
     LEASE_EXPIRED = "lease_expired"
     LEASE_BROKEN = "lease_broken"
+    # Another process of the same hand took the tenure over (`take_over` on acquire).
+    LEASE_TAKEN_OVER = "lease_taken_over"
     RUN_CLOSED = "run_closed"
     RUN_DONE = "run_done"
     SLOT_REOPENED = "slot_reopened"

@@ -78,19 +78,30 @@ def tenures(*, workspace_id: int, resource: str) -> list[LeaseSnapshot]:
 
 
 def conflicts(
-    *, workspace_id: int, resource: str, holder: str, mode: str, limit: int = 5
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    process_id: str | None,
+    mode: str,
+    limit: int = 5,
 ) -> tuple[list[LeaseSnapshot], int]:
-    """The held tenures of other holders that stand in the way of `holder` taking `resource` in
-    `mode` (the condition the granting statements check), soonest to end first, and how many
-    there are in all."""
+    """The held tenures of other holders that stand in the way of `holder`'s process
+    `process_id` taking `resource` in `mode` (the condition the granting statements check; with
+    `process_id` None, of other hands only), soonest to end first, and how many there are in
+    all."""
     params = {
         "workspace_id": workspace_id,
         "holder": holder,
+        "process_id": process_id,
         "mode": mode,
         "limit": limit,
         **tree.tree_params(resource),
     }
-    ids = " UNION ALL ".join(tree.held_on_line("%(workspace_id)s", tree.in_the_way("%(holder)s")))
+    process = None if process_id is None else "%(process_id)s"
+    ids = " UNION ALL ".join(
+        tree.held_on_line("%(workspace_id)s", tree.in_the_way("%(holder)s", process))
+    )
     with connection.cursor() as cursor:
         cursor.execute(
             engine.render(

@@ -111,22 +111,25 @@ def standing(
     workspace_id: int,
     resource: str,
     holder: str,
+    process_id: str,
     mode: str,
     ticket: Ticket | None,
     in_the_way: list[LeaseSnapshot],
     first_free: bool = False,
 ) -> Standing:
-    """Where `holder`'s request for `resource` in `mode` stands, behind the tenures `in_the_way`
-    (`leases.nodes.conflicts`; all of them must end, or only one: `first_free`, a pool's
-    members) and the waiters ahead of `ticket` (all of them, without one)."""
+    """Where the request of `holder`'s process `process_id` for `resource` in `mode` stands,
+    behind the tenures `in_the_way` (`leases.nodes.conflicts`; all of them must end, or only
+    one: `first_free`, a pool's members) and the waiters ahead of `ticket` (all of them, without
+    one)."""
     params = {
         "workspace_id": workspace_id,
         "holder": holder,
+        "process_id": process_id,
         "mode": mode,
         **tree.tree_params(resource),
         "ticket": ticket.id if ticket is not None else tree.NO_TICKET,
     }
-    also = tree.in_the_way("%(holder)s", "ahead.") + " AND ahead.id < %(ticket)s"
+    also = tree.in_the_way("%(holder)s", "%(process_id)s", "ahead.") + " AND ahead.id < %(ticket)s"
     ids = " UNION ".join(tree.waiting_on_line("%(workspace_id)s", also))
     with connection.cursor() as cursor:
         cursor.execute(

@@ -7,7 +7,10 @@ in the same transaction, and the precise refusal when the statement matched no r
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from django.db import transaction
 from django.dispatch import Signal
@@ -119,6 +122,12 @@ def validate_reason(value: object, *, field: str = "reason", required: bool = Fa
     return value
 
 
+def validate_flag(value: object, *, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationFailed(f"{field} must be true or false", fields={field: ["A boolean."]})
+    return value
+
+
 def validate_choice(value: object, *, field: str, choices: list[str]) -> str:
     if value not in choices:
         raise ValidationFailed(
@@ -137,21 +146,41 @@ def validate_interval(value: object, *, field: str, default: int, minimum: int) 
     return int(validate_seconds(value, field=field, minimum=minimum, maximum=MAX_INTERVAL_S))
 
 
-def describe_holder(lease: LeaseSnapshot) -> str:
+# What a hand denied by its own other process can do besides waiting.
+OWN_HAND_ADVICE = (
+    "wait, pick other work, or, if that process is gone or was this one, take it over "
+    "(take_over: true); give each session its own key or process identity"
+)
+
+
+def own_hand(lease: LeaseSnapshot, asker: str | None) -> bool:
+    """The tenure in the way is the asker's own hand's, held from another process."""
+    return asker is not None and lease.holder == asker
+
+
+def describe_holder(lease: LeaseSnapshot, *, asker: str | None = None) -> str:
     """Who holds it and what its numbers mean: `expires_in_s` is only the holder's current
-    renewal window, which a live holder keeps pushing forward."""
+    renewal window, which a live holder keeps pushing forward. Held by the `asker`'s own hand
+    (from another process: its own tenures are never in its way), it says so, and which
+    process."""
     shared = " shared" if lease.mode == LeaseMode.SHARED else ""
-    who = f"{lease.resource} is held{shared} by hand '{lease.holder}' (fence {lease.fence})"
+    advice = "wait, pick other work, or escalate"
+    if own_hand(lease, asker):
+        by = f"your own hand '{lease.holder}' in another process ({lease.process_id!r})"
+        advice = OWN_HAND_ADVICE
+    else:
+        by = f"hand '{lease.holder}'"
+    who = f"{lease.resource} is held{shared} by {by} (fence {lease.fence})"
     window = lease.expires_in_s or 0.0
     lost_in = max(lease_lost_in_s(lease) or 0.0, 0.0)
     if lease.state == LeaseState.LIVE:
         return (
             f"{who}, renewing; its current window ends in {max(window, 0.0):.0f} s "
-            "(it is renewed while the holder works): wait, pick other work, or escalate"
+            f"(it is renewed while the holder works): {advice}"
         )
     return (
         f"{who}, {lease.state}: its renewal was due {max(-window, 0.0):.0f} s ago; it is lost "
-        f"in {lost_in:.0f} s unless it renews: wait, pick other work, or escalate"
+        f"in {lost_in:.0f} s unless it renews: {advice}"
     )
 
 
@@ -167,12 +196,16 @@ def held_error(
     *,
     others: int = 0,
     standing: queue.Standing | None = None,
+    asker: str | None = None,
 ) -> GroundControlError:
     """The denial that says which tenure is in the way, who holds it, its fence, mode, state,
-    and for how long (rule 8), and how many others are in the way too."""
+    and for how long (rule 8), and how many others are in the way too. A tenure of the
+    `asker`'s own hand (another process's) is named so, with `own_hand` and its `process_id`."""
     also = f" (and {others} other lease{'s' if others != 1 else ''} in the way)" if others else ""
+    mine = {"own_hand": True, "process_id": lease.process_id} if own_hand(lease, asker) else {}
     return error(
-        describe_holder(lease) + also,
+        describe_holder(lease, asker=asker) + also,
+        **mine,
         holder=lease.holder,
         fence=lease.fence,
         expires_in_s=lease.expires_in_s,
@@ -211,6 +244,46 @@ def diagnose(
     return LeaseLost(f"the lease on {resource!r} at fence {fence} is no longer valid")
 
 
+def taken_over(
+    lease: LeaseSnapshot, *, holder: str, fence: int, process_id: str | None
+) -> GroundControlError | None:
+    """`lease_lost` when the tenure `fence` of `holder`'s process `process_id` was taken over:
+    `lease` (the node's tenure now) is held by the same hand from another process at a later
+    fence. None otherwise."""
+    if (
+        process_id is None
+        or lease.holder != holder
+        or lease.process_id == process_id
+        or lease.fence <= fence
+        or not lease.held
+    ):
+        return None
+    return LeaseLost(
+        f"the lease on {lease.resource!r} at fence {fence} is no longer this process's: your own "
+        f"hand holds it from another process ({lease.process_id!r}) at fence {lease.fence} "
+        "(taken over, or taken again after this tenure ended)",
+        current_fence=lease.fence,
+    )
+
+
+def renewal_refusal(
+    *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str
+) -> GroundControlError:
+    """Why a renewal of `holder`'s tenure `fence` of `resource` by `process_id` matched no row:
+    taken over by the hand's other process (`lease_lost`), else as `diagnose` says."""
+    for lease in nodes.tenures(workspace_id=workspace_id, resource=resource):
+        taken = taken_over(lease, holder=holder, fence=fence, process_id=process_id)
+        if taken is not None:
+            return taken
+    return diagnose(
+        tenure_or_node(workspace_id=workspace_id, resource=resource, fence=fence),
+        resource=resource,
+        holder=holder,
+        fence=fence,
+        process_id=process_id,
+    )
+
+
 def refuse_slot_resource(resource: str) -> None:
     """A run slot's lease is the fleet's: claimed, renewed and let go through its attempt, never
     through the resource calls (a holder releasing it so would leave the attempt lost with no
@@ -246,17 +319,22 @@ def lease_acquire(
     mode: str = LeaseMode.EXCLUSIVE,
     guard: engine.Guard | None = None,
     ticket: queue.Ticket | None = None,
+    take_over: bool = False,
 ) -> LeaseSnapshot:
     """Take `resource` in `mode` if no other holder's tenure on its line of the tree stands in
     the way, nor a waiter it conflicts with ahead of its `ticket` (fence + 1), or renew the
-    caller's tenure of it. With a `guard` every granting statement also checks it, and a grant
-    it prevented raises what it explains (a key revoked meanwhile: `key_revoked`). A denial says
-    what is in the way and where the request stands in the queue."""
+    caller's tenure of it. The holder is the hand's process: the same hand's tenure from another
+    process is in the way like another hand's, unless `take_over`, which ends that tenure of the
+    node (`lease_taken_over`) in the transaction that grants it anew. With a `guard` every
+    granting statement also checks it, and a grant it prevented raises what it explains (a key
+    revoked meanwhile: `key_revoked`). A denial says what is in the way and where the request
+    stands in the queue."""
     validate_resource(resource)
     refuse_reserved_for_acquire(resource)
     validate_name(process_id, field="process_id")
     mode = validate_choice(mode, field="mode", choices=list(LeaseMode.values))
     ttl_s = validate_seconds(ttl_s, field="ttl_s", minimum=1)
+    take_over = validate_flag(take_over, field="take_over")
     options = {
         "workspace_id": workspace_id,
         "resource": resource,
@@ -275,22 +353,29 @@ def lease_acquire(
             # Every lost tenure on the line ends on record before anything is granted over it.
             for expired in nodes.expire_tree(workspace_id=workspace_id, resource=resource):
                 record_expiry(expired)
-            place = ticket.id if ticket is not None else None
-            if mode == LeaseMode.SHARED:
-                lease = nodes.share(guard=guard, ticket=place, **options)
+            grant = partial(
+                grant_tenure,
+                mode=mode,
+                guard=guard,
+                ticket=ticket.id if ticket is not None else None,
+                options=options,
+            )
+            data: dict[str, object] = {"ttl_s": ttl_s, "process_id": process_id, "mode": str(mode)}
+            if take_over:
+                lease = take_over_and_grant(grant, data, **options)
             else:
-                lease = engine.insert(
-                    kind=LeaseKind.RESOURCE, guard=guard, ticket=place, **options
-                ) or engine.take(guard=guard, ticket=place, **options)
+                lease = grant()
             if lease is not None:
-                return record_grant(
-                    lease, ticket, {"ttl_s": ttl_s, "process_id": process_id, "mode": str(mode)}
-                )
+                return record_grant(lease, ticket, data)
             refusal = guard.explain() if guard is not None else None
             if refusal is not None:
                 raise refusal
         in_the_way, count = nodes.conflicts(
-            workspace_id=workspace_id, resource=resource, holder=holder, mode=mode
+            workspace_id=workspace_id,
+            resource=resource,
+            holder=holder,
+            process_id=process_id,
+            mode=mode,
         )
         if any(not lease.held for lease in in_the_way):
             continue  # lost since the expiry step (or in its way): the next try records its end
@@ -298,17 +383,19 @@ def lease_acquire(
             workspace_id=workspace_id,
             resource=resource,
             holder=holder,
+            process_id=process_id,
             mode=mode,
             ticket=ticket,
             in_the_way=in_the_way,
         )
         if in_the_way:
-            raise held_error(in_the_way[0], others=count - 1, standing=place)
+            raise held_error(in_the_way[0], others=count - 1, standing=place, asker=holder)
         if place.position > 1:
             raise queued_error(
                 workspace_id=workspace_id,
                 resource=resource,
                 holder=holder,
+                process_id=process_id,
                 mode=mode,
                 ticket=ticket,
             )
@@ -316,17 +403,28 @@ def lease_acquire(
 
 
 def queued_error(
-    *, workspace_id: int, resource: str, holder: str, mode: str, ticket: queue.Ticket | None
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    process_id: str,
+    mode: str,
+    ticket: queue.Ticket | None,
 ) -> GroundControlError:
     """The denial of a request that only waiters stand in the way of: where it stands, behind
     the waiters and what they wait for (the tenures an exclusive taker would wait for)."""
     line_waits_for, _ = nodes.conflicts(
-        workspace_id=workspace_id, resource=resource, holder=holder, mode=LeaseMode.EXCLUSIVE
+        workspace_id=workspace_id,
+        resource=resource,
+        holder=holder,
+        process_id=process_id,
+        mode=LeaseMode.EXCLUSIVE,
     )
     place = queue.standing(
         workspace_id=workspace_id,
         resource=resource,
         holder=holder,
+        process_id=process_id,
         mode=mode,
         ticket=ticket,
         in_the_way=line_waits_for,
@@ -340,6 +438,64 @@ def queued_error(
         mode=mode,
         **place.fields(),
     )
+
+
+def grant_tenure(
+    *, mode: str, guard: engine.Guard | None, ticket: int | None, options: dict[str, Any]
+) -> LeaseSnapshot | None:
+    """The granting statement of an acquire in `mode`: a shared tenure, or the node's row
+    inserted or taken; None when something stands in the way."""
+    if mode == LeaseMode.SHARED:
+        return nodes.share(guard=guard, ticket=ticket, **options)
+    return engine.insert(
+        kind=LeaseKind.RESOURCE, guard=guard, ticket=ticket, **options
+    ) or engine.take(guard=guard, ticket=ticket, **options)
+
+
+def take_over_and_grant(
+    grant: Callable[[], LeaseSnapshot | None],
+    data: dict[str, object],
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    process_id: str,
+    **_: object,
+) -> LeaseSnapshot | None:
+    """`take_over: true`: end the tenures of the node that `holder` holds from another process
+    (`engine.take_over`), then `grant()`, which takes the node at its next fence; each ended
+    tenure's `lease_taken_over`, in the same transaction. When the grant is refused all the
+    same (another hand, or a waiter, is in the way too) nothing was taken over: the ended
+    tenures are rolled back with it. Never another hand's: the statement matches only the
+    caller's hand's rows."""
+    savepoint = transaction.savepoint()
+    taken = engine.take_over(
+        workspace_id=workspace_id, resource=resource, holder=holder, process_id=process_id
+    )
+    lease = grant()
+    if lease is None:
+        transaction.savepoint_rollback(savepoint)
+        return None
+    transaction.savepoint_commit(savepoint)
+    for tenure in taken:
+        record_event(
+            workspace_id=workspace_id,
+            kind=EventKind.LEASE_TAKEN_OVER,
+            at=lease.server_time,
+            actor=holder,
+            hand=holder,
+            resource=tenure.resource,
+            fence=lease.fence,
+            data={
+                "taken_fence": tenure.fence,
+                "from_process_id": tenure.process_id,
+                "process_id": process_id,
+                "mode": tenure.mode,
+            },
+        )
+    if taken:
+        data["taken_over"] = [tenure.fence for tenure in taken]
+    return lease
 
 
 def record_grant(
@@ -445,8 +601,8 @@ def lease_renew(
         process_id=process_id,
     )
     if lease is None:
-        raise diagnose(
-            tenure_or_node(workspace_id=workspace_id, resource=resource, fence=fence),
+        raise renewal_refusal(
+            workspace_id=workspace_id,
             resource=resource,
             holder=holder,
             fence=fence,
@@ -455,32 +611,100 @@ def lease_renew(
     return lease
 
 
+# A renew-all's `held`: the tenures the caller believes it holds, at most this many.
+MAX_HELD = 500
+
+
+@dataclass(frozen=True)
+class NotRenewed:
+    """A tenure a renew-all did not renew: `resource` and `fence` name it, `lease` is its row
+    as it stands (or the node's, once it moved on; None when the name was never leased), and
+    `error` says why, in the words a renewal of it would have had."""
+
+    resource: str
+    fence: int
+    lease: LeaseSnapshot | None
+    error: GroundControlError
+
+
 @dataclass(frozen=True)
 class RenewedAll:
     """What one renew-all did: the leases it renewed, and those the process had lost."""
 
     renewed: list[LeaseSnapshot]
-    lost: list[tuple[LeaseSnapshot, GroundControlError]]
+    lost: list[NotRenewed]
+
+
+def validate_held(value: object) -> list[tuple[str, int]]:
+    """A renew-all's `held`: a list of `{resource, fence}` (at most `MAX_HELD`)."""
+    if not isinstance(value, list) or len(value) > MAX_HELD:
+        raise ValidationFailed(
+            f"held must be a list of at most {MAX_HELD} {{resource, fence}}",
+            fields={"held": [f"A list of at most {MAX_HELD} {{resource, fence}}."]},
+        )
+    held = []
+    for item in value:
+        if not isinstance(item, Mapping):
+            raise ValidationFailed(
+                "held lists {resource, fence} objects", fields={"held": ["{resource, fence}."]}
+            )
+        try:
+            resource = validate_resource(item.get("resource"), field="resource")
+            fence = validate_fence(item.get("fence"))
+        except ValidationFailed as refused:
+            raise ValidationFailed(
+                f"held: {refused.message}", fields={"held": [refused.message]}
+            ) from None
+        held.append((resource, fence))
+    return held
+
+
+def lost_of(lease: LeaseSnapshot, holder: str) -> NotRenewed:
+    """A tenure the process holds on paper but has lost, explained as a renewal of it would be
+    (the same words as `lease_renew`'s refusal): the DRF view's and the hot path's one form."""
+    error = diagnose(lease, resource=lease.resource, holder=holder, fence=lease.fence)
+    return NotRenewed(resource=lease.resource, fence=lease.fence, lease=lease, error=error)
 
 
 @refusals_recorded
 @retried
-def lease_renew_all(*, workspace_id: int, holder: str, process_id: str) -> RenewedAll:
+def lease_renew_all(
+    *,
+    workspace_id: int,
+    holder: str,
+    process_id: str,
+    held: object = None,
+) -> RenewedAll:
     """Renew every live resource lease `holder` holds with `process_id`, in one statement (a
     renewal is no event); say which ones it still holds on paper but has lost. A lease broken,
-    released or taken over is the process's no longer, so it is in neither list: the caller
-    compares the answer with the leases it believes it holds."""
+    released or taken over is the process's no longer, so it is in neither list, unless the
+    caller names it in `held` (the tenures it believes it holds, `{resource, fence}` each): then
+    each of those not renewed is in `lost` with its reason (taken over by the hand's other
+    process: `lease_lost`)."""
     validate_name(process_id, field="process_id")
+    held = validate_held(held) if held is not None else []
     scope = {"workspace_id": workspace_id, "holder": holder, "process_id": process_id}
     renewed = engine.renew_all(**scope)
-    # Each explained as a renewal of it would be (the same words as `lease_renew`'s refusal).
-    lost = [
-        (lease, diagnose(lease, resource=lease.resource, holder=holder, fence=lease.fence))
-        for lease in engine.held_lost(**scope)
-    ]
+    lost = [lost_of(lease, holder) for lease in engine.held_lost(**scope)]
+    answered = {(names.node_of(lease.resource), lease.fence) for lease in renewed} | {
+        (names.node_of(item.resource), item.fence) for item in lost
+    }
+    for resource, fence in dict.fromkeys(held):
+        if (names.node_of(resource), fence) in answered:
+            continue
+        answered.add((names.node_of(resource), fence))
+        now = tenure_or_node(workspace_id=workspace_id, resource=resource, fence=fence)
+        error = renewal_refusal(
+            workspace_id=workspace_id,
+            resource=resource,
+            holder=holder,
+            fence=fence,
+            process_id=process_id,
+        )
+        lost.append(NotRenewed(resource=resource, fence=fence, lease=now, error=error))
     return RenewedAll(
         renewed=sorted(renewed, key=lambda lease: lease.resource),
-        lost=sorted(lost, key=lambda pair: pair[0].resource),
+        lost=sorted(lost, key=lambda item: (item.resource, item.fence)),
     )
 
 

@@ -42,15 +42,30 @@ def held_on_line(workspace: str, also: str = "") -> list[str]:
     ]
 
 
-def in_the_way(holder: str, alias: str = "other.") -> str:
-    """SQL on the row at `alias`: another holder's, which a grant in mode `%(mode)s` conflicts
-    with (an exclusive grant with any tenure, a shared one with exclusive ones); or the caller's
-    own on the very node, which it renews rather than hold a second tenure of (a hand's own
-    leases never conflict, but it holds one tenure per node)."""
+def mine(holder: str, process: str | None, alias: str = "other.") -> str:
+    """SQL on the row at `alias`: the caller's own tenure (or place in line). A tenure is held by
+    a process identity (DESIGN rule 6): the caller's own is its hand's, from its process; the
+    same hand from another process is another holder. `process` None: any process of the hand
+    (a handoff is asked hand to hand)."""
+    if process is None:
+        return f"{alias}holder = {holder}"
+    # CAST: one parameter has one type in a statement, and the statements that write it into
+    # `process_id` read it as varchar (a bare comparison would read it as text).
+    return f"({alias}holder = {holder} AND {alias}process_id = CAST({process} AS varchar))"
+
+
+def in_the_way(holder: str, process: str | None, alias: str = "other.") -> str:
+    """SQL on the row at `alias`: another holder's (another hand's, or the caller's hand's from
+    another process: `mine`), which a grant in mode `%(mode)s` conflicts with (an exclusive
+    grant with any tenure, a shared one with exclusive ones); or the caller's own on the very
+    node, which it renews rather than hold a second tenure of (its own leases never conflict,
+    but it holds one tenure per node); or its hand's on the very node from another process (a
+    hand has one row per node: the other process must let it go, or be taken over)."""
     return (
-        f" AND ({alias}holder <> {holder} OR {alias}node = %(node)s) "
+        f" AND (NOT {mine(holder, process, alias)} OR {alias}node = %(node)s) "
         f"AND (%(mode)s = '{LeaseMode.EXCLUSIVE.value}' "
-        f"OR {alias}mode = '{LeaseMode.EXCLUSIVE.value}' OR {alias}holder = {holder})"
+        f"OR {alias}mode = '{LeaseMode.EXCLUSIVE.value}' "
+        f"OR ({alias}holder = {holder} AND {alias}node = %(node)s))"
     )
 
 
@@ -64,15 +79,16 @@ def waiting_on_line(workspace: str, also: str = "") -> list[str]:
     ]
 
 
-def conflict_free(workspace: str, holder: str) -> str:
-    """SQL: no other holder's tenure on the node's line stands in the way of a grant, and no
-    conflicting waiter on it is ahead of the caller's place in the queue (`%(ticket)s`, its
-    waiter's id; `NO_TICKET` for a call that has not joined: every waiter is ahead of it)."""
-    ahead = in_the_way(holder, "ahead.") + " AND ahead.id < %(ticket)s"
+def conflict_free(workspace: str, holder: str, process: str = "%(process_id)s") -> str:
+    """SQL: no other holder's tenure on the node's line stands in the way of a grant by
+    `holder`'s process `process`, and no conflicting waiter on it is ahead of the caller's place
+    in the queue (`%(ticket)s`, its waiter's id; `NO_TICKET` for a call that has not joined:
+    every waiter is ahead of it)."""
+    ahead = in_the_way(holder, process, "ahead.") + " AND ahead.id < %(ticket)s"
     return " AND ".join(
         f"NOT EXISTS ({select})"
         for select in (
-            *held_on_line(workspace, in_the_way(holder)),
+            *held_on_line(workspace, in_the_way(holder, process)),
             *waiting_on_line(workspace, ahead),
         )
     )

@@ -162,8 +162,10 @@ def lease_acquire_waiting(
     mode: str = "exclusive",
     guard: Guard | None = None,
     permit: Callable[[], AbstractContextManager[object]] | None = None,
+    take_over: bool = False,
 ) -> LeaseSnapshot:
-    """`lease_acquire`, trying again until granted or `wait_s` (0 to 60) has passed. `guard`
+    """`lease_acquire` (and its `take_over`), trying again until granted or `wait_s` (0 to 60)
+    has passed. `guard`
     (the caller's key, say) is checked by every try's granting statement: whatever happened to
     the caller while it waited, the grant is judged at the instant it is made. A call that must
     wait first enters `permit()` (which may refuse it: fleet/waits.py), and holds it until it
@@ -181,6 +183,7 @@ def lease_acquire_waiting(
         "ttl_s": ttl_s,
         "mode": mode,
         "guard": guard,
+        "take_over": take_over,
     }
     return wait_in_line(
         lambda ticket: acquire(**options, ticket=ticket),

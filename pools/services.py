@@ -241,7 +241,12 @@ def take_member(
         **tree.tree_params(pool_node(pool.name)),
         "ticket": ticket.id if ticket is not None else tree.NO_TICKET,
     }
-    ahead = " AND ahead.id < %(ticket)s AND ahead.holder <> {caller_holder}"
+    # A waiter of the caller's own process is not ahead of it; another process's of its hand is
+    # (a tenure is held by a process identity: `tree.mine`).
+    ahead = (
+        " AND ahead.id < %(ticket)s "
+        f"AND NOT {tree.mine('{caller_holder}', '%(process_id)s', 'ahead.')}"
+    )
     waiting = tree.waiting_on_line("{caller_workspace}", ahead)
     line_clear = "".join(f" AND NOT EXISTS ({select})" for select in waiting)
     sql = engine.render(
@@ -416,6 +421,7 @@ def pool_acquire(
             workspace_id=workspace_id,
             resource=pool_node(pool.name),
             holder=holder,
+            process_id=process_id,
             mode="exclusive",
             ticket=ticket,
             in_the_way=held,

@@ -34,6 +34,7 @@ from groundcontrol_client.client import (
     _retry_hint,
     denial_key,
     pool_path,
+    renew_all_body,
     retryable_answer,
     run_plan,
 )
@@ -329,7 +330,9 @@ class AsyncClient(AsyncFrictionCalls):
         process_id: str,
         wait_s: float | None = None,
         mode: str | None = None,
+        take_over: bool = False,
     ) -> Lease:
+        """As `Client.lease_acquire`."""
         body = _drop_none(
             {
                 "resource": resource,
@@ -337,6 +340,7 @@ class AsyncClient(AsyncFrictionCalls):
                 "process_id": process_id,
                 "wait_s": wait_s,
                 "mode": mode,
+                "take_over": True if take_over else None,
             }
         )
         timeout = self.timeout + (wait_s or 0)
@@ -368,13 +372,18 @@ class AsyncClient(AsyncFrictionCalls):
         return Lease.from_wire(data)
 
     async def lease_renew_all(
-        self, *, process_id: str, give_up_at: float | None = None, timeout: float | None = None
+        self,
+        *,
+        process_id: str,
+        held: Iterable[tuple[str, int]] | None = None,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
     ) -> RenewedAll:
-        """Renew, in one call, every live resource lease this hand holds as `process_id`."""
+        """As `Client.lease_renew_all`."""
         data = await self.request(
             "POST",
             "leases/renew-all",
-            json={"process_id": process_id},
+            json=renew_all_body(process_id, held),
             give_up_at=give_up_at,
             timeout=timeout,
         )

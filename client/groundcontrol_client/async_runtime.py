@@ -397,6 +397,7 @@ class AsyncHeldLease(_AsyncKeeper):
         process_id: str,
         wait_s: float | None = None,
         mode: str | None = None,
+        take_over: bool = False,
         fraction: float = HEARTBEAT_FRACTION,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
@@ -413,6 +414,8 @@ class AsyncHeldLease(_AsyncKeeper):
         self.ttl_s = ttl_s
         self.wait_s = wait_s
         self.mode = mode
+        # Take the lease from another process of this hand that holds it (`lease_acquire`).
+        self.take_over = take_over
         self.released = False
         self._lease: Lease | None = None
 
@@ -436,6 +439,7 @@ class AsyncHeldLease(_AsyncKeeper):
             process_id=self.process_id,
             wait_s=self.wait_s,
             mode=self.mode,
+            **({"take_over": True} if self.take_over else {}),
         )
         await self._start(sent_at=sent_at, interval=self.ttl_s, grace=lease_grace_s(self._lease))
         return self
@@ -529,11 +533,24 @@ class AsyncHand:
         )
 
     def lease(
-        self, resource: str, *, ttl: float, wait: float | None = None, mode: str | None = None
+        self,
+        resource: str,
+        *,
+        ttl: float,
+        wait: float | None = None,
+        mode: str | None = None,
+        take_over: bool = False,
     ) -> AsyncHeldLease:
-        """Hold `resource` (`mode="shared"` beside other shared holders) while the block runs."""
+        """Hold `resource` (`mode="shared"` beside other shared holders) while the block runs;
+        `take_over`: from another process of this hand that holds it."""
         return AsyncHeldLease(
-            self.client, resource, ttl_s=ttl, wait_s=wait, mode=mode, **self._keeping()
+            self.client,
+            resource,
+            ttl_s=ttl,
+            wait_s=wait,
+            mode=mode,
+            take_over=take_over,
+            **self._keeping(),
         )
 
     def lease_from_pool(

@@ -21,6 +21,7 @@ def cmd_lease_acquire(client: Client, args: argparse.Namespace) -> Result:
         process_id=process_id,
         wait_s=args.wait,
         mode="shared" if args.shared else None,
+        take_over=args.take_over,
     )
     exports = export_line(GC_RESOURCE=lease.resource, GC_FENCE=lease.fence)
     if args.export:

@@ -151,11 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
         "a shared lease: held beside other shared leases on it, never beside an exclusive one "
         "(on it, a directory above it, or a name below it)"
     )
+    take_over_help = (
+        "take the lease from another process of this hand that holds it (a session that is "
+        "gone, or this one under another identity): it moves here at a new fence, and the other "
+        "process's next renewal is refused; never another hand's"
+    )
     p = add_lease("acquire", cmd_lease_acquire, "take a resource lease")
     p.add_argument("resource", help=resource_help)
     p.add_argument("--ttl", type=float, default=DEFAULT_TTL_S, help=ttl_help)
     p.add_argument("--wait", type=float, metavar="S", help=lease_wait_help)
     p.add_argument("--shared", action="store_true", help=shared_help)
+    p.add_argument("--take-over", action="store_true", help=take_over_help)
     p.add_argument(
         "--export",
         action="store_true",
@@ -205,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ttl", type=float, default=DEFAULT_TTL_S, help=ttl_help)
     p.add_argument("--wait", type=float, metavar="S", help=lease_wait_help)
     p.add_argument("--shared", action="store_true", help=shared_help)
+    p.add_argument("--take-over", action="store_true", help=take_over_help)
     p.add_argument("--kill-after", type=float, default=10.0, help=kill_help)
     p = add(
         "mcp",

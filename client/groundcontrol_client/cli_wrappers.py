@@ -82,7 +82,13 @@ def cmd_hold(client: Client, args: argparse.Namespace) -> int:
     lease = (
         PoolLease(client, args.pool, **options)
         if args.pool is not None
-        else HeldLease(client, args.resource, mode="shared" if args.shared else None, **options)
+        else HeldLease(
+            client,
+            args.resource,
+            mode="shared" if args.shared else None,
+            take_over=args.take_over,
+            **options,
+        )
     )
     lease.open()
     held = {"resource": lease.resource, "fence": lease.fence}

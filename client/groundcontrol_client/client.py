@@ -182,6 +182,14 @@ def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
+def renew_all_body(process_id: str, held: Iterable[tuple[str, int]] | None) -> dict[str, Any]:
+    """A renew-all's body: the process, and the tenures it believes it holds (if given)."""
+    body: dict[str, Any] = {"process_id": process_id}
+    if held is not None:
+        body["held"] = [{"resource": resource, "fence": fence} for resource, fence in held]
+    return body
+
+
 class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
     """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
     share it with the agent's own calls."""
@@ -494,12 +502,16 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         process_id: str,
         wait_s: float | None = None,
         mode: str | None = None,
+        take_over: bool = False,
     ) -> Lease:
         """Take `resource`, or raise `LeaseHeld` saying which lease is in the way (on the same
         name, a directory above it or a name below it), its holder, fence and window, and where
         this request stands in line. `mode="shared"` coexists with other shared leases. With
         `wait_s` the server holds the request in a first-come, first-served queue until the way
-        is clear or the wait ends."""
+        is clear or the wait ends. A lease is held by a process: this hand's lease held by
+        another `process_id` is in the way too (the denial's `own_hand`), unless `take_over`,
+        which moves it to this process at a new fence (the other's next renewal is refused
+        `lease_lost`)."""
         body = _drop_none(
             {
                 "resource": resource,
@@ -507,6 +519,7 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
                 "process_id": process_id,
                 "wait_s": wait_s,
                 "mode": mode,
+                "take_over": True if take_over else None,
             }
         )
         timeout = self.timeout + (wait_s or 0)
@@ -540,13 +553,21 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         return Lease.from_wire(data)
 
     def lease_renew_all(
-        self, *, process_id: str, give_up_at: float | None = None, timeout: float | None = None
+        self,
+        *,
+        process_id: str,
+        held: Iterable[tuple[str, int]] | None = None,
+        give_up_at: float | None = None,
+        timeout: float | None = None,
     ) -> RenewedAll:
-        """Renew, in one call, every live resource lease this hand holds as `process_id`."""
+        """Renew, in one call, every live resource lease this hand holds as `process_id`. With
+        `held` (the `(resource, fence)` tenures this process believes it holds), each of them
+        not renewed is in `not_renewed` with its reason (taken over by another process of the
+        hand, released, broken: `lease_lost`, `stale_fence`, ...)."""
         data = self.request(
             "POST",
             "leases/renew-all",
-            json={"process_id": process_id},
+            json=renew_all_body(process_id, held),
             give_up_at=give_up_at,
             timeout=timeout,
         )

@@ -293,6 +293,11 @@ def error_from_response(status: int, body: Any) -> GroundControlError:
 
 
 ADVICE_DENIED = "wait, pick other work, or escalate."
+# Denied by another process (a session) of one's own hand: the same key, another identity.
+ADVICE_OWN_HAND = (
+    "wait, pick other work, or, if that session is gone, take the lease over (take_over, "
+    "gctl --take-over); give each session its own key or at least its own process identity."
+)
 
 
 def _seconds(value: float) -> str:
@@ -322,8 +327,14 @@ def describe_holder(fields: dict[str, Any]) -> str:
 
         hand a (fence 2), renewing; its current window ends in 58 s
         hand a (fence 2), late: its window ended 3 s ago; it is lost in 12 s unless it renews
+        your own hand a in another process (claude-code:…) (fence 2), renewing; …
     """
-    who = f"hand {fields.get('holder')}"
+    if fields.get("own_hand") is True:
+        who = (
+            f"your own hand {fields.get('holder')} in another process ({fields.get('process_id')})"
+        )
+    else:
+        who = f"hand {fields.get('holder')}"
     if fields.get("fence") is not None:
         who += f" (fence {fields.get('fence')})"
     state = fields.get("state")
@@ -457,7 +468,8 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
     if isinstance(error, LeaseHeld | SlotTaken) and error.get("holder"):
         default = subject or ("the slot" if isinstance(error, SlotTaken) else "it")
         what = _subject(error.get("resource"), default)
-        return f"{what} is held by {describe_holder(error.fields)}: {ADVICE_DENIED}"
+        advice = ADVICE_OWN_HAND if error.get("own_hand") is True else ADVICE_DENIED
+        return f"{what} is held by {describe_holder(error.fields)}: {advice}"
     if isinstance(error, NoOpenSlot):
         slots = describe_slots(error.fields)
         if not slots:

@@ -197,6 +197,7 @@ class Session:
         ttl_s: float,
         wait_s: float | None = None,
         shared: bool = False,
+        take_over: bool = False,
     ) -> tuple[HeldLease, bool]:
         """The session's lease on `resource`: the one it holds already (and False), else a new
         one, taken now and kept alive in the background until it is released or the session
@@ -212,6 +213,7 @@ class Session:
             process_id=self.process_id,
             wait_s=wait_s,
             mode="shared" if shared else None,
+            take_over=take_over,
         )
         lease.open()
         with self.lock:

@@ -395,11 +395,23 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
                 "lease on it, on any directory above it and on any name below it.",
             ),
         ] = False,
+        take_over: Annotated[
+            bool,
+            Field(
+                strict=True,
+                description="true: take the lease from another session or process of your own "
+                "hand that holds it (one that is gone, say); it moves to this session at a new "
+                "fence. Never another hand's. Default false: such a lease is refused as "
+                "another hand's would be.",
+            ),
+        ] = False,
     ) -> str:
         """Take a lease on a resource (a path like src/auth/, a lock's name) before you change
         it, so no other agent changes it meanwhile. A lease on a directory (src/auth/) covers
         every name below it. Kept alive in the background until you release it."""
-        lease, taken = session.hold(resource, ttl_s=ttl_s, wait_s=wait_s, shared=shared)
+        lease, taken = session.hold(
+            resource, ttl_s=ttl_s, wait_s=wait_s, shared=shared, take_over=take_over
+        )
         if not taken:
             return f"You already hold {resource} at fence {lease.fence}; it is kept alive for you."
         how = " (shared)" if shared else ""

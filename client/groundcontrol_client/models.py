@@ -253,11 +253,15 @@ class FenceAnswer:
 
 @dataclass(frozen=True)
 class NotRenewed:
-    """A lease a renew-all could not renew, and why (its `code`: `lease_lost`)."""
+    """A tenure a renew-all did not renew (`resource`, `fence`), and why (its `code`:
+    `lease_lost`, also for one taken over by another process of this hand). `lease` is its row
+    as it stands now (None for a name in `held` never leased)."""
 
-    lease: Lease
+    lease: Lease | None
     code: str
     message: str
+    resource: str = ""
+    fence: int | None = None
 
 
 @dataclass(frozen=True)
@@ -276,18 +280,29 @@ class RenewedAll:
             raise MalformedAnswer("renewed and not_renewed must be lists")
         return cls(
             renewed=[Lease.from_wire(item) for item in renewed],
-            not_renewed=[
-                NotRenewed(
-                    lease=Lease.from_wire(item.get("lease") if isinstance(item, dict) else item),
-                    code=str(item.get("code", "")),
-                    message=str(item.get("message", "")),
-                )
-                for item in not_renewed
-            ],
+            not_renewed=[_not_renewed(item) for item in not_renewed],
         )
 
     def resources(self) -> list[str]:
         return [lease.resource for lease in self.renewed]
+
+    def lost(self) -> list[str]:
+        """The resources not renewed (lost, taken over, or otherwise ended)."""
+        return [item.resource for item in self.not_renewed]
+
+
+def _not_renewed(item: Any) -> NotRenewed:
+    if not isinstance(item, dict):
+        raise MalformedAnswer("each not_renewed item must be an object")
+    lease = Lease.from_wire(item["lease"]) if item.get("lease") is not None else None
+    fence = item.get("fence")
+    return NotRenewed(
+        lease=lease,
+        code=str(item.get("code", "")),
+        message=str(item.get("message", "")),
+        resource=str(item.get("resource") or (lease.resource if lease else "")),
+        fence=fence if isinstance(fence, int) else (lease.fence if lease else None),
+    )
 
 
 @dataclass(frozen=True)

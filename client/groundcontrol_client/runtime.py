@@ -440,6 +440,7 @@ class HeldLease(_Keeper):
         process_id: str,
         wait_s: float | None = None,
         mode: str | None = None,
+        take_over: bool = False,
         fraction: float = HEARTBEAT_FRACTION,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] | None = None,
@@ -456,6 +457,8 @@ class HeldLease(_Keeper):
         self.ttl_s = ttl_s
         self.wait_s = wait_s
         self.mode = mode
+        # Take the lease from another process of this hand that holds it (`lease_acquire`).
+        self.take_over = take_over
         self.released = False
         self._lease: Lease | None = None
 
@@ -474,6 +477,8 @@ class HeldLease(_Keeper):
     def open(self) -> Self:
         sent_at = self.tenure.clock()
         asked = {"ttl_s": self.ttl_s, "wait_s": self.wait_s, "mode": self.mode}
+        if self.take_over:
+            asked["take_over"] = True
         self._lease = self.client.lease_acquire(self.resource, process_id=self.process_id, **asked)
         self._start(sent_at=sent_at, interval=self.ttl_s, grace=lease_grace_s(self._lease))
         return self
@@ -567,10 +572,17 @@ class Hand:
         )
 
     def lease(
-        self, resource: str, *, ttl: float, wait: float | None = None, mode: str | None = None
+        self,
+        resource: str,
+        *,
+        ttl: float,
+        wait: float | None = None,
+        mode: str | None = None,
+        take_over: bool = False,
     ) -> HeldLease:
-        """Hold `resource` (`mode="shared"` beside other shared holders) while the block runs."""
-        asked = {"ttl_s": ttl, "wait_s": wait, "mode": mode}
+        """Hold `resource` (`mode="shared"` beside other shared holders) while the block runs;
+        `take_over`: from another process of this hand that holds it."""
+        asked = {"ttl_s": ttl, "wait_s": wait, "mode": mode, "take_over": take_over}
         return HeldLease(self.client, resource, **asked, **self._keeping())
 
     def lease_from_pool(

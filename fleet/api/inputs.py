@@ -9,7 +9,12 @@ from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from apikit.inputs import StrictCharField, StrictFloatField, StrictIntegerField
+from apikit.inputs import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+)
 from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
 from fleet.models import (
     GRADE_ORDER,
@@ -117,6 +122,13 @@ class AcquireIn(serializers.Serializer):
     mode = serializers.ChoiceField(
         choices=LeaseMode.choices, required=False, default=LeaseMode.EXCLUSIVE.value
     )
+    take_over = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Take the tenure of this name from another process of the same hand (never "
+        "another hand's): it ends (lease_taken_over) and this process holds it at a new fence; "
+        "the other process's next renewal answers lease_lost.",
+    )
 
 
 class RenewIn(serializers.Serializer):
@@ -125,8 +137,21 @@ class RenewIn(serializers.Serializer):
     process_id = name_field()
 
 
+class HeldIn(serializers.Serializer):
+    resource = resource_field()
+    fence = fence_field()
+
+
 class RenewAllIn(serializers.Serializer):
     process_id = name_field()
+    held = HeldIn(
+        many=True,
+        required=False,
+        max_length=lease_services.MAX_HELD,
+        help_text="The tenures this process believes it holds: each of them not renewed is in "
+        "not_renewed with its reason (lease_lost when taken over by another process of the "
+        "hand).",
+    )
 
 
 class FencedResourceIn(serializers.Serializer):

@@ -14,6 +14,7 @@ from fleet.selectors import AttemptView, SlotView
 from fleet.services import plan as plan_services
 from hands import selectors as hand_selectors
 from leases import handoffs
+from leases import services as lease_services
 from leases.audit import event_payload
 from leases.engine import LeaseSnapshot
 from leases.models import Event, LeaseState, LeaseStatus, Refusal
@@ -58,6 +59,17 @@ def renewed_json(
     return [
         {**lease_json(lease), "handoff_requests": pending.get(lease.id, [])} for lease in leases
     ]
+
+
+def not_renewed_json(item: lease_services.NotRenewed) -> dict[str, Any]:
+    """A tenure a renew-all did not renew, and why (the DRF view's and the hot path's form)."""
+    return {
+        "resource": item.resource,
+        "fence": item.fence,
+        "lease": lease_json(item.lease) if item.lease is not None else None,
+        "code": item.error.code,
+        "message": item.error.message,
+    }
 
 
 def pending_of_leases(leases: list[LeaseSnapshot]) -> dict[int, list[dict[str, Any]]]:

@@ -18,7 +18,7 @@ from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet import selectors
 from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewAllIn, RenewIn
-from fleet.api.presenters import lease_json, renewed_json
+from fleet.api.presenters import lease_json, not_renewed_json, renewed_json
 from fleet.api.schemas import (
     CheckOut,
     LeaseOut,
@@ -57,7 +57,9 @@ class LeaseAcquireApi(HandAPIView):
     @extend_schema(
         tags=["leases"],
         request=AcquireIn,
-        description="Take the resource if free (fence + 1), or renew it if the caller holds it. "
+        description="Take the resource if free (fence + 1), or renew it if the caller (this "
+        "hand, from this process_id) holds it; the same hand from another process is denied like "
+        "another hand (own_hand, process_id), unless take_over. "
         "With wait_s the request is held until the resource frees or the wait ends; a key, a "
         "workspace and a web process may each have only so many waits at once (429 "
         "rate_limited with retry_after_s, at once, beyond that).",
@@ -76,6 +78,7 @@ class LeaseAcquireApi(HandAPIView):
             ttl_s=data["ttl_s"],
             mode=data["mode"],
             wait_s=data["wait_s"],
+            take_over=data["take_over"],
             guard=hand_services.key_guard(self.key),
             permit=partial(wait_permit, key_id=self.key.pk, workspace_id=self.workspace_id),
         )
@@ -120,22 +123,24 @@ class LeaseRenewAllApi(HandAPIView):
         request=RenewAllIn,
         description="One statement renews every live resource lease the key's hand holds with "
         "process_id (each to now + its ttl_s). not_renewed lists those the process holds on "
-        "paper but has lost (code lease_lost); a lease released, broken or taken over is in "
-        "neither list, so compare the answer with the leases you believe you hold.",
+        "paper but has lost (code lease_lost), and each tenure named in held that was not "
+        "renewed, with its reason (lease_lost when another process of the hand took it over); "
+        "a lease released, broken or taken over and not named in held is in neither list.",
         responses={200: RenewedAllOut, **error_responses("scope_denied", body=True)},
     )
     def post(self, request: Request) -> Response:
         data = valid(RenewAllIn, request)
+        held = data.get("held")
         done = lease_services.lease_renew_all(
-            workspace_id=self.workspace_id, holder=self.hand.name, process_id=data["process_id"]
+            workspace_id=self.workspace_id,
+            holder=self.hand.name,
+            process_id=data["process_id"],
+            held=None if held is None else [dict(item) for item in held],
         )
         return Response(
             {
                 "renewed": renewed_json(done.renewed),
-                "not_renewed": [
-                    {"lease": lease_json(lease), "code": error.code, "message": error.message}
-                    for lease, error in done.lost
-                ],
+                "not_renewed": [not_renewed_json(item) for item in done.lost],
             }
         )
 

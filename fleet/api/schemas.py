@@ -180,8 +180,17 @@ class ReleasedOut(serializers.Serializer):
 
 
 class NotRenewedOut(serializers.Serializer):
-    lease = LeaseOut()
-    code = serializers.CharField(help_text="Why it was not renewed: lease_lost.")
+    resource = serializers.CharField(help_text="The tenure not renewed: its resource.")
+    fence = serializers.IntegerField(help_text="The tenure not renewed: its fence.")
+    lease = LeaseOut(
+        allow_null=True,
+        help_text="Its row as it stands (the node's, once the node moved on: for a tenure taken "
+        "over, the other process's); null for a name in held that was never leased.",
+    )
+    code = serializers.CharField(
+        help_text="Why it was not renewed: lease_lost (lost, or taken over by another process "
+        "of the hand); for a tenure in held also stale_fence, not_holder or not_found."
+    )
     message = serializers.CharField()
 
 

@@ -200,7 +200,7 @@ def test_the_sql_condition_agrees_with_the_python_one(
     assert names.overlaps(node, other) == expected
     acquire(other, "a")
     in_the_way, count = nodes.conflicts(
-        workspace_id=WS, resource=node, holder="b", mode="exclusive"
+        workspace_id=WS, resource=node, holder="b", process_id="p", mode="exclusive"
     )
     assert (count > 0) == expected
 
