@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
+from apikit.retries import retried
 from fleet.models import Attempt, AttemptEnd
 from fleet.services.attempts import attempt_mark_lost
 from hands import keys
@@ -503,6 +504,7 @@ class KeyRevokeResult(JobResult):
     bound: int = 0
 
 
+@retried
 def _revoke(condition: str, reason_sql: str, batch: int) -> int:
     """Revoke up to `batch` live keys matching `condition` (SQL on alias k), with events, and
     every key they issued (`hands.services.keys_issued_revoke`), and end every tenure taken with

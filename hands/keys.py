@@ -119,19 +119,32 @@ def authority_refusal(
 
 
 def other_hand_refusal(
-    *, issuer_scopes: list[str], issuer_hand_id: int, hand_id: int, hand_name: str
+    *,
+    issuer_scopes: list[str],
+    issuer_hand_id: int,
+    hand_id: int,
+    hand_name: str,
+    acting: str = "issue",
 ) -> ScopeDenied | None:
-    """No key acts as another hand: a key mints keys for a hand other than its own only with
-    the `supervise` scope (and then only within `authority_refusal`). Without this, a key with
-    `hands` could mint itself a key for the supervisor's hand, or for any hand in a lane, and
-    act as that hand on its leases and attempts."""
-    if hand_id != issuer_hand_id and "supervise" not in issuer_scopes:
-        return ScopeDenied(
-            f"this key can mint keys only for its own hand; a key for hand {hand_name!r} "
-            "needs the 'supervise' scope",
-            required_scope="supervise",
+    """No key acts as another hand: a key mints (`acting="issue"`) or revokes (`"revoke"`) keys
+    of a hand other than its own only with the `supervise` scope (and then only within
+    `authority_refusal`). Without this, a key with `hands` could mint itself a key for the
+    supervisor's hand, or for any hand in a lane, and act as that hand on its leases and
+    attempts; or revoke another hand's key, which ends its tenures at once (a break by
+    another name)."""
+    if hand_id == issuer_hand_id or "supervise" in issuer_scopes:
+        return None
+    if acting == "revoke":
+        sentence = (
+            f"this key can revoke only its own hand's keys; revoking a key of hand "
+            f"{hand_name!r} needs the 'supervise' scope"
         )
-    return None
+    else:
+        sentence = (
+            f"this key can mint keys only for its own hand; a key for hand {hand_name!r} "
+            "needs the 'supervise' scope"
+        )
+    return ScopeDenied(sentence, required_scope="supervise")
 
 
 def expired_sql(alias: str, now: str) -> str:

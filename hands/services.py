@@ -20,6 +20,7 @@ from django.db.models import Model, Q
 from django.utils.text import slugify
 
 from apikit.errors import KeyInvalid, NotFound, ScopeDenied, ValidationFailed
+from apikit.retries import retried
 from hands import capabilities as hand_capabilities
 from hands import keys
 from hands.models import Hand, HandKey, Lane, Membership, Role, Scope, Workspace
@@ -273,6 +274,7 @@ def _usable_issuer(issuer: HandKey, now: datetime) -> HandKey:
 
 
 @refusals_recorded
+@retried
 def key_revoke(
     *,
     workspace_id: int,
@@ -303,6 +305,12 @@ def key_revoke(
             issuer_lane_id=by.lane_id,
             scopes=key.scopes,
             lane_id=key.lane_id,
+            acting="revoke",
+        ) or keys.other_hand_refusal(
+            issuer_scopes=by.scopes,
+            issuer_hand_id=by.hand_id,
+            hand_id=key.hand_id,
+            hand_name=key.hand.name,
             acting="revoke",
         )
         if refusal is not None:
@@ -509,12 +517,17 @@ def key_guard(key: HandKey) -> engine.Guard:
     # then ends the new tenure, `keys_tenures_end`), and a grant that meets a revocation in
     # flight waits for it and reads the key as revoked. `key_id`: the tenure records its key.
     # SQLite runs one writer at a time and needs no lock.
-    lock = " FOR SHARE OF k" if connection.vendor == "postgresql" else ""
+    postgresql = connection.vendor == "postgresql"
+    lock = " FOR SHARE OF k" if postgresql else ""
     return engine.Guard(
         sql=f"EXISTS (SELECT 1 FROM {table} k WHERE k.id = %(guard_key_id)s "
         f"AND {keys.usable_sql('k', '{now}')}{lock})",
         params={"guard_key_id": key.pk, "key_id": key.pk},
         explain=explain,
+        # The grant's transaction takes the key's row before any lease row (`Guard.hold`).
+        locks=(f"SELECT 1 FROM {table} WHERE id = %(guard_key_id)s FOR SHARE",)
+        if postgresql
+        else (),
     )
 
 

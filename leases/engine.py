@@ -181,9 +181,19 @@ class Guard:
     sql: str
     params: dict[str, Any]
     explain: Callable[[], Exception | None]
+    # Statements that take the locks `sql` takes (a key's row FOR SHARE), run by `hold` first
+    # in the granting transaction: LOCK_ORDER puts them before any lease row, as a revocation
+    # takes the key's row and then its tenures' rows.
+    locks: tuple[str, ...] = ()
 
     def slots(self) -> dict[str, str]:
         return {**PARAMETER_CALLER, "caller_guard": f" AND {self.sql}"}
+
+    def hold(self) -> None:
+        """Take the guard's own locks now, before the transaction locks any lease row."""
+        with connection.cursor() as cursor:
+            for lock in self.locks:
+                cursor.execute(lock, self.params)
 
     @classmethod
     def all(cls, *guards: Guard | None) -> Guard | None:
@@ -203,7 +213,10 @@ class Guard:
         for guard in given:
             params.update(guard.params)
         return cls(
-            sql=" AND ".join(f"({guard.sql})" for guard in given), params=params, explain=explain
+            sql=" AND ".join(f"({guard.sql})" for guard in given),
+            params=params,
+            explain=explain,
+            locks=tuple(lock for guard in given for lock in guard.locks),
         )
 
 
@@ -381,26 +394,34 @@ def renew_holder(
 # under the tree's locks) takes the node at its next fence. `released_at` stays NULL, as a
 # break leaves it: the old process's retried release is refused (lease_lost), never answered as
 # a release of its own. Lost ones are not matched: `expire_tree` records their end first.
-TAKE_OVER = (
-    "UPDATE {table} SET status = 'free', released_at = NULL, next_check_at = NULL, "
-    "noticed_state = 'free', handoff_open = 0 "
-    "WHERE workspace_id = %(workspace_id)s AND node = %(node)s AND kind = 'resource' "
-    "AND status = 'held' AND holder = %(holder)s AND process_id <> %(process_id)s AND {alive} "
-    "RETURNING {columns}, {now} AS server_time"
-)
+def _take_over_sql() -> str:
+    """End the tenures on the node's line (the node, its ancestors, its descendants) that the
+    hand holds from another process: a crashed session's `src/` and `src/a.py` are both in the
+    way of `src/a.py`, and both the new process's to take. LOCK_ORDER: id order."""
+    other_process = (
+        " AND other.holder = %(holder)s AND other.process_id <> CAST(%(process_id)s AS varchar)"
+    )
+    line = " UNION ".join(tree.held_on_line("%(workspace_id)s", other_process))
+    return _sql(
+        "UPDATE {table} SET status = 'free', released_at = NULL, next_check_at = NULL, "
+        "noticed_state = 'free', handoff_open = 0 "
+        f"WHERE id IN (SELECT id FROM {{table}} WHERE id IN ({line}) ORDER BY id{{lock_rows}}) "
+        "AND status = 'held' AND holder = %(holder)s AND {alive} "
+        "RETURNING {columns}, {now} AS server_time"
+    )
 
 
 def take_over(
     *, workspace_id: int, resource: str, holder: str, process_id: str
 ) -> list[LeaseSnapshot]:
-    """End the tenures of `resource`'s node that `holder` holds from a process other than
-    `process_id` (the rows as they were held, freed); call inside the transaction that holds
-    the tree's locks and grants next."""
+    """End the tenures on `resource`'s line of the tree that `holder` holds from a process
+    other than `process_id` (the rows as they were held, freed); call inside the transaction
+    that holds the tree's locks and grants next. Never another hand's."""
     return all_rows(
-        _sql(TAKE_OVER),
+        _take_over_sql(),
         {
+            **tree.tree_params(resource),
             "workspace_id": workspace_id,
-            "node": names.node_of(resource),
             "holder": holder,
             "process_id": process_id,
         },
@@ -638,8 +659,10 @@ def end_by_keys(*, key_ids: list[int], kind: str) -> list[LeaseSnapshot]:
         _sql(
             "UPDATE {table} SET status = 'free', next_check_at = NULL, noticed_state = 'free', "
             f"handoff_open = 0, tenure_mean_s = {_tenure_mean_sql()} "
+            # LOCK_ORDER: the rows in id order (a renew-all or a pool take meets them so).
+            "WHERE id IN (SELECT id FROM {table} "
             f"WHERE key_id IN ({placeholders}) AND status = 'held' AND kind = %(kind)s "
-            "AND {alive} "
+            "AND {alive} ORDER BY id{lock_rows}) AND status = 'held' AND {alive} "
             "RETURNING {columns}, {now} AS server_time"
         ),
         {**params, "kind": kind},

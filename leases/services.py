@@ -346,6 +346,8 @@ def lease_acquire(
     # Between a failed grant and the read that explains it the way may clear; try again.
     for _ in range(3):
         with transaction.atomic():
+            if guard is not None:
+                guard.hold()  # LOCK_ORDER: the guard's rows, then the tree, then lease rows
             tree.lock_tree(workspace_id=workspace_id, resource=resource)
             renewed = engine.renew_holder(guard=guard, **options)
             if renewed is not None:
@@ -462,7 +464,7 @@ def take_over_and_grant(
     process_id: str,
     **_: object,
 ) -> LeaseSnapshot | None:
-    """`take_over: true`: end the tenures of the node that `holder` holds from another process
+    """`take_over: true`: end the tenures on the node's line that `holder` holds from another process
     (`engine.take_over`), then `grant()`, which takes the node at its next fence; each ended
     tenure's `lease_taken_over`, in the same transaction. When the grant is refused all the
     same (another hand, or a waiter, is in the way too) nothing was taken over: the ended
@@ -710,14 +712,24 @@ def lease_renew_all(
 
 @refusals_recorded
 @retried
-def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) -> LeaseSnapshot:
-    """End the tenure; a retried release of the same tenure answers as the first did."""
+def lease_release(
+    *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str | None = None
+) -> LeaseSnapshot:
+    """End the tenure; a retried release of the same tenure answers as the first did. With
+    `process_id`, only that process's tenure: the hand's other process is refused
+    (`process_mismatch`), as it would be in the way of an acquire (take it over instead)."""
     validate_resource(resource)
     refuse_slot_resource(resource)
     validate_fence(fence)
+    if process_id is not None:
+        validate_name(process_id, field="process_id")
     with transaction.atomic():
         lease = engine.release(
-            workspace_id=workspace_id, resource=resource, holder=holder, fence=fence
+            workspace_id=workspace_id,
+            resource=resource,
+            holder=holder,
+            fence=fence,
+            process_id=process_id,
         )
         if lease is not None:
             record_event(
@@ -742,9 +754,10 @@ def lease_release(*, workspace_id: int, resource: str, holder: str, fence: int) 
         and current.holder == holder
         and current.released_at is not None
         and current.state == LeaseState.FREE
+        and (process_id is None or current.process_id == process_id)
     ):
         return current
-    raise diagnose(current, resource=resource, holder=holder, fence=fence)
+    raise diagnose(current, resource=resource, holder=holder, fence=fence, process_id=process_id)
 
 
 def tenure_or_node(*, workspace_id: int, resource: str, fence: int) -> LeaseSnapshot | None:

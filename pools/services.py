@@ -396,6 +396,8 @@ def pool_acquire(
     # Between a failed take and the read that explains it a member may free up; try again.
     for _ in range(3):
         with transaction.atomic():
+            if guard is not None:
+                guard.hold()  # LOCK_ORDER: the guard's rows before the members'
             lock_members(pool)
             renewed = renew_own_member(guard=guard, **options)
             if renewed is not None:

@@ -389,8 +389,12 @@ class AsyncClient(AsyncFrictionCalls):
         )
         return RenewedAll.from_wire(data)
 
-    async def lease_release(self, resource: str, *, fence: int) -> bool:
-        body = {"resource": resource, "fence": fence}
+    async def lease_release(
+        self, resource: str, *, fence: int, process_id: str | None = None
+    ) -> bool:
+        body: dict[str, object] = {"resource": resource, "fence": fence}
+        if process_id is not None:
+            body["process_id"] = process_id
         data = await self.request("POST", "leases/release", json=body)
         return bool(data.get("released")) if isinstance(data, dict) else True
 

@@ -461,7 +461,9 @@ class AsyncHeldLease(_AsyncKeeper):
         return await self._call(self.client.lease_check, self.resource, fence=self.fence)
 
     async def release(self) -> None:
-        await self._end(self.client.lease_release, self.resource, fence=self.fence)
+        await self._end(
+            self.client.lease_release, self.resource, fence=self.fence, process_id=self.process_id
+        )
         self.released = True
 
     async def release_quietly(self) -> bool:

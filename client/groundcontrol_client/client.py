@@ -573,8 +573,12 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         )
         return RenewedAll.from_wire(data)
 
-    def lease_release(self, resource: str, *, fence: int) -> bool:
-        data = self.request("POST", "leases/release", json={"resource": resource, "fence": fence})
+    def lease_release(self, resource: str, *, fence: int, process_id: str | None = None) -> bool:
+        """End the tenure `fence`; with `process_id`, only if that process holds it."""
+        body: dict[str, object] = {"resource": resource, "fence": fence}
+        if process_id is not None:
+            body["process_id"] = process_id
+        data = self.request("POST", "leases/release", json=body)
         return bool(data.get("released")) if isinstance(data, dict) else True
 
     def lease_check(self, resource: str, *, fence: int) -> Lease:

@@ -81,7 +81,7 @@ def _release_held(client: Client, session: str) -> list[str]:
     for lease in client.leases(holder=hand, decision=True):  # a replica may miss the newest
         if lease.process_id == process_id and lease.state != "free":
             try:
-                client.lease_release(lease.resource, fence=lease.fence)
+                client.lease_release(lease.resource, fence=lease.fence, process_id=process_id)
                 released.append(lease.resource)
             except GroundControlError:
                 pass  # lost or taken meanwhile: nothing of it is the session's any more

@@ -355,7 +355,9 @@ class Wrapped:
             if lease.process_id and lease.process_id != self.session.process_id:
                 continue  # another process of this hand holds that tenure: not ours to end
             try:
-                self.session.client.lease_release(lease.resource, fence=lease.fence)
+                self.session.client.lease_release(
+                    lease.resource, fence=lease.fence, process_id=self.session.process_id
+                )
             except GroundControlError as error:
                 logger.warning("lease %s: release failed: %s", lease.resource, error)
 

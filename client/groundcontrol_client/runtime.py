@@ -503,7 +503,9 @@ class HeldLease(_Keeper):
         return self._call(self.client.lease_check, self.resource, fence=self.fence)
 
     def release(self) -> None:
-        self._end(self.client.lease_release, self.resource, fence=self.fence)
+        self._end(
+            self.client.lease_release, self.resource, fence=self.fence, process_id=self.process_id
+        )
         self.released = True
 
     def release_quietly(self) -> bool:

@@ -159,6 +159,14 @@ class FencedResourceIn(serializers.Serializer):
     fence = fence_field()
 
 
+class LeaseReleaseIn(FencedResourceIn):
+    process_id = name_field(
+        required=False,
+        help_text="The releasing process: when given, only that process's tenure is ended "
+        "(another process of the hand is refused `process_mismatch`).",
+    )
+
+
 class BreakIn(serializers.Serializer):
     resource = resource_field()
     reason = reason_field()

@@ -17,7 +17,14 @@ from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet import selectors
-from fleet.api.inputs import AcquireIn, BreakIn, FencedResourceIn, RenewAllIn, RenewIn
+from fleet.api.inputs import (
+    AcquireIn,
+    BreakIn,
+    FencedResourceIn,
+    LeaseReleaseIn,
+    RenewAllIn,
+    RenewIn,
+)
 from fleet.api.presenters import lease_json, not_renewed_json, renewed_json
 from fleet.api.schemas import (
     CheckOut,
@@ -152,16 +159,20 @@ class LeaseReleaseApi(HandAPIView):
 
     @extend_schema(
         tags=["leases"],
-        request=FencedResourceIn,
-        responses={200: ReleasedOut, **error_responses(*FENCED_LEASE_ERRORS, body=True)},
+        request=LeaseReleaseIn,
+        responses={
+            200: ReleasedOut,
+            **error_responses(*FENCED_LEASE_ERRORS, "process_mismatch", body=True),
+        },
     )
     def post(self, request: Request) -> Response:
-        data = valid(FencedResourceIn, request)
+        data = valid(LeaseReleaseIn, request)
         lease = lease_services.lease_release(
             workspace_id=self.workspace_id,
             resource=data["resource"],
             holder=self.hand.name,
             fence=data["fence"],
+            process_id=data.get("process_id"),
         )
         return Response({"released": True, "lease": lease_json(lease)})
 

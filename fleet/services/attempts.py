@@ -79,6 +79,7 @@ def attempt_claim(
     )
     assert guard is not None
     with transaction.atomic():
+        guard.hold()  # LOCK_ORDER: the key's row before any lease row
         # In the claim's transaction, behind the lane's budget locks: a report reaching the
         # budget meanwhile has either stamped this attempt too or been seen (budgets.py).
         refuse_over_budget(workspace_id=run.workspace_id, lane_id=run.work_package.lane_id)

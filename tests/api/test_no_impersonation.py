@@ -119,3 +119,20 @@ def test_a_lane_limited_key_still_mints_only_within_its_lane(
         403,
         "scope_denied",
     )
+
+
+def test_it_refuses_a_key_revoking_another_hands_key(mallory: Api, teammate: Hand) -> None:
+    """A revocation ends the key's tenures at once: without `supervise`, revoking another hand's
+    key would be a break by another name."""
+    victim = Api(mint(teammate, ["work", "leases"]), teammate)
+    held = {"resource": "prod/db-migration", "ttl_s": 600, "process_id": "v"}
+    assert victim.post("/leases/acquire", held).status_code == 201
+    error = error_of(
+        mallory.post(f"/keys/{prefix(victim)}/revoke", {"reason": "mine now"}), 403, "scope_denied"
+    )
+    assert error["required_scope"] == "supervise"
+    assert HandKey.objects.get(prefix=prefix(victim)).revoked_at is None
+    assert Lease.objects.get(resource="prod/db-migration").status == LeaseStatus.HELD
+    # Its own hand's keys it revokes as before.
+    own = Api(mint(mallory.hand, ["leases"]), mallory.hand)
+    assert mallory.post(f"/keys/{prefix(own)}/revoke", {"reason": "done"}).status_code == 200

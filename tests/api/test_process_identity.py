@@ -235,3 +235,39 @@ def test_a_held_name_never_leased_is_answered_not_found(api_a: Api) -> None:
             "message": "no lease on 'nothing'",
         }
     ]
+
+
+def test_take_over_takes_the_other_process_tenures_along_the_line(hand_a: Api) -> None:
+    """A crashed session held a directory and a file below it: both are in the way of the file,
+    and both are the new session's to take (else the denial's own advice would loop)."""
+    take(hand_a, "src/", FIRST)
+    take(hand_a, "src/a.py", FIRST)
+    take(hand_a, "lib/b.py", FIRST)  # off the line: stays the first process's
+    taken = take(hand_a, "src/a.py", SECOND, take_over=True)
+    assert (taken["process_id"], taken["fence"]) == (SECOND, 2)
+    ended = Event.objects.filter(kind="lease_taken_over").order_by("resource")
+    assert [(event.resource, event.data["taken_fence"]) for event in ended] == [
+        ("src/", 1),
+        ("src/a.py", 1),
+    ]
+    assert Lease.objects.get(resource="src/").status == LeaseStatus.FREE
+    assert Lease.objects.get(resource="lib/b.py").process_id == FIRST
+
+
+def test_another_process_of_the_hand_cannot_release_the_tenure(hand_a: Api) -> None:
+    """The denial names the fence; a release naming another process is refused, so a tenure moves
+    between processes only by a take-over, on the record."""
+    held = take(hand_a, "src/app.py", FIRST)
+    denied = error_of(acquire(hand_a, "src/app.py", SECOND), 409, "lease_held")
+    assert denied["fence"] == held["fence"]
+    body = {"resource": "src/app.py", "fence": held["fence"], "process_id": SECOND}
+    error_of(hand_a.post("/leases/release", body), 409, "process_mismatch")
+    lease = Lease.objects.get(resource="src/app.py")
+    assert (lease.status, lease.process_id) == (LeaseStatus.HELD, FIRST)
+    body["process_id"] = FIRST
+    assert hand_a.post("/leases/release", body).status_code == 200
+    # Retried by its own process, the release answers as the first did.
+    assert hand_a.post("/leases/release", body).status_code == 200
+    # Named by another process once released, it is not that process's to have released.
+    body["process_id"] = SECOND
+    error_of(hand_a.post("/leases/release", body), 409, "lease_lost")

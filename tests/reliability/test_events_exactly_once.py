@@ -16,6 +16,7 @@ import pytest
 
 from leases import clock
 from leases import services as leases
+from leases.errors import LeaseHeld
 from leases.models import Event
 from ops.jobs import leases_sweep
 
@@ -36,10 +37,15 @@ def test_a_second_acquire_by_the_holder_renews_without_an_event(workspace) -> No
         workspace_id=workspace.pk, resource="r", holder="a", process_id="p", ttl_s=60
     )
     again = leases.lease_acquire(
-        workspace_id=workspace.pk, resource="r", holder="a", process_id="q", ttl_s=90
+        workspace_id=workspace.pk, resource="r", holder="a", process_id="p", ttl_s=90
     )
-    assert again.fence == first.fence and again.process_id == "q" and again.interval_s == 90
+    assert again.fence == first.fence and again.process_id == "p" and again.interval_s == 90
     assert again.deadline > first.deadline
+    # The hand's other process is another holder (DESIGN rule 6): refused, and no event either.
+    with pytest.raises(LeaseHeld):
+        leases.lease_acquire(
+            workspace_id=workspace.pk, resource="r", holder="a", process_id="q", ttl_s=90
+        )
     assert Event.objects.filter(kind="lease_acquired").count() == 1
 
 
