@@ -464,8 +464,8 @@ def take_over_and_grant(
     process_id: str,
     **_: object,
 ) -> LeaseSnapshot | None:
-    """`take_over: true`: end the tenures on the node's line that `holder` holds from another process
-    (`engine.take_over`), then `grant()`, which takes the node at its next fence; each ended
+    """`take_over: true`: end the tenures on the node's line that `holder` holds from another
+    process (`engine.take_over`), then `grant()`, which takes the node at its next fence; each ended
     tenure's `lease_taken_over`, in the same transaction. When the grant is refused all the
     same (another hand, or a waiter, is in the way too) nothing was taken over: the ended
     tenures are rolled back with it. Never another hand's: the statement matches only the
@@ -652,6 +652,7 @@ def validate_held(value: object) -> list[tuple[str, int]]:
             )
         try:
             resource = validate_resource(item.get("resource"), field="resource")
+            refuse_slot_resource(resource)  # a renew-all renews resource leases only
             fence = validate_fence(item.get("fence"))
         except ValidationFailed as refused:
             raise ValidationFailed(

@@ -211,10 +211,12 @@ def test_take_over_must_be_a_boolean(api_a: Api, value: object) -> None:
     assert "take_over" in error["fields"]
 
 
-def test_held_names_are_checked(api_a: Api) -> None:
+@pytest.mark.parametrize("name", [" a", "run/1/slot/0"])
+def test_held_names_are_checked(api_a: Api, name: str) -> None:
+    """A name no resource lease may have (a run's slot is its attempt's, never renewed here)."""
     error = error_of(
         api_a.post(
-            "/leases/renew-all", {"process_id": FIRST, "held": [{"resource": " a", "fence": 1}]}
+            "/leases/renew-all", {"process_id": FIRST, "held": [{"resource": name, "fence": 1}]}
         ),
         400,
         "validation_error",
