@@ -211,11 +211,12 @@ def test_a_lane_limited_key_revokes_only_keys_of_its_own_lane(
     workspace, owner, teammate, boss: Api, lane
 ) -> None:
     hand_services.lane_create(workspace=workspace, slug="payments")
-    # `work` too: a key revokes only keys whose scopes it holds (tests/api/test_key_authority.py).
+    # `work` too: a key revokes only keys whose scopes it holds (tests/api/test_key_authority.py);
+    # `supervise`: these are another hand's keys (tests/api/test_no_impersonation.py).
     limited = Api(
-        boss.post("/hands/hand-a/keys", {"scopes": ["hands", "work"], "lane": "rewalk"}).json()[
-            "key"
-        ]
+        boss.post(
+            "/hands/hand-a/keys", {"scopes": ["hands", "work", "supervise"], "lane": "rewalk"}
+        ).json()["key"]
     )
     in_lane = boss.post("/hands/hand-b/keys", {"scopes": ["work"], "lane": "rewalk"}).json()
     other_lane = boss.post("/hands/hand-b/keys", {"scopes": ["work"], "lane": "payments"}).json()
