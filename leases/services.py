@@ -486,9 +486,10 @@ def take_over_and_grant(
             at=lease.server_time,
             actor=holder,
             hand=holder,
-            resource=tenure.resource,
+            resource=lease.resource,
             fence=lease.fence,
             data={
+                "taken_resource": tenure.resource,
                 "taken_fence": tenure.fence,
                 "from_process_id": tenure.process_id,
                 "process_id": process_id,

@@ -117,6 +117,7 @@ def test_take_over_moves_the_tenure_with_a_new_fence_and_an_event(hand_a: Api) -
         2,
     )
     assert event.data == {
+        "taken_resource": "src/app.py",
         "taken_fence": 1,
         "from_process_id": FIRST,
         "process_id": SECOND,
@@ -247,11 +248,12 @@ def test_take_over_takes_the_other_process_tenures_along_the_line(hand_a: Api) -
     take(hand_a, "lib/b.py", FIRST)  # off the line: stays the first process's
     taken = take(hand_a, "src/a.py", SECOND, take_over=True)
     assert (taken["process_id"], taken["fence"]) == (SECOND, 2)
-    ended = Event.objects.filter(kind="lease_taken_over").order_by("resource")
-    assert [(event.resource, event.data["taken_fence"]) for event in ended] == [
-        ("src/", 1),
-        ("src/a.py", 1),
-    ]
+    ended = Event.objects.filter(kind="lease_taken_over").order_by("id")
+    # Each event is the new tenure's (resource, fence) and names the tenure it ended.
+    assert sorted(
+        (event.resource, event.fence, event.data["taken_resource"], event.data["taken_fence"])
+        for event in ended
+    ) == [("src/a.py", 2, "src/", 1), ("src/a.py", 2, "src/a.py", 1)]
     assert Lease.objects.get(resource="src/").status == LeaseStatus.FREE
     assert Lease.objects.get(resource="lib/b.py").process_id == FIRST
 

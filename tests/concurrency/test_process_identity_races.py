@@ -107,7 +107,7 @@ class Tenure:
 
 def history() -> tuple[list[Tenure], list[Event]]:
     """Every tenure from the event log: started by `lease_acquired`, ended by `lease_released`
-    or `lease_taken_over` (whose `taken_fence` names the tenure it ended)."""
+    or `lease_taken_over` (whose `taken_resource` and `taken_fence` name the tenure it ended)."""
     events = list(Event.objects.filter(workspace_id=WORKSPACE).order_by("id"))
     tenures: dict[tuple[str, int], Tenure] = {}
     for event in events:
@@ -119,7 +119,8 @@ def history() -> tuple[list[Tenure], list[Event]]:
         elif event.kind == "lease_released":
             tenures[node, event.fence].end = event.at
         elif event.kind == "lease_taken_over":
-            tenures[node, event.data["taken_fence"]].end = event.at
+            taken = names.node_of(event.data["taken_resource"])
+            tenures[taken, event.data["taken_fence"]].end = event.at
     return list(tenures.values()), events
 
 
@@ -153,11 +154,15 @@ def test_one_holder_process_per_line_at_every_moment_and_fences_only_increase() 
         assert fences == sorted(set(fences)), (node, fences)
     index = {(t.node, t.fence): t for t in tenures}
     for event in taken_overs:
-        node = names.node_of(event.resource)
-        ended, started = index[node, event.data["taken_fence"]], index[node, event.fence]
+        # The event is the new tenure's; it names the one it ended, on its node or elsewhere on
+        # its line (a take-over of a file takes the other process's directory above it too).
+        taken, node = names.node_of(event.data["taken_resource"]), names.node_of(event.resource)
+        ended, started = index[taken, event.data["taken_fence"]], index[node, event.fence]
         assert ended.hand == started.hand == event.hand, "a take-over crossed hands"
         assert ended.process == event.data["from_process_id"] != started.process
-        assert started.fence > ended.fence
+        assert names.overlaps(taken, node)
+        if taken == node:
+            assert started.fence > ended.fence
         assert ended.end is not None and ended.end <= started.start
 
     # 1. No two tenures of different processes on one line of the tree overlapped.
