@@ -245,6 +245,11 @@ def _sql(template: str, **caller: str) -> str:
         else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
         renew_deadline=plus_seconds_sql(now, "interval_s"),
         lock_rows=lock_rows(),
+        # `WHERE {locked_ids}SELECT id ... ORDER BY id{lock_rows}{locked_ids_end}`: the rows a
+        # sub-select locked in id order (LOCK_ORDER), reached by primary key as an array on
+        # PostgreSQL, whatever the planner would make of `id IN (sub-select)` on small tables.
+        locked_ids="id = ANY(ARRAY(" if connection.vendor == "postgresql" else "id IN (",
+        locked_ids_end="))" if connection.vendor == "postgresql" else ")",
         conflict_free=tree.conflict_free(slots["caller_workspace"], slots["caller_holder"]).replace(
             "{now}", now
         ),
@@ -405,7 +410,8 @@ def _take_over_sql() -> str:
     return _sql(
         "UPDATE {table} SET status = 'free', released_at = NULL, next_check_at = NULL, "
         "noticed_state = 'free', handoff_open = 0 "
-        f"WHERE id IN (SELECT id FROM {{table}} WHERE id IN ({line}) ORDER BY id{{lock_rows}}) "
+        f"WHERE {{locked_ids}}SELECT id FROM {{table}} WHERE id IN ({line}) "
+        "ORDER BY id{lock_rows}{locked_ids_end} "
         "AND status = 'held' AND holder = %(holder)s AND {alive} "
         "RETURNING {columns}, {now} AS server_time"
     )
@@ -568,9 +574,9 @@ def renew(
 RENEW_ALL = (
     "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
     "noticed_state = 'live' "
-    "WHERE id IN (SELECT id FROM {table} WHERE {table}.workspace_id = {caller_workspace} "
+    "WHERE {locked_ids}SELECT id FROM {table} WHERE {table}.workspace_id = {caller_workspace} "
     "AND holder = {caller_holder} AND process_id = %(process_id)s AND kind = 'resource' "
-    "AND {alive} ORDER BY id{lock_rows}) "
+    "AND {alive} ORDER BY id{lock_rows}{locked_ids_end} "
     "AND {table}.workspace_id = {caller_workspace} AND {alive} "
     "RETURNING {columns}, {now} AS server_time"
 )
@@ -660,9 +666,9 @@ def end_by_keys(*, key_ids: list[int], kind: str) -> list[LeaseSnapshot]:
             "UPDATE {table} SET status = 'free', next_check_at = NULL, noticed_state = 'free', "
             f"handoff_open = 0, tenure_mean_s = {_tenure_mean_sql()} "
             # LOCK_ORDER: the rows in id order (a renew-all or a pool take meets them so).
-            "WHERE id IN (SELECT id FROM {table} "
+            "WHERE {locked_ids}SELECT id FROM {table} "
             f"WHERE key_id IN ({placeholders}) AND status = 'held' AND kind = %(kind)s "
-            "AND {alive} ORDER BY id{lock_rows}) AND status = 'held' AND {alive} "
+            "AND {alive} ORDER BY id{lock_rows}{locked_ids_end} AND status = 'held' AND {alive} "
             "RETURNING {columns}, {now} AS server_time"
         ),
         {**params, "kind": kind},

@@ -123,9 +123,10 @@ def expire_tree(*, workspace_id: int, resource: str) -> list[LeaseSnapshot]:
     return engine.all_rows(
         engine.render(
             "UPDATE {table} SET status = 'free', noticed_state = 'lost', next_check_at = NULL "
-            "WHERE id IN (SELECT id FROM {table} WHERE {table}.workspace_id = %(workspace_id)s "
+            "WHERE {locked_ids}SELECT id FROM {table} "
+            "WHERE {table}.workspace_id = %(workspace_id)s "
             f"AND id IN ({' UNION ALL '.join(tree.held_on_line('%(workspace_id)s'))}) "
-            "AND status = 'held' AND {free_or_lost} ORDER BY id{lock_rows}) "
+            "AND status = 'held' AND {free_or_lost} ORDER BY id{lock_rows}{locked_ids_end} "
             "AND {table}.workspace_id = %(workspace_id)s AND status = 'held' AND {free_or_lost} "
             "RETURNING {columns}, {now} AS server_time"
         ),
