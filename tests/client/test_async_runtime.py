@@ -220,7 +220,8 @@ def test_it_holds_a_resource_lease_checks_its_fence_and_hears_a_denial(
     renewals = [r for r in server.calls("/leases/renew") if r["resource"] == "src/auth/"]
     assert len(renewals) >= 4
     assert server.calls("/leases/check")[0] == {"resource": "src/auth/", "fence": 1}
-    assert {"resource": "src/auth/", "fence": 1} in server.calls("/leases/release")
+    released = {"resource": "src/auth/", "fence": 1, "process_id": "host-a:4242:1700000000"}
+    assert released in server.calls("/leases/release")
 
 
 def test_it_fails_a_check_locally_once_given_up(server: FakeServer) -> None:

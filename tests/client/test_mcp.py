@@ -180,7 +180,9 @@ def test_it_releases_what_the_session_still_holds_when_it_ends(
     )
     session.close()
     assert [c["reason"] for c in fake.calls("/attempts/41/release")] == ["the MCP session ended"]
-    assert fake.calls("/leases/release") == [{"resource": "migrations", "fence": 1}]
+    assert fake.calls("/leases/release") == [
+        {"resource": "migrations", "fence": 1, "process_id": "mcp-1"}
+    ]
     count = len(fake.calls("/reports"))
     time.sleep(0.3)
     assert len(fake.calls("/reports")) == count

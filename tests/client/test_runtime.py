@@ -274,7 +274,9 @@ def test_it_holds_a_resource_lease_with_its_fence(server: FakeServer, hand: Hand
         r == {"resource": "src/auth/", "fence": 1, "process_id": hand.process_id} for r in renewals
     )
     assert server.calls("/leases/check") == [{"resource": "src/auth/", "fence": 1}]
-    assert server.calls("/leases/release") == [{"resource": "src/auth/", "fence": 1}]
+    assert server.calls("/leases/release") == [
+        {"resource": "src/auth/", "fence": 1, "process_id": hand.process_id}
+    ]
 
 
 def test_it_fails_a_fenced_check_after_the_lease_moved_on(server: FakeServer, hand: Hand) -> None:
