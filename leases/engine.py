@@ -571,13 +571,18 @@ def renew(
 # The rows are locked first, in id order, by the sub-select (LOCK_ORDER): a plain UPDATE of
 # several rows locks them in whatever order its plan visits them, and a pool's take, which
 # locks its members in id order, could then wait for this statement while it waits for the take.
+# The update names the process's rows as the sub-select does, so that whatever the statistics
+# it reads them through `lease_process_idx` (or the locked ids' primary key), never a scan of
+# the workspace (tests/leases/test_plans.py).
+_PROCESS_ROWS = (
+    "{table}.workspace_id = {caller_workspace} AND holder = {caller_holder} "
+    "AND process_id = %(process_id)s AND kind = 'resource' AND {alive}"
+)
 RENEW_ALL = (
     "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
     "noticed_state = 'live' "
-    "WHERE {locked_ids}SELECT id FROM {table} WHERE {table}.workspace_id = {caller_workspace} "
-    "AND holder = {caller_holder} AND process_id = %(process_id)s AND kind = 'resource' "
-    "AND {alive} ORDER BY id{lock_rows}{locked_ids_end} "
-    "AND {table}.workspace_id = {caller_workspace} AND {alive} "
+    f"WHERE {{locked_ids}}SELECT id FROM {{table}} WHERE {_PROCESS_ROWS} "
+    f"ORDER BY id{{lock_rows}}{{locked_ids_end}} AND {_PROCESS_ROWS} "
     "RETURNING {columns}, {now} AS server_time"
 )
 # The resource leases of that process held on paper but lost (past the deadline, not yet
