@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.db.models.functions import Now
 
+from leases.clock import db_now
 from leases.models import Lease, LeaseStatus
 from tests.client.conftest import GCTL, Fleet, wait_for
 
@@ -66,8 +66,19 @@ class Harness:
         return answer
 
     def session_state(self) -> dict[str, Any] | None:
-        files = list(self.state.glob("*.json"))
-        return json.loads(files[0].read_text()) if files else None
+        """The session's state, None when there is none: the renewer removes the file when the
+        session ends, which may happen between the listing and the read. Read without the
+        state's lock, a write in progress may show an empty file: read it again."""
+        for path in self.state.glob("*.json"):
+            for _ in range(100):
+                try:
+                    return json.loads(path.read_text())
+                except FileNotFoundError:
+                    return None
+                except ValueError:
+                    time.sleep(0.01)
+            raise AssertionError(f"{path} never held a whole state")
+        return None
 
     def keeper(self) -> int | None:
         data = self.session_state()
@@ -150,12 +161,6 @@ def live(resource: str) -> bool:
 
 def released(resource: str) -> bool:
     return Lease.objects.filter(resource=resource, status=LeaseStatus.FREE).exists()
-
-
-def db_now() -> Any:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
-        return cursor.fetchone()[0]
 
 
 def take(one: Harness, session: str, repo: Path, path: str = "src/a.py") -> Lease:

@@ -351,8 +351,12 @@ def test_it_claims_one_slot_of_a_run_unless_asked_for_another(
     session.close()
 
 
-def parallel(session: Session, calls: list[dict[str, Any]]) -> list[CallToolResult]:
-    """The `claim` calls at once, as a model's parallel tool use sends them."""
+def parallel(
+    session: Session, calls: list[dict[str, Any]], *, in_order: bool = False
+) -> list[CallToolResult]:
+    """The `claim` calls at once, as a model's parallel tool use sends them; `in_order`: each
+    sent once the one before it is claiming (which call the session meets first is otherwise
+    the scheduler's choice)."""
     answers: list[CallToolResult] = []
 
     async def together() -> None:
@@ -363,7 +367,10 @@ def parallel(session: Session, calls: list[dict[str, Any]]) -> list[CallToolResu
 
             async with anyio.create_task_group() as group:
                 for arguments in calls:
+                    claiming = sum(session._claiming.values())
                     group.start_soon(one, arguments)
+                    while in_order and sum(session._claiming.values()) <= claiming:
+                        await anyio.sleep(0.005)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         pool.submit(anyio.run, together).result(timeout=30)
@@ -418,7 +425,9 @@ def test_parallel_claims_of_one_run_take_one_slot_and_the_other_hears_why(
 
 def test_parallel_claims_with_another_slot_take_two_slots(fake: FakeServer) -> None:
     session, granted = slow_claims(fake)
-    answers = parallel(session, [{"run_id": 12}, {"run_id": 12, "another_slot": True}])
+    # The plain claim first: the other, asked while it is claiming, asks for another slot.
+    calls = [{"run_id": 12}, {"run_id": 12, "another_slot": True}]
+    answers = parallel(session, calls, in_order=True)
     assert not any(a.is_error for a in answers), [text(a) for a in answers]
     assert granted == [0, 1] and sorted(session.attempts) == [41, 42]
     for attempt in list(session.attempts.values()):
