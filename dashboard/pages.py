@@ -13,14 +13,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection
 from django.db.models import (
     Case,
-    CharField,
     Count,
     DateTimeField,
     Prefetch,
@@ -93,11 +91,7 @@ def role_allows(role: str, minimum: str) -> bool:
 
 
 def _at(now: datetime) -> Value:
-    """The page's database time as a parameter. SQLite keeps the engine's timestamps as text in
-    one format, so `now` is passed in that format and text comparison is time comparison."""
-    if connection.vendor == "sqlite":
-        text = now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        return Value(text, output_field=CharField())
+    """The page's database time as a parameter."""
     return Value(now, output_field=DateTimeField())
 
 

@@ -280,11 +280,11 @@ def _refuse_short(
 
 
 def _lock_urls(workspace_id: int, urls: list[str]) -> None:
-    """Take each URL's lock for the rest of the transaction (PostgreSQL; SQLite writes one at a
-    time), in one order so that two callers never wait on each other in a circle. Without it a
-    finish could read the attestations before a concurrent one commits while that one's
-    regrading UPDATE cannot yet see the finish's rows, and the evidence would miss its grade."""
-    if not urls or connection.vendor != "postgresql":
+    """Take each URL's lock for the rest of the transaction, in one order so that two callers
+    never wait on each other in a circle. Without it a finish could read the attestations
+    before a concurrent one commits while that one's regrading UPDATE cannot yet see the
+    finish's rows, and the evidence would miss its grade."""
+    if not urls:
         return
     with connection.cursor() as cursor:
         # A volatile function in the select list runs after the ORDER BY: locks in hash order.

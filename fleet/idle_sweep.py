@@ -4,8 +4,8 @@ the directive their run names, in one statement per batch.
 Idle itself is computed on read (fleet/idle.py); the flag `idle_since` is what makes the
 transition sticky, so the webhook fires once per idle spell: the sweep sets it only where it is
 NULL and the rule holds, and a progress report clears it (fleet/services/reports.py), so a later
-spell fires again. The candidates are locked with `FOR UPDATE SKIP LOCKED` (SQLite has one
-writer), so sweeps running at once split the rows, and the UPDATE's own `idle_since IS NULL`
+spell fires again. The candidates are locked with `FOR UPDATE SKIP LOCKED`, so sweeps
+running at once split the rows, and the UPDATE's own `idle_since IS NULL`
 makes a second pass over the same row write nothing. The directive never weakens: `pause` only
 moves `continue`, `stop` moves anything.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from fleet.idle import idle_sql
 from fleet.models import Attempt, Directive, IdleDirective, Run
@@ -74,27 +74,13 @@ def _flag(now: str, batch: int) -> list[tuple[Any, ...]]:
     after, idle_since, run, timeout, last progress."""
     attempts = Attempt._meta.db_table
     due, sets, recheck = _parts(now)
-    if connection.vendor == "postgresql":
-        returned = ", ".join(f"{attempts}.{c.strip()}" for c in _RETURNED.split(","))
-        flagged = rows(
-            f"WITH due AS ({due} FOR UPDATE OF a SKIP LOCKED) "
-            f"UPDATE {attempts} SET {sets} FROM due WHERE {attempts}.id = due.id AND {recheck} "
-            f"RETURNING {returned}, due.directive, due.resource, due.name",
-            {"batch": batch},
-        )
-    else:
-        # SQLite has one writer and a RETURNING that sees only the updated table.
-        candidates = {row[0]: row[1:] for row in rows(due, {"batch": batch})}
-        if not candidates:
-            return []
-        flagged = [
-            (*row, *candidates[row[0]])
-            for row in rows(
-                f"UPDATE {attempts} SET {sets} WHERE id IN ({', '.join(map(str, candidates))}) "
-                f"AND {recheck} RETURNING {_RETURNED}",
-                {},
-            )
-        ]
+    returned = ", ".join(f"{attempts}.{c.strip()}" for c in _RETURNED.split(","))
+    flagged = rows(
+        f"WITH due AS ({due} FOR UPDATE OF a SKIP LOCKED) "
+        f"UPDATE {attempts} SET {sets} FROM due WHERE {attempts}.id = due.id AND {recheck} "
+        f"RETURNING {returned}, due.directive, due.resource, due.name",
+        {"batch": batch},
+    )
     return [
         (i, ws, hand, resource, fence, before, after, at, run, timeout, last)
         for (i, ws, fence, after, at, run, timeout, last, before, resource, hand) in flagged

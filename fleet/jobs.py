@@ -5,12 +5,10 @@ computed from its timestamps at every call, so a lost holder is refused and its 
 whether or not a sweep has run. The jobs record each transition once, end lost attempts and
 revoke keys. They are set-based (one statement per batch, on an index), idempotent, and safe with
 several workers and two beats at once: rows are claimed with a conditional UPDATE whose
-candidates are locked with `FOR UPDATE SKIP LOCKED` on PostgreSQL (SQLite has one writer at a
-time), and every event is written in the transaction that claimed its row. On PostgreSQL a
-sweep's batch is one statement: the claim, the lost attempts' end and every event
-(`_sweep_statement`); the row-based path (`_claim_due`, `leases_settle`) is SQLite's, and
-PostgreSQL's for a batch whose statement failed. `ops.jobs` records their runs and starts
-webhook delivery when they wrote events.
+candidates are locked with `FOR UPDATE SKIP LOCKED`, and every event is written in the
+transaction that claimed its row. A sweep's batch is one statement: the claim, the lost attempts'
+end and every event (`_sweep_statement`). `ops.jobs` records their runs and starts webhook
+delivery when they wrote events.
 """
 
 from __future__ import annotations
@@ -18,15 +16,12 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, transaction
 
 from apikit.retries import retried
 from fleet.models import Attempt, AttemptEnd
-from fleet.services.attempts import attempt_mark_lost
 from hands import keys
 from hands import services as hand_services
 from hands.models import Hand, HandKey
@@ -40,7 +35,7 @@ from leases.audit import (
 from leases.clock import now_sql, parse_timestamp, plus_seconds_sql
 from leases.jobs import MAX_BATCHES, SYSTEM_ACTOR, JobResult, seconds_param, skip_locked
 from leases.jobs import rows as _rows
-from leases.models import Event, EventKind, Lease, LeaseKind, LeaseState
+from leases.models import EventKind, Lease, LeaseKind, LeaseState
 from leases.state import HELD_STATES, STEPS, next_check_sql, state_sql
 
 logger = logging.getLogger(__name__)
@@ -89,65 +84,12 @@ PASSED: tuple[tuple[str, float], ...] = tuple(
 _RANK = {str(state): rank for rank, state in enumerate((LeaseState.LIVE, *(s for s, _ in PASSED)))}
 
 
-@dataclass(frozen=True)
-class _Due:
-    """A lease row the sweep claimed: its state as last recorded and as computed now."""
-
-    id: int
-    workspace_id: int
-    resource: str
-    kind: str
-    holder: str
-    fence: int
-    deadline: datetime
-    grace_s: float
-    old_state: str
-    new_state: str
-    old_check: datetime
-    server_time: datetime
-
-    def transitions(self) -> list[str]:
-        """Every state passed since the last record, in order: a sweep that ran late still
-        records late and stalled before lost, each once (grace 0 goes straight to lost)."""
-        old, new = _RANK.get(self.old_state, 0), _RANK.get(self.new_state, 0)
-        return [
-            state
-            for state, _ in PASSED
-            if old < _RANK[state] <= new and (self.grace_s > 0 or state == LeaseState.LOST)
-        ]
-
-    def since(self, state: str) -> datetime:
-        """The threshold after which the lease was in `state`."""
-        fraction = dict(PASSED)[state]
-        return self.deadline + timedelta(seconds=self.grace_s * fraction)
-
-
 def _state_sql(now: str) -> tuple[str, str]:
     """SQL for the computed state and the next threshold of a lease (leases/state.py)."""
     return state_sql(now), next_check_sql(now)
 
 
 _RETURNING = "id, workspace_id, resource, kind, holder, fence, deadline, grace_s"
-
-
-def _due_row(
-    values: tuple[Any, ...], old_state: str, old_check: Any, new_state: str, now: Any
-) -> _Due:
-    lease_id, workspace_id, resource, kind, holder, fence, deadline, grace_s = values
-    return _Due(
-        id=int(lease_id),
-        workspace_id=int(workspace_id),
-        resource=resource,
-        kind=kind,
-        holder=holder,
-        fence=int(fence),
-        deadline=parse_timestamp(deadline),  # type: ignore[arg-type]
-        grace_s=float(grace_s),
-        old_state=old_state,
-        new_state=new_state,
-        old_check=parse_timestamp(old_check),  # type: ignore[arg-type]
-        server_time=parse_timestamp(now),  # type: ignore[arg-type]
-    )
 
 
 def _claim_parts(now: str) -> tuple[str, str]:
@@ -180,115 +122,7 @@ def _claim_sql(now: str) -> tuple[str, str]:
     )
 
 
-def _claim_due(batch: int) -> list[_Due]:
-    """Claim up to `batch` held leases whose next threshold has passed, in one statement.
-
-    The UPDATE sets `noticed_state` to the state computed now, `next_check_at` to the next
-    threshold (NULL once lost), and frees a lost resource lease. On PostgreSQL the candidates are
-    locked with SKIP LOCKED in a CTE, so concurrent sweeps split the work and never claim the
-    same row; the outer WHERE re-checks the row as locked, and the CTE hands back the state that
-    was recorded before, so each transition is written by exactly one sweep.
-    """
-    now = now_sql()
-    sets, due = _claim_parts(now)
-    params = {"batch": batch}
-    if connection.vendor == "postgresql":
-        candidates, claim = _claim_sql(now)
-        rows = _rows(
-            f"WITH due AS MATERIALIZED ({candidates}) {claim} "
-            f"RETURNING {_RETURNING}, old_state, old_check, noticed_state, {now}",
-            params,
-        )
-        return [_due_row(row[:8], row[8], row[9], row[10], row[11]) for row in rows]
-    # SQLite: the transaction took the write lock at BEGIN (IMMEDIATE), so reading the recorded
-    # state first and updating second cannot interleave with another writer.
-    before = {
-        int(row[0]): (row[1], row[2], row[3])
-        for row in _rows(
-            f"SELECT id, fence, noticed_state, next_check_at FROM {LEASES} "
-            f"WHERE {due} ORDER BY next_check_at LIMIT %(batch)s",
-            params,
-        )
-    }
-    if not before:
-        return []
-    ids = ", ".join(str(lease_id) for lease_id in before)
-    rows = _rows(
-        f"UPDATE {LEASES} SET {sets} WHERE id IN ({ids}) AND {due} "
-        f"RETURNING {_RETURNING}, noticed_state, {now}",
-        params,
-    )
-    claimed = []
-    for row in rows:
-        fence, old_state, old_check = before[int(row[0])]
-        if int(fence) == int(row[5]):
-            claimed.append(_due_row(row[:8], old_state, old_check, row[8], row[9]))
-    return claimed
-
-
-def _event(row: _Due, kind: str, attempt_id: int | None) -> Event:
-    return event(
-        workspace_id=row.workspace_id,
-        kind=kind,
-        at=row.server_time,
-        actor=SYSTEM_ACTOR,
-        hand=row.holder,
-        attempt_id=attempt_id,
-        resource=row.resource,
-        fence=row.fence,
-        data={
-            "since": row.since(
-                kind if kind != EventKind.LEASE_EXPIRED else LeaseState.LOST
-            ).isoformat(),
-            "deadline": row.deadline.isoformat(),
-            "grace_s": row.grace_s,
-        },
-    )
-
-
-def leases_settle(rows: list[_Due]) -> Settled:
-    """Write the events of claimed rows: late and stalled as events, lost as the end of the
-    attempt (`attempt_mark_lost` writes the `lost` event once), an expired resource lease as
-    `lease_expired`."""
-    slot_leases = [row.id for row in rows if row.kind == LeaseKind.SLOT]
-    attempts = (
-        {
-            (lease_id, fence): attempt_id
-            for attempt_id, lease_id, fence in Attempt.objects.filter(
-                lease_id__in=slot_leases, end=None
-            ).values_list("pk", "lease_id", "fence")
-        }
-        if slot_leases
-        else {}
-    )
-    events: list[Event] = []
-    lost: list[tuple[int, _Due]] = []
-    result_expired = 0
-    for row in rows:
-        attempt_id = attempts.get((row.id, row.fence))
-        for state in row.transitions():
-            if state != LeaseState.LOST:
-                events.append(_event(row, state, attempt_id))
-            elif row.kind == LeaseKind.RESOURCE:
-                events.append(_event(row, EventKind.LEASE_EXPIRED, None))
-                result_expired += 1
-            elif attempt_id is not None:
-                lost.append((attempt_id, row))
-    record_events(events)
-    settled = Settled(events=len(events), expired=result_expired)
-    for attempt_id, row in lost:
-        if attempt_mark_lost(
-            workspace_id=row.workspace_id,
-            attempt_id=attempt_id,
-            at=row.server_time,
-            reason=LOST_REASON,
-        ):
-            settled.lost += 1
-            settled.events += 1
-    return settled
-
-
-# --- The sweep in one statement per batch (PostgreSQL) -------------------------------------------
+# --- The sweep's one statement per batch ---------------------------------------------------------
 
 
 def _iso_sql(timestamp: str) -> str:
@@ -415,51 +249,35 @@ def _sweep_batch(batch: int) -> tuple[int, Settled, float]:
     )
 
 
-def _push_back(row: _Due, retry_s: float) -> None:
-    """Undo the claim of a row whose events could not be written, and look again later."""
-    _rows(
-        f"UPDATE {LEASES} SET status = 'held', noticed_state = %(old_state)s, "
-        f"next_check_at = {plus_seconds_sql(now_sql(), seconds_param('retry_s'))} "
-        f"WHERE id = %(id)s AND fence = %(fence)s",
-        {"old_state": row.old_state, "retry_s": retry_s, "id": row.id, "fence": row.fence},
-    )
-
-
 def leases_sweep(*, batch: int | None = None, retry_s: float | None = None) -> SweepResult:
     """Record every late, stalled and lost transition whose threshold has passed, once.
 
-    On PostgreSQL each batch is one statement (`_sweep_statement`): it claims the due leases,
-    ends the lost attempts and writes every event, in a savepoint. If that fails, or on SQLite:
-
-    1. Claim a batch of due leases with one conditional UPDATE (`_claim_due`).
-    2. Write their events in the same transaction, the whole batch at once (`leases_settle`).
-    3. If that fails, retry row by row in savepoints; a row that still fails is pushed back
-       (`next_check_at` moves `retry_s` ahead) so one bad row cannot stall enforcement.
-
-    Then commit, and go on with the next batch until none is due.
+    Each batch is one statement (`_sweep_statement`), in a savepoint: it claims the due leases,
+    ends the lost attempts and writes every event. A batch that fails (the database refused one
+    of its rows) is swept again one lease at a time by the same statement, and a lease whose own
+    statement fails is pushed back (`next_check_at` moves `retry_s` ahead), so one bad row cannot
+    stall enforcement. Each batch commits; the sweep goes on until none is due.
     """
     batch = batch or settings.GC_SWEEP_BATCH
     retry_s = retry_s if retry_s is not None else settings.GC_SWEEP_RETRY_S
     result = SweepResult()
     for _ in range(MAX_BATCHES):
         with transaction.atomic():
-            claimed = _sweep_set_based(batch, result)
-            if claimed is None:
-                claimed = _sweep_row_based(batch, retry_s, result)
-        if claimed < batch:
+            swept = _sweep_once(batch, result)
+            if swept is None:
+                logger.warning("sweep: a batch of up to %d failed; sweeping one by one", batch)
+                swept = _sweep_one_by_one(batch, retry_s, result)
+        if swept < batch:
             break
     return result
 
 
-def _sweep_set_based(batch: int, result: SweepResult) -> int | None:
-    """A batch in one statement; None if it failed (or on SQLite), for the row-based path."""
-    if connection.vendor != "postgresql":
-        return None
+def _sweep_once(batch: int, result: SweepResult) -> int | None:
+    """One batch in its savepoint, counted into `result`; None if the database refused it."""
     try:
         with transaction.atomic():
             processed, settled, lag_s = _sweep_batch(batch)
-    except Exception:
-        logger.warning("sweep: a batch of up to %d failed; settling row by row", batch)
+    except DatabaseError:
         return None
     if processed:
         result.batches += 1
@@ -469,29 +287,37 @@ def _sweep_set_based(batch: int, result: SweepResult) -> int | None:
     return processed
 
 
-def _sweep_row_based(batch: int, retry_s: float, result: SweepResult) -> int:
-    rows = _claim_due(batch)
-    if not rows:
-        return 0
-    result.batches += 1
-    result.processed += len(rows)
-    result.lag_s = max(
-        [result.lag_s, *((r.server_time - r.old_check).total_seconds() for r in rows)]
+def _sweep_one_by_one(batch: int, retry_s: float, result: SweepResult) -> int:
+    """Up to `batch` leases swept one at a time; the lease a one-lease batch fails on is pushed
+    back. Answers how many were swept or pushed back."""
+    done = 0
+    while done < batch:
+        swept = _sweep_once(1, result)
+        if swept == 0:
+            break
+        if swept is None:
+            pushed = _push_back_first_due(retry_s)
+            if pushed is None:
+                break
+            logger.error("sweep: lease %s (%s) pushed back", *pushed)
+            result.processed += 1
+            result.failed += 1
+        done += 1
+    return done
+
+
+def _push_back_first_due(retry_s: float) -> tuple[int, str] | None:
+    """Look again in `retry_s` at the lease a one-lease batch takes first (the one whose
+    statement failed), its recorded state unchanged; None when no lease is due."""
+    now = now_sql()
+    _, due = _claim_parts(f"(SELECT {now})")
+    pushed = _rows(
+        f"UPDATE {LEASES} SET next_check_at = {plus_seconds_sql(now, seconds_param('retry_s'))} "
+        f"WHERE id = (SELECT id FROM {LEASES} WHERE {due} ORDER BY next_check_at "
+        f"LIMIT 1{skip_locked()}) RETURNING id, resource",
+        {"retry_s": retry_s},
     )
-    try:
-        with transaction.atomic():
-            result.add(leases_settle(rows))
-    except Exception:
-        logger.warning("sweep: a batch of %d failed; settling row by row", len(rows))
-        for row in rows:
-            try:
-                with transaction.atomic():
-                    result.add(leases_settle([row]))
-            except Exception:
-                logger.exception("sweep: lease %s (%s) pushed back", row.id, row.resource)
-                _push_back(row, retry_s)
-                result.failed += 1
-    return len(rows)
+    return (int(pushed[0][0]), pushed[0][1]) if pushed else None
 
 
 # --- Keys ---------------------------------------------------------------------------------------

@@ -11,12 +11,11 @@ its first try needs no permit.
    set) sleep in a wait, so the other threads are always there for calls that do not wait.
    Counted in memory.
 2. The key and the workspace: at most `GC_WAITS_PER_KEY` and `GC_WAITS_PER_WORKSPACE` waits
-   across every web process. On PostgreSQL a permit is one of N numbered session advisory locks,
-   taken with `pg_try_advisory_lock` (which never blocks) on the waiting thread's own
+   across every web process. A permit is one of N numbered session advisory locks, taken with
+   `pg_try_advisory_lock` (which never blocks) on the waiting thread's own
    connection (the direct one, `DATABASE_DIRECT_URL`, when there is one: behind a transaction
    pooler a session lock would stay on a server connection the next client gets): a process
    killed while it waits loses its connections, and their permits with them, so none leaks.
-   On SQLite (the embedded default, one web process) they are counted in memory too.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 from django.conf import settings
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from apikit import reads
@@ -162,9 +161,5 @@ def wait_permit(*, key_id: int, workspace_id: int) -> Iterator[None]:
     """Hold a permit to wait for the call's duration; RateLimited at once when one is full."""
     with ExitStack() as stack:
         stack.enter_context(_counted(("process", 0), "process"))
-        if connection.vendor == "postgresql":
-            stack.enter_context(_advisory(key_id, workspace_id))
-        else:
-            stack.enter_context(_counted(("key", key_id), "key"))
-            stack.enter_context(_counted(("workspace", workspace_id), "workspace"))
+        stack.enter_context(_advisory(key_id, workspace_id))
         yield

@@ -5,12 +5,13 @@ read (one written in the repository) lets anyone forge a login. The rules, in or
 
 1. `SECRET_KEY` set: used, unless it is the development key earlier versions shipped as their
    default (published in this repository's history: never a secret), which is refused.
-2. Not set, on SQLite (the embedded default) and without `GC_REQUIRE_SECRET_KEY`: a random key
-   minted the first time and kept in `VAR_DIR/secret_key` (mode 0600). SQLite is one file on one
-   machine, so every process that can open the database also sees VAR_DIR; processes starting
-   at once agree on one key (`persisted_key`).
-3. Otherwise (PostgreSQL: production, perhaps several machines, each of which would mint a key of
-   its own and refuse the others' sessions): refused, with how to set one.
+2. Not set, on the embedded default (no DATABASE_URL: the database server lives under VAR_DIR)
+   and without `GC_REQUIRE_SECRET_KEY`: a random key minted the first time and kept in
+   `VAR_DIR/secret_key` (mode 0600). That server is one machine's, so every process that can
+   reach the database also sees VAR_DIR; processes starting at once agree on one key
+   (`persisted_key`).
+3. Otherwise (a DATABASE_URL: production, perhaps several machines, each of which would mint a
+   key of its own and refuse the others' sessions): refused, with how to set one.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def secret_key(*, given: str, embedded: bool, require: bool, var_dir: Path) -> s
         )
     if not embedded:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set and DATABASE_URL is not SQLite (a production database, "
-            f"perhaps served by several machines, which must share one key): {HOW_TO_SET}"
+            "SECRET_KEY is not set and DATABASE_URL is (a production database, perhaps served "
+            f"by several machines, which must share one key): {HOW_TO_SET}"
         )
     try:
         return persisted_key(var_dir)

@@ -1,10 +1,10 @@
 """Ground Control settings.
 
 Everything comes from the environment (see groundcontrol/env.py). With nothing set this is the
-embedded default: a SQLite file under var/, no Redis, the periodic jobs run in-process, and a
-secret key minted once and kept in var/secret_key. Production sets DATABASE_URL (PostgreSQL),
-REDIS_URL, SECRET_KEY (required there), DEBUG=0, ALLOWED_HOSTS and, behind a proxy that
-terminates TLS, GC_TLS=1 (docs/deploy.md).
+embedded default: a PostgreSQL server of its own under var/postgres, no Redis, the periodic jobs
+run in-process, and a secret key minted once and kept in var/secret_key. Production sets
+DATABASE_URL (PostgreSQL), REDIS_URL, SECRET_KEY (required there), DEBUG=0, ALLOWED_HOSTS and,
+behind a proxy that terminates TLS, GC_TLS=1 (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from groundcontrol import embedded_postgres
 from groundcontrol.env import (
     database_settings,
     env_bool,
@@ -99,27 +100,16 @@ TEMPLATES = [
 ]
 
 # --- Database -----------------------------------------------------------------------------------
-# SQLite is the embedded default; PostgreSQL is production and CI.
-DATABASE_URL = env_url(
-    "DATABASE_URL",
-    f"sqlite:///{VAR_DIR / 'groundcontrol.sqlite3'}",
-    schemes=("sqlite", "postgres", "postgresql"),
-)
-DATABASES = {"default": database_settings(DATABASE_URL)}
+# PostgreSQL everywhere. Without DATABASE_URL, the embedded default's own server under
+# VAR_DIR/postgres, started by the first connection that needs it (groundcontrol/embedded_postgres).
+DATABASE_URL = env_url("DATABASE_URL", "", schemes=("postgres", "postgresql"))
+EMBEDDED = not DATABASE_URL
+DATABASES = {
+    "default": embedded_postgres.settings(VAR_DIR) if EMBEDDED else database_settings(DATABASE_URL)
+}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 0, minimum=0)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
-        Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    # WAL lets the dashboard read while a hand writes; IMMEDIATE takes the write lock at BEGIN,
-    # so two writers queue instead of failing with "database is locked" half-way.
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
-else:
-    DATABASES["default"].setdefault("OPTIONS", {})
-    DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5))
+DATABASES["default"].setdefault("OPTIONS", {})
+DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Outgrowing one machine (docs/scale.md) -------------------------------------------------------
@@ -135,15 +125,10 @@ if GC_DB_POOLER not in ("", "transaction"):
     raise ImproperlyConfigured(
         f"GC_DB_POOLER={GC_DB_POOLER!r}: use 'transaction' or leave it unset"
     )
-_ON_POSTGRES = DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3"
 # The hot views prepare their statements on each connection (fleet/hot.py).
 GC_DB_PREPARE = env_bool("GC_DB_PREPARE", GC_DB_POOLER != "transaction")
 DATABASE_DIRECT_URL = env_url("DATABASE_DIRECT_URL", "", schemes=_POSTGRES)
 DATABASE_REPLICA_URL = env_url("DATABASE_REPLICA_URL", "", schemes=_POSTGRES)
-if (GC_DB_POOLER or DATABASE_DIRECT_URL or DATABASE_REPLICA_URL) and not _ON_POSTGRES:
-    raise ImproperlyConfigured(
-        "GC_DB_POOLER, DATABASE_DIRECT_URL and DATABASE_REPLICA_URL need DATABASE_URL on PostgreSQL"
-    )
 if GC_DB_POOLER == "transaction":
     if not DATABASE_DIRECT_URL:
         raise ImproperlyConfigured(
@@ -175,12 +160,13 @@ GC_REPLICA_MAX_LAG_S = env_float("GC_REPLICA_MAX_LAG_S", 10.0, minimum=0.0)
 GC_REPLICA_RETRY_S = env_float("GC_REPLICA_RETRY_S", 10.0, minimum=0.1)
 
 # --- Secret key (groundcontrol/secret_key.py) -----------------------------------------------------
-# The environment's; on SQLite without one, a key minted once and kept in VAR_DIR/secret_key;
-# on PostgreSQL without one (or with GC_REQUIRE_SECRET_KEY=1 anywhere), the process refuses to
-# start. The development key earlier versions shipped is refused wherever it is given.
+# The environment's; on the embedded default without one, a key minted once and kept in
+# VAR_DIR/secret_key; with a DATABASE_URL and none (or with GC_REQUIRE_SECRET_KEY=1 anywhere), the
+# process refuses to start. The development key earlier versions shipped is refused wherever it is
+# given.
 SECRET_KEY = secret_key(
     given=env_str("SECRET_KEY", ""),
-    embedded=DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3",
+    embedded=EMBEDDED,
     require=env_bool("GC_REQUIRE_SECRET_KEY", False),
     var_dir=VAR_DIR,
 )

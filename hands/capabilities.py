@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from django.db import connection
-
 from apikit.errors import ValidationFailed
 
 MAX_TAGS = 20
@@ -64,15 +62,10 @@ def missing(needed: Iterable[str], has: Iterable[str]) -> list[str]:
 def fits_sql(needed: str, has: str) -> str:
     """`missing(needed, has) == []` as SQL, over two SQL expressions that are JSON arrays of
     tags (a column, or a parameter cast by `array_param_sql`)."""
-    if connection.vendor == "postgresql":
-        # jsonb containment of arrays: every element of the left is an element of the right.
-        return f"({needed} <@ {has})"
-    return (
-        f"NOT EXISTS (SELECT 1 FROM json_each({needed}) needed_tag "
-        f"WHERE needed_tag.value NOT IN (SELECT has_tag.value FROM json_each({has}) has_tag))"
-    )
+    # jsonb containment of arrays: every element of the left is an element of the right.
+    return f"({needed} <@ {has})"
 
 
 def array_param_sql(placeholder: str) -> str:
     """A JSON text parameter as the array `fits_sql` compares."""
-    return f"CAST({placeholder} AS jsonb)" if connection.vendor == "postgresql" else placeholder
+    return f"CAST({placeholder} AS jsonb)"

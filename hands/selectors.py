@@ -3,9 +3,8 @@
 A lane's slug by its id is kept per process (`lane_slug`) for the renewing report's answer (the
 fleet's most frequent call): joining the lane on every heartbeat cost about a tenth of its
 statement. A slug is the lane's for good (nothing renames a lane: it names it in paths and keys;
-the admin shows it read-only) and PostgreSQL never hands out an id twice, but SQLite reuses an id
-whose row was rolled back: saving or deleting a lane forgets its entry (`forget_lane`, connected
-in hands.apps).
+the admin shows it read-only) and PostgreSQL never hands out an id twice; saving or deleting a
+lane forgets its entry all the same (`forget_lane`, connected in hands.apps).
 """
 
 from __future__ import annotations

@@ -400,12 +400,11 @@ Converter = tuple[int, Any, list[Any]]
 
 
 @functools.cache
-def _key_query(vendor: str) -> tuple[str, list[list[Converter]]]:
+def _key_query() -> tuple[str, list[list[Converter]]]:
     """The key, its hand, the hand's workspace, the key's lane and the lease a bound key lives by
-    in one SELECT, written out once
-    per database instead of compiled by the ORM on every call (that compilation was the hot
-    path's largest cost), with each column's converters as the ORM would apply them. `{now}` is
-    rendered per call: tests move the database clock."""
+    in one SELECT, written out once instead of compiled by the ORM on every call (that
+    compilation was the hot path's largest cost), with each column's converters as the ORM would
+    apply them. `{now}` is rendered per call: tests move the database clock."""
     quote = connection.ops.quote_name
     columns, converters = [], []
     for model in _KEY_MODELS:
@@ -450,7 +449,7 @@ def _models_of(row: tuple[Any, ...], converters: list[list[Converter]]) -> list[
 
 def _key_with_hand(prefix: str) -> tuple[HandKey, datetime] | None:
     """The key with its hand, workspace and lane loaded, and the database's time (one query)."""
-    sql, converters = _key_query(connection.vendor)
+    sql, converters = _key_query()
     with connection.cursor() as cursor:
         cursor.execute(sql.format(now=now_sql()), [prefix])
         row = cursor.fetchone()
@@ -516,18 +515,13 @@ def key_guard(key: HandKey) -> engine.Guard:
     # FOR SHARE on the key's row: a revocation's UPDATE of it waits for the grant's commit (and
     # then ends the new tenure, `keys_tenures_end`), and a grant that meets a revocation in
     # flight waits for it and reads the key as revoked. `key_id`: the tenure records its key.
-    # SQLite runs one writer at a time and needs no lock.
-    postgresql = connection.vendor == "postgresql"
-    lock = " FOR SHARE OF k" if postgresql else ""
     return engine.Guard(
         sql=f"EXISTS (SELECT 1 FROM {table} k WHERE k.id = %(guard_key_id)s "
-        f"AND {keys.usable_sql('k', '{now}')}{lock})",
+        f"AND {keys.usable_sql('k', '{now}')} FOR SHARE OF k)",
         params={"guard_key_id": key.pk, "key_id": key.pk},
         explain=explain,
         # The grant's transaction takes the key's row before any lease row (`Guard.hold`).
-        locks=(f"SELECT 1 FROM {table} WHERE id = %(guard_key_id)s FOR SHARE",)
-        if postgresql
-        else (),
+        locks=(f"SELECT 1 FROM {table} WHERE id = %(guard_key_id)s FOR SHARE",),
     )
 
 

@@ -171,17 +171,17 @@ def record_refusal(
 
 
 # The count's one statement: insert the (address, code, minute) row or add one to its count, on
-# the database's clock, read once (`stamp`). PostgreSQL's and SQLite's ON CONFLICT take the row
-# lock for the update, so concurrent calls never lose one another's count. `WHERE TRUE`: SQLite
-# reads `SELECT ... ON CONFLICT` as a join's ON without a WHERE.
+# the database's clock, read once (`stamp`). ON CONFLICT takes the row lock for the update, so
+# concurrent calls never lose one another's count. The minute is in UTC whatever the session's
+# time zone: the same row everywhere.
 _ADDRESS_UPSERT = """
 INSERT INTO {table} ({columns})
-SELECT %(address)s, %(code)s, {minute}, 1, stamp.at, stamp.at, %(method)s, %(path)s,
-       %(key_prefix)s
-FROM (SELECT {now} AS at) stamp WHERE TRUE
+SELECT %(address)s, %(code)s, date_trunc('minute', stamp.at, 'UTC'), 1, stamp.at, stamp.at,
+       %(method)s, %(path)s, %(key_prefix)s
+FROM (SELECT {now} AS at) stamp
 ON CONFLICT (address, code, minute) DO UPDATE SET
     {count} = {table}.{count} + 1,
-    last_at = {latest}({table}.last_at, EXCLUDED.last_at)
+    last_at = GREATEST({table}.last_at, EXCLUDED.last_at)
 """
 _ADDRESS_COLUMNS = (
     "address",
@@ -197,20 +197,12 @@ _ADDRESS_COLUMNS = (
 
 
 def address_refusal_sql() -> str:
-    """The upsert for this database (and the engine's clock: a frozen test clock is in it)."""
+    """The upsert, with the engine's clock (a frozen test clock is in it)."""
     quote = connection.ops.quote_name
-    if connection.vendor == "postgresql":
-        # In UTC whatever the session's time zone: the minute is the same row everywhere.
-        minute, latest = "date_trunc('minute', stamp.at, 'UTC')", "GREATEST"
-    else:
-        # The engine's one text format (`leases.clock`), at the start of the minute.
-        minute, latest = "strftime('%%Y-%%m-%%d %%H:%%M:00.000', stamp.at)", "MAX"
     return _ADDRESS_UPSERT.format(
         table=quote(AddressRefusal._meta.db_table),
         columns=", ".join(quote(column) for column in _ADDRESS_COLUMNS),
         count=quote("count"),
-        minute=minute,
-        latest=latest,
         now=now_sql(),
     )
 

@@ -21,8 +21,6 @@ def autovacuum_runs(databases: list[str] | None = None, **kwargs: Any) -> list[C
     messages: list[CheckMessage] = []
     for alias in databases or []:
         connection = connections[alias]
-        if connection.vendor != "postgresql":
-            continue
         try:
             with connection.cursor() as cursor:
                 cursor.execute("SHOW autovacuum")

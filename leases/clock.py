@@ -1,9 +1,9 @@
 """The one clock: the database's.
 
 Every comparison with "now" happens in SQL (DESIGN rule 1), so web workers whose clocks disagree
-still agree about every lease. This module renders "now" for the two supported databases and lets
-tests travel in time by shifting or freezing the database's clock as the engine sees it. Nothing
-outside tests ever changes the offset.
+still agree about every lease. This module renders PostgreSQL's "now" and lets tests travel in
+time by shifting or freezing the database's clock as the engine sees it. Nothing outside tests
+ever changes the offset.
 """
 
 from __future__ import annotations
@@ -17,56 +17,37 @@ from django.db import connection
 from django.db.models import DateTimeField
 from django.db.models.expressions import RawSQL
 
-# SQLite keeps datetimes as text; every timestamp the engine writes uses this one format so that
-# text comparison is time comparison. `%%` because Django's cursor substitutes parameters.
-_SQLITE_FORMAT = "'%%Y-%%m-%%d %%H:%%M:%%f'"
-
 _lock = threading.Lock()
 _offset_s: float = 0.0
 _frozen_at: datetime | None = None
 
 
-def _vendor() -> str:
-    return connection.vendor
-
-
 def now_sql() -> str:
     """SQL for the database's current time (as shifted or frozen by a test, if any)."""
     frozen, offset = _frozen_at, _offset_s
-    if _vendor() == "postgresql":
-        if frozen is not None:
-            return f"'{frozen.isoformat()}'::timestamptz"
-        # clock_timestamp(): the time the row is actually evaluated. now() is the transaction's
-        # start and statement_timestamp() the statement's arrival; a statement that waited (for a
-        # row lock, or for a CPU) would judge "lost" and stamp its grant with a time from before
-        # the release it waited for, so its tenure would appear to start before the last one ended.
-        if offset:
-            return f"(clock_timestamp() + interval '{offset!r} seconds')"
-        return "clock_timestamp()"
     if frozen is not None:
-        text = frozen.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        return f"'{text}'"
+        return f"'{frozen.isoformat()}'::timestamptz"
+    # clock_timestamp(): the time the row is actually evaluated. now() is the transaction's start
+    # and statement_timestamp() the statement's arrival; a statement that waited (for a row lock,
+    # or for a CPU) would judge "lost" and stamp its grant with a time from before the release it
+    # waited for, so its tenure would appear to start before the last one ended.
     if offset:
-        return f"strftime({_SQLITE_FORMAT}, 'now', '{offset!r} seconds')"
-    return f"strftime({_SQLITE_FORMAT}, 'now')"
+        return f"(clock_timestamp() + interval '{offset!r} seconds')"
+    return "clock_timestamp()"
 
 
 def plus_seconds_sql(timestamp_sql: str, seconds_sql: str) -> str:
     """SQL for `timestamp + seconds`, where both are SQL expressions (columns or parameters)."""
-    if _vendor() == "postgresql":
-        return f"({timestamp_sql} + ({seconds_sql}) * interval '1 second')"
-    return f"strftime({_SQLITE_FORMAT}, {timestamp_sql}, ({seconds_sql}) || ' seconds')"
+    return f"({timestamp_sql} + ({seconds_sql}) * interval '1 second')"
 
 
 def now_expression() -> RawSQL:
     """The database's "now" as an ORM expression, for filters and annotations."""
-    # Keep `%%`: the cursor turns it into `%` when it runs the query, and the SQL debug log
-    # (DEBUG=1 on SQLite) formats the query with `%`, which a bare `%Y` would break.
     return RawSQL(now_sql(), (), output_field=DateTimeField())
 
 
 def parse_timestamp(value: object) -> datetime | None:
-    """A timestamp as a raw cursor returns it (a datetime on PostgreSQL, text on SQLite)."""
+    """A timestamp as a raw cursor returns it (a datetime; text where a statement cast it)."""
     if value is None:
         return None
     if isinstance(value, datetime):

@@ -1,8 +1,8 @@
 """The lease engine: each change of a lease is ONE conditional SQL statement against the
 database's clock, and its row count says whether it happened (DESIGN rules 1 and 2).
 
-Statements are written once and rendered for PostgreSQL or SQLite by `leases.clock`. Nothing here
-writes events or refusals; the services around the engine do, in the same transaction.
+Statements are written once, with the database's clock rendered in by `leases.clock`. Nothing
+here writes events or refusals; the services around the engine do, in the same transaction.
 
 Why UPDATE first and INSERT ... ON CONFLICT DO NOTHING second, rather than one upsert: a
 conditional UPDATE that matches no row writes nothing and waits for nothing, so a denied acquire
@@ -82,7 +82,7 @@ TAKE = (
     "RETURNING {columns}, {now} AS server_time"
 )
 # INSERT ... SELECT rather than VALUES, so that a caller source that matches nothing inserts
-# nothing; SQLite needs the WHERE to tell the SELECT from the upsert clause.
+# nothing.
 INSERT = (
     "INSERT INTO {table} (workspace_id, resource, kind, status, holder, process_id, fence, "
     "interval_s, grace_s, acquired_at, renewed_at, deadline, noticed_state, next_check_at, "
@@ -225,13 +225,8 @@ class Guard:
 # and never before them; a statement that locks one row needs no order. Two transactions then
 # never wait for each other in a cycle (docs/design.md, "Lock order"). Where PostgreSQL aborts
 # one anyway (40P01, 40001), the service runs it again (`apikit.retries`).
-def lock_rows() -> str:
-    """` FOR UPDATE` where rows are locked (PostgreSQL); SQLite runs one writer at a time."""
-    return " FOR UPDATE" if connection.vendor == "postgresql" else ""
-
-
 def _sql(template: str, **caller: str) -> str:
-    """Render {now}, {alive}, {free_or_lost} and the caller's slots for the current database."""
+    """Render {now}, {alive}, {free_or_lost} and the caller's slots into `template`."""
     now = now_sql()
     slots = caller or PARAMETER_CALLER
     return template.format(
@@ -240,16 +235,14 @@ def _sql(template: str, **caller: str) -> str:
         columns=", ".join(_COLUMNS),
         alive=alive_sql(now),
         free_or_lost=takeable_sql(now),
-        deadline_from_now=plus_seconds_sql(now, "CAST(%(interval_s)s AS REAL)")
-        if connection.vendor == "sqlite"
-        else plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
+        deadline_from_now=plus_seconds_sql(now, "CAST(%(interval_s)s AS double precision)"),
         renew_deadline=plus_seconds_sql(now, "interval_s"),
-        lock_rows=lock_rows(),
+        lock_rows=" FOR UPDATE",
         # `WHERE {locked_ids}SELECT id ... ORDER BY id{lock_rows}{locked_ids_end}`: the rows a
-        # sub-select locked in id order (LOCK_ORDER), reached by primary key as an array on
-        # PostgreSQL, whatever the planner would make of `id IN (sub-select)` on small tables.
-        locked_ids="id = ANY(ARRAY(" if connection.vendor == "postgresql" else "id IN (",
-        locked_ids_end="))" if connection.vendor == "postgresql" else ")",
+        # sub-select locked in id order (LOCK_ORDER), reached by primary key as an array,
+        # whatever the planner would make of `id IN (sub-select)` on small tables.
+        locked_ids="id = ANY(ARRAY(",
+        locked_ids_end="))",
         conflict_free=tree.conflict_free(slots["caller_workspace"], slots["caller_holder"]).replace(
             "{now}", now
         ),
@@ -320,13 +313,13 @@ def one(sql: str, params: dict[str, Any]) -> LeaseSnapshot | None:
 def read(*, workspace_id: int, resource: str, settled: bool = False) -> LeaseSnapshot | None:
     """The lease on `resource` with the database's time, or None if never leased.
 
-    `settled` (for `check`, which storage trusts before it applies a write): on PostgreSQL the
-    row is read FOR SHARE, so a read that meets a grant or a break still in flight waits for its
+    `settled` (for `check`, which storage trusts before it applies a write): the row is read
+    FOR SHARE, so a read that meets a grant or a break still in flight waits for its
     commit and answers with the new fence. A plain read takes its snapshot before that commit
     but its clock after the transition's stamp, and would call a fence current at a time when,
     by the event log, it no longer was (the long history run found two such writes in 46,000).
     """
-    lock = " FOR SHARE" if settled and connection.vendor == "postgresql" else ""
+    lock = " FOR SHARE" if settled else ""
     return one(
         _sql(
             "SELECT {columns}, {now} FROM {table} "
@@ -495,12 +488,11 @@ def take_first_free(
     """Take the lowest free-or-lost lease among `lease_ids` (a run's slots) in one statement
     (and only if `guard`'s condition holds, checked by the statement itself).
 
-    On PostgreSQL the candidate is picked with FOR UPDATE SKIP LOCKED, so concurrent claimers
+    The candidate is picked with FOR UPDATE SKIP LOCKED, so concurrent claimers
     each take a different slot instead of queueing on the same one; the outer WHERE checks the
     condition again on the locked row. If every candidate was locked (a sweep or another claim
     holds the row for a moment), the statement runs once more with a plain FOR UPDATE, which
-    waits for the lock instead of answering no_open_slot for a slot that is open. SQLite runs
-    one writer at a time.
+    waits for the lock instead of answering no_open_slot for a slot that is open.
 
     The first pass runs in a savepoint that is rolled back when it takes nothing: a row it met
     that another claim had changed since the statement's snapshot stays locked by it although it
@@ -509,9 +501,7 @@ def take_first_free(
     """
     if not lease_ids:
         return None
-    lock_modes = (
-        (" FOR UPDATE SKIP LOCKED", " FOR UPDATE") if connection.vendor == "postgresql" else ("",)
-    )
+    lock_modes = (" FOR UPDATE SKIP LOCKED", " FOR UPDATE")
     placeholders = ", ".join(f"%(id{i})s" for i in range(len(lease_ids)))
     params: dict[str, Any] = {f"id{i}": lease_id for i, lease_id in enumerate(lease_ids)}
     params.update(
@@ -696,10 +686,7 @@ def reopen(*, workspace_id: int, lease_id: int) -> LeaseSnapshot | None:
 
 def _tenure_mean_sql() -> str:
     """SQL: the node's moving average of how long a tenure lasts, with the one ending now."""
-    if connection.vendor == "postgresql":
-        held_for = "EXTRACT(EPOCH FROM ({now} - acquired_at))"
-    else:
-        held_for = "((julianday({now}) - julianday(acquired_at)) * 86400.0)"
+    held_for = "EXTRACT(EPOCH FROM ({now} - acquired_at))"
     return (
         f"CASE WHEN acquired_at IS NULL THEN tenure_mean_s WHEN tenure_mean_s IS NULL "
         f"THEN {held_for} ELSE 0.8 * tenure_mean_s + 0.2 * {held_for} END"

@@ -23,7 +23,7 @@ inserted: of the web processes and workers that reach the new primary at once, e
 shifts, the others wait on the epoch's unique index until it commits and then do nothing. Every
 connection runs this before it serves anything, so no call reads a deadline before the shift.
 The first epoch ever recorded (a fresh database, or the first start of this code) shifts nothing:
-there is no outage to make good. A standby, or SQLite, has no epoch.
+there is no outage to make good. A standby has no epoch.
 """
 
 from __future__ import annotations
@@ -134,9 +134,9 @@ def record_epoch(cursor: Any, *, system_identifier: int, timeline: int) -> tuple
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """`connection_created`: before a new PostgreSQL connection serves anything. It runs on the
-    raw connection, so that it shows in no query count and no debug log."""
-    if connection.vendor != "postgresql" or not connection.get_autocommit():
+    """`connection_created`: before a new connection serves anything. It runs on the raw
+    connection, so that it shows in no query count and no debug log."""
+    if not connection.get_autocommit():
         return
     import psycopg
 

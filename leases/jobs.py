@@ -35,11 +35,10 @@ def rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 def skip_locked() -> str:
-    """Concurrent jobs split the rows instead of queueing on them (SQLite has one writer)."""
-    return " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    """Concurrent jobs split the rows instead of queueing on them."""
+    return " FOR UPDATE SKIP LOCKED"
 
 
 def seconds_param(name: str) -> str:
-    """A float parameter as SQL, typed so `timestamp + seconds` resolves on both databases."""
-    kind = "double precision" if connection.vendor == "postgresql" else "REAL"
-    return f"CAST(%({name})s AS {kind})"
+    """A float parameter as SQL, typed so `timestamp + seconds` resolves."""
+    return f"CAST(%({name})s AS double precision)"

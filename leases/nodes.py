@@ -54,7 +54,7 @@ def read_tenure(
     """The row of the tenure `fence` of the node, or None once the node has moved past it. A
     shared tenure's row is preferred: the node's row carries the fence it counted out for it as
     its counter, not as a tenure of its own. `settled` as for `read`."""
-    lock = " FOR SHARE" if settled and connection.vendor == "postgresql" else ""
+    lock = " FOR SHARE" if settled else ""
     return engine.one(
         engine.render(
             "SELECT {columns}, {now} FROM {table} "
@@ -179,14 +179,13 @@ def break_(*, workspace_id: int, resource: str) -> Broken | None:
     params = {"workspace_id": workspace_id, "node": names.node_of(resource)}
     # Every row of the node (its own and each shared tenure's) locked first, in id order, so the
     # updates below, shared rows before the node's, never lock out of order (LOCK_ORDER).
-    if connection.vendor == "postgresql":
-        engine.all_rows(
-            engine.render(
-                "SELECT {columns}, {now} FROM {table} WHERE workspace_id = %(workspace_id)s "
-                "AND node = %(node)s ORDER BY id FOR UPDATE"
-            ),
-            params,
-        )
+    engine.all_rows(
+        engine.render(
+            "SELECT {columns}, {now} FROM {table} WHERE workspace_id = %(workspace_id)s "
+            "AND node = %(node)s ORDER BY id FOR UPDATE"
+        ),
+        params,
+    )
     # released_at stays NULL: it marks a release by the holder, which a retried release may
     # repeat; a broken tenure's holder is refused (lease_lost) instead.
     shares = engine.all_rows(

@@ -150,8 +150,7 @@ def takeable_sql(
 
 
 class PlusSeconds(Func):
-    """`timestamp + seconds` for either database, where both are expressions. On SQLite it also
-    brings an ORM-written timestamp into the engine's text format, so both compare alike."""
+    """`timestamp + seconds`, where both are expressions."""
 
     output_field = DateTimeField()
     arity = 2

@@ -4,7 +4,6 @@ around these conditions (`leases.engine`), so there is one form of each."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.db import connection
@@ -24,10 +23,7 @@ def line_conditions(alias: str) -> tuple[str, str]:
     `leases.names`). Two conditions, each a lookup of `lease_held_node_idx` of its own: joined
     by OR, PostgreSQL would read every held lease of the workspace instead."""
     column = f"{alias}node"
-    if connection.vendor == "postgresql":
-        lineage = f"{column} = ANY(CAST(%(lineage)s AS text[]))"
-    else:
-        lineage = f"{column} IN (SELECT value FROM json_each(%(lineage)s))"
+    lineage = f"{column} = ANY(CAST(%(lineage)s AS text[]))"
     return lineage, f"{column} >= %(below_low)s AND {column} < %(below_high)s"
 
 
@@ -101,7 +97,7 @@ def tree_params(resource: str) -> dict[str, Any]:
     low, high = names.descendants_range(node)
     return {
         "node": node,
-        "lineage": lineage if connection.vendor == "postgresql" else json.dumps(lineage),
+        "lineage": lineage,
         "below_low": low,
         "below_high": high,
         "ticket": NO_TICKET,
@@ -130,12 +126,10 @@ def lineage_locks(resource: str) -> dict[str, Any]:
 
 def lock_tree(*, workspace_id: int, resource: str) -> None:
     """Serialize the grants that could conflict with one on `resource` until the transaction
-    ends (PostgreSQL; SQLite runs one writer at a time): a shared advisory lock on each ancestor
+    ends: a shared advisory lock on each ancestor
     and an exclusive one on the node. Two grants on one line of the tree meet on the higher
     node; siblings only share locks. Taken top-down, and keyed by depth as well as name, so two
     transactions can never wait for each other in a cycle."""
-    if connection.vendor != "postgresql":
-        return
     with connection.cursor() as cursor:
         cursor.execute(
             lock_tree_sql("CAST(%(lock_workspace)s AS text)"),

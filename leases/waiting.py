@@ -90,8 +90,6 @@ def notify_freed(*, workspace_id: int, resource: str) -> None:
     """Wake the waiters that `resource` was in the way of; call inside the transaction that
     frees it (PostgreSQL delivers the notification at commit, so nobody wakes for a change that
     rolls back)."""
-    if connection.vendor != "postgresql":
-        return
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_notify(name, '') FROM unnest(%s::text[]) AS name",
@@ -108,15 +106,15 @@ def _sleep(pause: float, backoff: float) -> None:
 
 @contextmanager
 def listening(channels: list[str]) -> Iterator[Waiter]:
-    """A wait, `wait(pause, backoff)`, that ends early when one of `channels` is notified (on
-    PostgreSQL; elsewhere, and inside a transaction, it sleeps `min(pause, backoff)`).
+    """A wait, `wait(pause, backoff)`, that ends early when one of `channels` is notified (inside
+    a transaction it sleeps `min(pause, backoff)`).
 
     It listens on the direct connection when there is one (`DATABASE_DIRECT_URL`: behind a
     transaction pooler a LISTEN would stay on whichever server connection ran it, and its
     notifications would wake some other client or nobody); a direct connection that cannot
     listen leaves the wait polling, with its backoff."""
     # Inside a transaction notifications arrive only after it ends: poll instead.
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    if connection.in_atomic_block:
         yield _sleep
         return
     db = connections[reads.direct_alias()]

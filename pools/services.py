@@ -268,9 +268,7 @@ def take_member(
 
 def lock_members(pool: Pool) -> None:
     """Lock every member's lease row, in id order, for the rest of the transaction (the
-    module's lock order). SQLite runs one writer at a time."""
-    if connection.vendor != "postgresql":
-        return
+    module's lock order)."""
     members, params = members_sql(pool)
     with connection.cursor() as cursor:
         cursor.execute(

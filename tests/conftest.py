@@ -8,33 +8,27 @@ from datetime import UTC, datetime
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from fleet.models import Run
 from fleet.services import plan as plan_services
 from hands import services as hand_services
 from hands.models import Hand, Workspace
 from leases import clock
+from tests.jobs import support
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     db = settings.DATABASES["default"]
-    where = (
-        f"PostgreSQL at {db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}"
-        if db["ENGINE"].endswith("postgresql")
-        else "SQLite (embedded default): PostgreSQL-only tests are skipped"
-    )
+    where = f"{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}"
     redis = settings.REDIS_URL or "none (embedded default)"
-    return [f"Ground Control tests on {where}; Redis: {redis}"]
+    return [f"Ground Control tests on PostgreSQL at {where}; Redis: {redis}"]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-        return
-    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL)")
-    for item in items:
-        if "postgres" in item.keywords:
-            item.add_marker(skip)
+@pytest.fixture(autouse=True)
+def _stop_laptops() -> Iterator[None]:
+    """The embedded PostgreSQL a laptop install's test started stops with the test."""
+    yield
+    support.stop_laptops()
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +37,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     on one server (developers side by side, a long run beside CI) never drop each other's."""
     from pytest_django.fixtures import _set_suffix_to_test_databases
 
-    if connection.vendor == "postgresql" and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         _set_suffix_to_test_databases(suffix=str(os.getpid()))
 
 
@@ -106,8 +100,3 @@ def teammate(workspace: Workspace) -> Hand:
 @pytest.fixture
 def outsider(outsider_workspace: Workspace) -> Hand:
     return hand_services.hand_create(workspace=outsider_workspace, name="hand-a")[0]
-
-
-@pytest.fixture
-def on_postgres() -> bool:
-    return connection.vendor == "postgresql"

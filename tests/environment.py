@@ -1,16 +1,27 @@
 """The test run's environment, set before pytest-django loads the settings.
 
 Loaded as a plugin (`-p tests.environment` in pyproject's addopts) because conftest.py files are
-read only after the settings are. A run on PostgreSQL (DATABASE_URL set, DEBUG off) is shaped
-like production, which refuses to start without SECRET_KEY (groundcontrol/secret_key.py): the
-run, and every server it starts (they inherit its environment), gets a random key of its own
-unless the caller gave one.
+read only after the settings are. Without DATABASE_URL the run uses the embedded default's
+PostgreSQL under var/ (starting it, and stopping it at the end if it started it) and names it in
+DATABASE_URL, so the run and every server it starts (they inherit its environment) are shaped
+exactly like a run against any other server. A run with DATABASE_URL is shaped like production,
+which refuses to start without SECRET_KEY (groundcontrol/secret_key.py): the run gets a random
+key of its own unless the caller gave one.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
+from pathlib import Path
 
+from groundcontrol import embedded_postgres
+
+if not os.environ.get("DATABASE_URL", "").strip():
+    _var = Path(os.environ.get("GC_VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
+    if not embedded_postgres.running(_var):
+        atexit.register(embedded_postgres.stop, _var)
+    os.environ["DATABASE_URL"] = embedded_postgres.database_url(_var)
 if not os.environ.get("SECRET_KEY", "").strip():
     os.environ["SECRET_KEY"] = "tests-" + secrets.token_urlsafe(40)

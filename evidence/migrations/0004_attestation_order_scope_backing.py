@@ -26,10 +26,9 @@ def fill(apps, schema_editor):
             "  WHERE e.attestation_id = a.id AND e.grade = 'ci'"
             ") WHERE a.result = 'pass' AND a.backs_id IS NULL"
         )
-        if schema_editor.connection.vendor == "postgresql":
-            # The new foreign keys are deferred: check them now, so that the ALTER below does
-            # not meet this transaction's pending trigger events.
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        # The new foreign keys are deferred: check them now, so that the ALTER below does
+        # not meet this transaction's pending trigger events.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 class Migration(migrations.Migration):

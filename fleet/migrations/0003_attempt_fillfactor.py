@@ -1,18 +1,15 @@
 """Room on each page of the attempt table: a report stamps `last_report_at` (not indexed), so
-with free space on the page PostgreSQL updates the row in place (HOT). SQLite has no such
-setting."""
+with free space on the page PostgreSQL updates the row in place (HOT)."""
 
 from django.db import migrations
 
 
 def set_fillfactor(apps, schema_editor):  # noqa: ANN001, ANN201
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE fleet_attempt SET (fillfactor = 70)")
+    schema_editor.execute("ALTER TABLE fleet_attempt SET (fillfactor = 70)")
 
 
 def reset_fillfactor(apps, schema_editor):  # noqa: ANN001, ANN201
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE fleet_attempt RESET (fillfactor)")
+    schema_editor.execute("ALTER TABLE fleet_attempt RESET (fillfactor)")
 
 
 class Migration(migrations.Migration):

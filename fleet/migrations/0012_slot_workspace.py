@@ -14,10 +14,9 @@ def fill(apps, schema_editor):
             "WHERE parent.id = fleet_slot.run_id "
             "AND fleet_slot.workspace_id IS NULL"
         )
-        if schema_editor.connection.vendor == "postgresql":
-            # The new foreign key is deferred: check it now, so that the ALTER below does not
-            # meet this transaction's pending trigger events.
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        # The new foreign key is deferred: check it now, so that the ALTER below does not
+        # meet this transaction's pending trigger events.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 class Migration(migrations.Migration):

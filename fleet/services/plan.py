@@ -312,13 +312,12 @@ def run_set_capabilities(
 
 
 def lock_run(*, workspace_id: int, run_id: int) -> None:
-    """Take the run's row lock for the rest of the transaction (no-op on SQLite, which has
-    one writer at a time). Every path that changes which of a run's slots are done takes it
-    before it touches a slot's lease, so they never deadlock. FOR NO KEY UPDATE: it excludes
-    the others that take it, but not the key checks of rows that reference the run (a claim's
-    new attempt checks its run FOR KEY SHARE at commit, after taking its slot's lease); FOR
-    UPDATE made that claim and a finish of the same slot's lost tenure deadlock (the failover
-    run found it: tests/concurrency/test_run_lock.py)."""
+    """Take the run's row lock for the rest of the transaction. Every path that changes which of
+    a run's slots are done takes it before it touches a slot's lease, so they never deadlock.
+    FOR NO KEY UPDATE: it excludes the others that take it, but not the key checks of rows that
+    reference the run (a claim's new attempt checks its run FOR KEY SHARE at commit, after
+    taking its slot's lease); FOR UPDATE made that claim and a finish of the same slot's lost
+    tenure deadlock (the failover run found it: tests/concurrency/test_run_lock.py)."""
     list(
         Run.objects.select_for_update(no_key=True)
         .filter(workspace_id=workspace_id, pk=run_id)

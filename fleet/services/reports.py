@@ -270,8 +270,7 @@ def details_refusal(details: object) -> ValidationFailed | None:
         return ValidationFailed("details must be an object", fields={"details": ["An object."]})
     unstorable = _unstorable_text(details)
     if unstorable is not None:
-        # PostgreSQL's jsonb refuses both anywhere in a document (a 500 otherwise); SQLite would
-        # keep them, but the contract is one.
+        # PostgreSQL's jsonb refuses both anywhere in a document (a 500 otherwise).
         return ValidationFailed(
             f"details hold {unstorable}, which no report may hold",
             fields={"details": [f"No {unstorable.removeprefix('a ')}s."]},
@@ -476,7 +475,7 @@ def attempt_report(
     if refusal is not None:
         raise refusal
     costed = bool(tokens_in or tokens_out or cost_usd)
-    if process_id is not None and connection.vendor == "postgresql" and not costed:
+    if process_id is not None and not costed:
         done = _report_renewing(
             hand=hand,
             attempt_id=attempt_id,
@@ -490,8 +489,8 @@ def attempt_report(
         )
         if done is not None:
             return True, done
-    # Below, step by step, the path that explains a refusal (and SQLite's and a report that
-    # renews nothing): the checks again, each with its own error.
+    # Below, step by step, the path that explains a refusal (and a report that renews
+    # nothing): the checks again, each with its own error.
     attempt = attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
     refuse_ended(attempt)
     resource = attempt.lease.resource

@@ -8,11 +8,10 @@ from django.db import migrations, models
 
 def node_in_code_point_order(apps, schema_editor):
     """The tree's range conditions (descendants of `a/b` are `a/b/` <= node < `a/b0`) need code
-    point order, whatever the database's collation: SQLite's default already is."""
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(
-            'ALTER TABLE leases_lease ALTER COLUMN node TYPE varchar(512) COLLATE "C"'
-        )
+    point order, whatever the database's collation."""
+    schema_editor.execute(
+        'ALTER TABLE leases_lease ALTER COLUMN node TYPE varchar(512) COLLATE "C"'
+    )
 
 
 class Migration(migrations.Migration):

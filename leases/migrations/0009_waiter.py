@@ -8,10 +8,9 @@ from django.db import migrations, models
 
 def node_in_code_point_order(apps, schema_editor):
     """The queue's range conditions need code point order, as the lease's node does (0008)."""
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(
-            'ALTER TABLE leases_waiter ALTER COLUMN node TYPE varchar(512) COLLATE "C"'
-        )
+    schema_editor.execute(
+        'ALTER TABLE leases_waiter ALTER COLUMN node TYPE varchar(512) COLLATE "C"'
+    )
 
 
 class Migration(migrations.Migration):

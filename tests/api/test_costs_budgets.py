@@ -282,7 +282,6 @@ def test_budget_lists_and_costs_cost_the_same_queries_however_many(
         assert boss.get("/costs", {"by": "hand"}).status_code == 200
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_many_reports_crossing_a_budget_at_once_fire_it_once(
     owner, teammate, make_run, lane, frozen_clock: datetime
@@ -328,7 +327,6 @@ def test_many_reports_crossing_a_budget_at_once_fire_it_once(
     assert Attempt.objects.filter(budget_notice__isnull=False).count() == 8
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_claim_racing_the_report_that_reaches_the_budget_is_refused_or_told(
     owner, teammate, make_run, lane, frozen_clock: datetime

@@ -29,7 +29,7 @@ from leases.models import Event, Lease
 from tests.api.conftest import Api, error_of, mint, refusals
 from tests.api.test_hand_calls import claim, report
 
-pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+pytestmark = pytest.mark.django_db
 
 VOLATILE = {"X-Request-ID", "Content-Length"}
 _served = threading.local()
@@ -370,8 +370,8 @@ def test_a_lanes_slug_is_remembered_by_id_and_forgotten_when_the_lane_is_saved(
     with django_assert_num_queries(1):
         assert hand_selectors.lane_slug(workspace_id=workspace.pk, lane_id=lane.pk) == "docs"
         assert hand_selectors.lane_slug(workspace_id=workspace.pk, lane_id=lane.pk) == "docs"
-    # Nothing in Ground Control renames a lane; a row saved under the same id (SQLite hands an
-    # id out again after a rollback) is read afresh.
+    # Nothing in Ground Control renames a lane; a row saved under the same id is read afresh
+    # all the same.
     lane.slug = "renamed"
     lane.save()
     assert hand_selectors.lane_slug(workspace_id=workspace.pk, lane_id=lane.pk) == "renamed"

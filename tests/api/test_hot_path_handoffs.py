@@ -20,7 +20,7 @@ from tests.api.test_hot_path import (  # the autouse fixture notes who answered
     served_by_hot_path,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+pytestmark = pytest.mark.django_db
 
 RENEW = {"resource": "src/auth/", "fence": 1, "process_id": "p1"}
 

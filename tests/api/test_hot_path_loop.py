@@ -23,7 +23,7 @@ from tests.api.test_hot_path import (  # noqa: F401 - the autouse fixture notes 
     served_by_hot_path,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from leases.models import Event
 from tests.api.conftest import Api
 
-pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize(

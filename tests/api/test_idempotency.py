@@ -98,7 +98,6 @@ def test_an_idempotency_key_must_be_printable(boss: Api) -> None:
     assert "Idempotency-Key" in error["fields"]
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_first_requests_create_once(boss: Api, run) -> None:
     path = f"/work-packages/{run.work_package_id}/runs"

@@ -10,12 +10,7 @@ from django.db import connection
 from leases.models import Lease
 from tests.api.conftest import Api, error_of
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        "connection.vendor != 'postgresql'", reason="a read-only session is PostgreSQL's"
-    ),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def read_only_session() -> None:

@@ -124,7 +124,6 @@ def test_it_refuses_a_bad_process_id_and_a_key_without_the_scope(
     error_of(work_only.post("/leases/renew-all", {"process_id": "p:1"}), 403, "scope_denied")
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_renew_all_racing_a_break_never_revives_the_broken_tenure(api_a: Api, boss: Api) -> None:
     for round_ in range(15):

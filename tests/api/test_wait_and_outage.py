@@ -71,7 +71,6 @@ def test_a_wait_that_ends_answers_lease_held_once(api_a: Api, api_b: Api) -> Non
     assert Lease.objects.get(resource="dev-server").holder == "hand-a"
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_release_wakes_a_waiter_at_once_through_listen_notify(api_a: Api, api_b: Api) -> None:
     first = acquire(api_a, ttl=60).json()
@@ -111,7 +110,6 @@ def _closed_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_database_that_refuses_connections_answers_503_and_nothing_is_written(
     api_a: Api, run

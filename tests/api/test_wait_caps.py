@@ -59,7 +59,7 @@ def refused_at_once(api: Api, resource: str = "tests", whose: str = "key") -> di
     return error
 
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_it_refuses_a_keys_wait_beyond_its_cap_at_once(api_a: Api, api_b: Api, settings) -> None:

@@ -30,7 +30,7 @@ from leases.models import Lease
 from tests.client.conftest import GCTL, PR_URL, attempts_of, mint, wait_for
 from tests.reliability.live import WebServer, database_url, server_env
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 OUTAGE_S = 7.0
 # 7 s of outage plus a restart's boot fits in interval + grace - margin (4 + 12 - 1.6 = 14.4 s)

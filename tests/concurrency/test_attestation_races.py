@@ -24,7 +24,7 @@ from hands import services as hand_services
 from schedules import github
 from tests.concurrency.test_done_slots import together
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROUNDS = 6
 _record = evidence_services.record_event

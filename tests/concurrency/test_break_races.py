@@ -20,7 +20,7 @@ from apikit.errors import GroundControlError
 from leases import services as leases
 from leases.models import Event, EventKind
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def run(target: Any, results: dict[str, Any], name: str) -> threading.Thread:

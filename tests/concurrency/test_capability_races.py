@@ -18,7 +18,7 @@ from fleet.services import plan as plan_services
 from hands import services as hand_services
 from leases import engine
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _claim_paused_before_its_statement(

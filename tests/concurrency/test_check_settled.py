@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from leases import services as leases
 from leases.errors import StaleFence
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_check_waits_for_a_break_in_flight_and_calls_the_old_fence_stale() -> None:

@@ -18,7 +18,7 @@ from fleet.services import plan as plan_services
 from hands import services as hand_services
 from leases.models import Event
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PR = [{"kind": "pull_request", "url": "https://example.com/pr/1"}]
 ROUNDS = 8

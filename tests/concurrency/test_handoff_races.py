@@ -21,7 +21,7 @@ from leases.handoffs import MAX_OPEN_PER_TENURE
 from leases.models import Event, HandoffRequest, Lease
 from tests.api.conftest import mint
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _post(key: str, path: str, payload: dict) -> tuple[int, dict]:

@@ -27,7 +27,7 @@ from leases import services as leases
 from leases.models import Event, Lease
 from tests.api.conftest import mint
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 THREADS = 12
 ROUNDS = 4

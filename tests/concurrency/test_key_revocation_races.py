@@ -12,7 +12,7 @@ from hands import services as hand_services
 from hands.models import HandKey
 from tests.concurrency.test_done_slots import together
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROUNDS = 6
 MINTERS = 8

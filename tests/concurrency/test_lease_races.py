@@ -30,7 +30,7 @@ from hands import services as hand_services
 from hands.models import Hand
 from leases import services as leases
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 THREADS = 16
 DURATION_S = 8.0

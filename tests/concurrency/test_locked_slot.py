@@ -13,7 +13,7 @@ from fleet.services import attempts as attempt_services
 from fleet.services import plan as plan_services
 from leases.models import Lease
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_it_waits_for_a_locked_open_slot_instead_of_refusing(workspace, lane, owner) -> None:  # noqa: ANN001

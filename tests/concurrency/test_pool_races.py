@@ -31,7 +31,7 @@ from leases import services as leases
 from leases.models import Event
 from pools import services as pools
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 THREADS = 16
 DURATION_S = 6.0

@@ -27,7 +27,7 @@ from leases import names
 from leases import services as leases
 from leases.models import Event
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 WORKSPACE = 7
 THREADS_A = 8

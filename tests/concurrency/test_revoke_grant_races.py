@@ -29,7 +29,7 @@ from leases.state import HELD_STATES, state_q
 from tests.api.conftest import mint
 from tests.concurrency.test_done_slots import together
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROUNDS = 4
 GRANTERS = 6

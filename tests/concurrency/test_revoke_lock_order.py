@@ -24,7 +24,7 @@ from pools import services as pools
 from tests.api.conftest import mint
 from tests.concurrency.test_pool_lock_order import backend_pid, unretried, waiting_on_a_lock
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def a_key(workspace: Workspace) -> HandKey:

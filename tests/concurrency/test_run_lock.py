@@ -14,7 +14,7 @@ from django.db import OperationalError, connection, connections, transaction
 
 from fleet.services import plan as plan_services
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def in_thread(body) -> list[BaseException]:  # noqa: ANN001

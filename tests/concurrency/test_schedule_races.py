@@ -26,8 +26,9 @@ from schedules import github, jobs
 from schedules import services as schedule_services
 from schedules.models import GitHubDelivery, Schedule, ScheduleTry
 from tests.concurrency.test_done_slots import together
+from tests.reliability import live
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -114,10 +115,9 @@ KILLED = textwrap.dedent(
 def test_a_process_killed_between_the_steps_leaves_nothing_and_the_next_tick_makes_it(
     schedule,
 ) -> None:
-    db = connection.settings_dict
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DATABASE_URL": OUTSIDE_URL(),
         "DJANGO_SETTINGS_MODULE": "groundcontrol.settings",
         "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'client'}",
     }
@@ -204,5 +204,4 @@ def test_a_connection_lost_mid_period_is_recorded_and_retried_on_the_next_tick(
 
 
 def OUTSIDE_URL() -> str:  # noqa: N802 - read at call time: the test database's name
-    db = connection.settings_dict
-    return f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+    return live.database_url(connection.settings_dict)

@@ -24,7 +24,7 @@ from apikit.errors import GroundControlError
 from leases import names
 from leases import services as leases
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 THREADS = 12
 DURATION_S = 6.0

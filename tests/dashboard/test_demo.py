@@ -21,13 +21,10 @@ from leases.models import Event, Refusal
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-# SQLite's in-memory test database is shared-cache: concurrent requests of the live server fail
-# at once ("table is locked") instead of waiting, which would derail the scenario itself.
 def finished_by(hand: str) -> int:
     return Attempt.objects.filter(hand__name=hand, end=AttemptEnd.FINISHED).count()
 
 
-@pytest.mark.postgres
 def test_it_shows_every_state_within_seconds_on_fast_timings(live_server):
     plan = demo.setup(workspace_name="demo", timings=demo.FAST)
     lines: list[str] = []

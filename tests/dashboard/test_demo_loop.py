@@ -18,7 +18,7 @@ from fleet.idle_sweep import attempts_flag_idle
 from fleet.models import Attempt, Report
 from hands.models import HandKey
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def wait_for(condition, timeout_s: float = 20.0):  # noqa: ANN001, ANN201

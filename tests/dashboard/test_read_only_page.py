@@ -8,12 +8,7 @@ from django.db import connection
 
 from tests.api.test_read_only_database import read_only_session
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        "connection.vendor != 'postgresql'", reason="a read-only session is PostgreSQL's"
-    ),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_page_answers_the_outage_page(supervisor_client, workspace) -> None:  # noqa: ANN001

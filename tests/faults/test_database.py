@@ -26,7 +26,7 @@ from tests.faults.support import (
 )
 from tests.reliability.live import WebServer, database_url, migrate_and_bootstrap, server_env
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def _wait_for_success(load: Load, after: float, timeout: float = 20) -> float:

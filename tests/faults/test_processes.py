@@ -26,7 +26,7 @@ from leases.models import Event, Lease
 from tests.faults.support import Load, assert_nothing_half_applied, fleet_setup
 from tests.reliability.live import ROOT, Api, WebServer, database_url, server_env
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _boss_key(workspace) -> str:  # noqa: ANN001

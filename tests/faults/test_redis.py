@@ -27,7 +27,6 @@ from tests.reliability.live import ROOT, Api, WebServer, database_url, free_port
 from webhooks.services import webhook_create
 
 pytestmark = [
-    pytest.mark.postgres,
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server"),

@@ -94,7 +94,6 @@ def test_every_form_of_a_keys_usability_agrees(owner, frozen_clock) -> None:
         assert refused.value.code == "key_invalid", name
 
 
-@pytest.mark.postgres
 def test_the_hot_statements_key_check_agrees_with_the_python_form(owner, frozen_clock) -> None:
     made = _keys(owner, frozen_clock)
     now = db_now()

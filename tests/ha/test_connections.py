@@ -11,7 +11,7 @@ from django.db import OperationalError, connection
 from leases.waiting import listening
 from tests.reliability.live import database_url
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def kill_my_backend() -> None:

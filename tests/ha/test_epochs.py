@@ -20,7 +20,7 @@ from leases import services as leases
 from leases.models import ClockEpoch, Lease, LeaseState, Waiter
 from leases.state import lease_state
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SYSTEM = 4242
 

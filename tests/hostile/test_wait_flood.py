@@ -1,8 +1,8 @@
 """One key, inside its rate limit, floods the real web server with 60 concurrent `wait_s: 30`
 acquires of a held resource. Only a few may sleep (fleet/waits.py): the rest are refused at once
 with 429 `rate_limited` and `retry_after_s`, and another workspace is answered meanwhile. Both
-ways to run: the embedded default (SQLite, one process, permits counted in memory) and
-PostgreSQL with two web processes (a key's permits shared between them as advisory locks)."""
+ways to run: the embedded default (its own PostgreSQL, one web process) and a PostgreSQL server
+with two web processes (a key's permits shared between them as advisory locks)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,6 @@ def test_a_wait_flood_on_the_embedded_default_is_held_off(tmp_path: Path) -> Non
     _assert_held_off(seen, sleeping=2)
 
 
-@pytest.mark.postgres
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_wait_flood_across_web_processes_is_held_off_per_key(

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from groundcontrol import embedded_postgres
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,24 +22,35 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def laptop_env(tmp_path: Path, **extra: str) -> tuple[dict[str, str], Path]:
-    """The environment of a laptop install: SQLite under a fresh var dir, no Redis."""
+# The var dirs whose embedded PostgreSQL a test started (`laptop_env`); tests/conftest.py stops
+# each after its test.
+STARTED: list[Path] = []
+
+
+def laptop_env(tmp_path: Path, *, start: bool = True, **extra: str) -> tuple[dict[str, str], str]:
+    """The environment of a laptop install, and its database's URL: no DATABASE_URL (so the
+    embedded PostgreSQL under a fresh var dir, started here as `scripts/run` starts it first, and
+    joined by every process the test starts), no Redis. Not `start`ed: the URL is ""."""
     env = {
         name: value
         for name, value in os.environ.items()
         if name not in ("DATABASE_URL", "REDIS_URL", "GC_EMBEDDED_SCHEDULER")
     }
-    database = tmp_path / "groundcontrol.sqlite3"
     env.update(
         DJANGO_SETTINGS_MODULE="groundcontrol.settings",
-        DATABASE_URL=f"sqlite:///{database}",
         GC_VAR_DIR=str(tmp_path),
         PYTHONUNBUFFERED="1",
         # The Procfile's commands (gunicorn, celery) come from the interpreter's environment.
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         **extra,
     )
-    return env, database
+    STARTED.append(tmp_path)
+    return env, embedded_postgres.database_url(tmp_path) if start else ""
+
+
+def stop_laptops() -> None:
+    while STARTED:
+        embedded_postgres.stop(STARTED.pop())
 
 
 def manage(env: dict[str, str], *args: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
@@ -11,10 +10,12 @@ from collections.abc import Callable
 from datetime import datetime
 
 import httpx
+import psycopg
 import pytest
 from django.test import override_settings
 
 from fleet.models import Attempt
+from groundcontrol import embedded_postgres
 from groundcontrol import scheduler as embedded
 from leases import clock
 from leases.models import Event
@@ -94,6 +95,37 @@ def test_it_starts_only_on_the_embedded_default_and_once_per_process(monkeypatch
     assert started == [first]
 
 
+# --- The embedded PostgreSQL ---------------------------------------------------------------------
+
+
+_VERSION = (
+    "from django.db import connection\n"
+    "with connection.cursor() as c:\n"
+    "    c.execute('SELECT version(), current_database()')\n"
+    "    print(*c.fetchone(), sep='|')\n"
+)
+
+
+def test_the_first_query_without_a_database_url_starts_the_embedded_postgresql(tmp_path) -> None:
+    env, _ = laptop_env(tmp_path, start=False)
+    manage(env, "check")  # the settings and the checks need no database: nothing starts
+    assert not embedded_postgres.running(tmp_path)
+    version, database = manage(env, "shell", "-v", "0", "-c", _VERSION).strip().split("|")
+    assert version.startswith("PostgreSQL ") and database == "groundcontrol"
+    # It runs on after the process that started it, as a database service does, and the next
+    # process finds it (and what the first one wrote) there.
+    assert embedded_postgres.running(tmp_path)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "shell", "-v", "0", "-c", _WORKSPACE_SCRIPT)
+    url = embedded_postgres.database_url(tmp_path)
+    with psycopg.connect(url) as db:
+        assert db.execute("SELECT name FROM fleet_workspace").fetchall() == [("laptop",)]
+    # Its socket is the only way in: it listens on no TCP port.
+    with psycopg.connect(url) as db:
+        assert db.execute("SHOW listen_addresses").fetchone() == ("",)
+    assert embedded_postgres.stop(tmp_path) and not embedded_postgres.running(tmp_path)
+
+
 # --- The whole embedded default, as `scripts/run` starts it ----------------------------------
 
 
@@ -167,9 +199,9 @@ def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> No
         claimed = _claim(env, "quiet-hand", "laptop:1")
 
         def kinds() -> list[str]:
-            with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=20) as db:
+            with psycopg.connect(database) as db:
                 rows = db.execute(
-                    "SELECT kind FROM leases_event WHERE attempt_id = ? ORDER BY id",
+                    "SELECT kind FROM leases_event WHERE attempt_id = %s ORDER BY id",
                     (claimed["attempt"],),
                 ).fetchall()
             return [kind for (kind,) in rows]
@@ -179,9 +211,9 @@ def test_a_quiet_hand_is_swept_by_the_embedded_default(tmp_path, receiver) -> No
             time.sleep(0.2)
         time.sleep(0.6)  # a few more sweeps: nothing may be recorded twice
         assert kinds() == ["claimed", "late", "stalled", "lost"]
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+        with psycopg.connect(database) as db:
             (end,) = db.execute(
-                'SELECT "end" FROM fleet_attempt WHERE id = ?', (claimed["attempt"],)
+                'SELECT "end" FROM fleet_attempt WHERE id = %s', (claimed["attempt"],)
             ).fetchone()
         assert end == "lost"
         [(headers, body)] = receiver.received

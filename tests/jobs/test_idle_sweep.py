@@ -189,7 +189,6 @@ def test_the_job_records_its_run_and_the_idle_webhook_fires(
     assert json.loads(body)["attempt"] == view.attempt.pk
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_idle_sweeps_at_once_flag_each_attempt_once(
     owner, make_run, frozen_clock: datetime

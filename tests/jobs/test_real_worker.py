@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -21,8 +21,9 @@ from fleet.selectors import run_slots
 from fleet.services import attempts as attempt_services
 from leases.models import Event
 from ops.models import JobRun
+from tests.reliability.live import database_url as live_database_url
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 # Its own Redis database, so the test's broker traffic never meets anyone else's.
@@ -36,12 +37,7 @@ def _worker_redis_url() -> str:
 
 def _database_url() -> str:
     """The test database this test runs in, for the worker and beat processes."""
-    db = settings.DATABASES["default"]
-    auth = quote(db.get("USER") or "postgres")
-    if db.get("PASSWORD"):
-        auth += ":" + quote(db["PASSWORD"])
-    host = db.get("HOST") or "127.0.0.1"
-    return f"postgresql://{auth}@{host}:{db.get('PORT') or 5432}/{db['NAME']}"
+    return live_database_url(settings.DATABASES["default"])
 
 
 @pytest.fixture

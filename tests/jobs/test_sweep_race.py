@@ -17,7 +17,7 @@ from leases import services as leases
 from leases.models import Event, Lease
 from ops import jobs as ops_jobs
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SLOTS = 60
 RESOURCES = 90

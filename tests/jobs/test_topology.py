@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import shlex
-import sqlite3
 import subprocess
 import time
 
 import httpx
+import psycopg
 import yaml
 
 from tests.jobs.support import ROOT, free_port, laptop_env, manage, stop, wait_until_serving
@@ -88,7 +88,7 @@ def test_the_procfile_web_line_serves_with_the_embedded_jobs(tmp_path) -> None:
 
         # No Redis, so no beat: the web worker runs the sweep itself.
         def swept() -> bool:
-            with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=20) as db:
+            with psycopg.connect(database) as db:
                 return bool(
                     db.execute(
                         "SELECT runs FROM fleet_jobrun WHERE name = 'sweep_leases'"

@@ -21,30 +21,21 @@ def _setting_is(value: str):  # noqa: ANN202
     )
 
 
-def test_autovacuum_off_is_a_warning_with_what_to_do(on_postgres: bool) -> None:
-    if not on_postgres:
-        pytest.skip("autovacuum is PostgreSQL's")
+def test_autovacuum_off_is_a_warning_with_what_to_do() -> None:
     with _setting_is("off"):
         [warning] = autovacuum_runs(databases=["default"])
     assert warning.id == AUTOVACUUM_OFF and "ANALYZE" in warning.hint
 
 
-def test_autovacuum_on_passes(on_postgres: bool) -> None:
-    if not on_postgres:
-        pytest.skip("autovacuum is PostgreSQL's")
+def test_autovacuum_on_passes() -> None:
     with _setting_is("on"):
         assert autovacuum_runs(databases=["default"]) == []
 
 
-def test_the_check_runs_with_the_database_checks_and_reads_the_real_setting(
-    on_postgres: bool,
-) -> None:
+def test_the_check_runs_with_the_database_checks_and_reads_the_real_setting() -> None:
     from django.db import connection
 
     ids = [m.id for m in run_checks(databases=["default"])]
-    if not on_postgres:
-        assert AUTOVACUUM_OFF not in ids  # SQLite has nothing to vacuum
-        return
     with connection.cursor() as cursor:
         cursor.execute("SHOW autovacuum")
         on = cursor.fetchone()[0] == "on"

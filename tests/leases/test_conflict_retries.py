@@ -23,7 +23,7 @@ from leases.models import Event, Lease, LeaseStatus
 from pools import services as pools
 from tests.api.conftest import Api, error_of, mint
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @contextmanager

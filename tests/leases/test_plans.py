@@ -63,11 +63,7 @@ def lease_lookups(plan: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("name", HOT_STATEMENTS)
-def test_a_plan_made_on_small_tables_never_reads_through_the_jobs_indexes(
-    name: str, on_postgres: bool
-) -> None:
-    if not on_postgres:
-        pytest.skip("the hot path's statements are PostgreSQL's")
+def test_a_plan_made_on_small_tables_never_reads_through_the_jobs_indexes(name: str) -> None:
     plan = generic_plan(hot.statement(name, now_sql()))
     assert SWEEP_INDEX not in plan, plan
     assert REVOKE_INDEX not in plan, plan
@@ -78,17 +74,13 @@ def test_a_plan_made_on_small_tables_never_reads_through_the_jobs_indexes(
 
 
 @pytest.mark.parametrize("name", [name for name in HOT_STATEMENTS if name != "renew_all"])
-def test_with_statistics_a_plan_reaches_each_lease_by_its_key(
-    name: str, on_postgres: bool, workspace, owner
-) -> None:
+def test_with_statistics_a_plan_reaches_each_lease_by_its_key(name: str, workspace, owner) -> None:
     """With statistics (autovacuum's ANALYZE, which Ground Control's database needs: see
     docs/deploy.md), a statement reads one lease by its id, or by workspace and resource
     (and holder, in the holder index), never a range of them. Without any, PostgreSQL assumes a
     workspace holds one lease in two hundred, and an acquire's take of a free lease (which names
     no holder) plans a scan of the workspace's part of the holder index as cheaply as the unique
     index, even with 500 leases in the table."""
-    if not on_postgres:
-        pytest.skip("the hot path's statements are PostgreSQL's")
     Lease.objects.bulk_create(
         Lease(
             workspace_id=workspace.id,
@@ -117,14 +109,10 @@ def test_with_statistics_a_plan_reaches_each_lease_by_its_key(
         assert by_id or by_key or on_line or by_process, plan
 
 
-def test_a_renew_all_reads_its_process_leases_through_their_index(
-    on_postgres: bool, workspace, owner
-) -> None:
+def test_a_renew_all_reads_its_process_leases_through_their_index(workspace, owner) -> None:
     """A renew-all reads a range by nature: the leases of one process, and only those, through
     `lease_process_idx`, however many the hand holds in other processes. The update then finds
     the rows it locked (in id order, the engine's LOCK_ORDER) by their primary key."""
-    if not on_postgres:
-        pytest.skip("the hot path's statements are PostgreSQL's")
     Lease.objects.bulk_create(
         Lease(
             workspace_id=workspace.id,
@@ -150,9 +138,7 @@ def _by_id_of_locked_rows(scan: str, condition: str) -> bool:
     return "leases_lease_pkey" in scan and "(id = " in condition
 
 
-def test_the_jobs_still_find_their_rows_through_their_indexes(on_postgres: bool) -> None:
-    if not on_postgres:
-        pytest.skip("partial indexes are planned like this on PostgreSQL")
+def test_the_jobs_still_find_their_rows_through_their_indexes() -> None:
     sweep = generic_plan(
         "SELECT id FROM leases_lease WHERE status = 'held' AND next_check_at < %(now)s "
         "ORDER BY next_check_at LIMIT 500",
@@ -169,13 +155,11 @@ def test_the_jobs_still_find_their_rows_through_their_indexes(on_postgres: bool)
 
 @pytest.mark.parametrize("name", ["heartbeat", "report", "report_percent"])
 def test_with_one_key_per_hand_in_the_statistics_a_report_finds_its_key_by_prefix(
-    name: str, on_postgres: bool, workspace
+    name: str, workspace
 ) -> None:
     """Statistics that say each hand has one key made the key's hand index look as good as its
     prefix; a hand with many keys (one per attempt, with revoke_when_done) would then have them
     all read per call."""
-    if not on_postgres:
-        pytest.skip("the hot path's statements are PostgreSQL's")
     for i in range(300):
         hand, _ = hand_services.hand_create(workspace=workspace, name=f"one-key-{i}")
         hand_services.key_issue(hand=hand, scopes=["work", "leases"], actor="test")

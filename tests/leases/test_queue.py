@@ -152,12 +152,9 @@ def test_the_queue_lists_its_waiters_in_order(frozen_clock: datetime) -> None:
     assert len(queue.line(workspace_id=WS)) == 3
 
 
-@pytest.mark.postgres
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_real_waiters_are_woken_and_served_first_come_first_served(workspace) -> None:  # noqa: ANN001
-    if connection.vendor != "postgresql":
-        pytest.skip("LISTEN wakes waiters on PostgreSQL")
     ws = workspace.id
     first = leases.lease_acquire(
         workspace_id=ws, resource="suite", holder="h0", process_id="p0", ttl_s=30

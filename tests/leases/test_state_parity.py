@@ -2,8 +2,7 @@
 of the tenure rule built on it (fleet.selectors.tenure_state): Python, SQL text, ORM expression,
 ORM filters, and the engine's own conditions. A form that drifts from the others fails here.
 
-Deadlines are written as the engine writes them (SQL `now + seconds`), so the text formats on
-SQLite are the ones production compares."""
+Deadlines are written as the engine writes them (SQL `now + seconds`)."""
 
 from __future__ import annotations
 

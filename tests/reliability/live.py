@@ -39,8 +39,9 @@ def database_url(db: Mapping[str, Any], name: str | None = None) -> str:
     auth = quote(db.get("USER") or "postgres")
     if db.get("PASSWORD"):
         auth += ":" + quote(db["PASSWORD"])
-    # Several hosts (a multi-host DATABASE_URL, docs/scale.md) come as lists, one port each.
-    hosts = str(db.get("HOST") or "127.0.0.1").split(",")
+    # Several hosts (a multi-host DATABASE_URL, docs/scale.md) come as lists, one port each; a
+    # socket directory (the embedded PostgreSQL's) is percent-encoded, as libpq's URLs allow.
+    hosts = [quote(host, safe="") for host in str(db.get("HOST") or "127.0.0.1").split(",")]
     ports = str(db.get("PORT") or 5432).split(",")
     if len(ports) == 1:
         ports *= len(hosts)

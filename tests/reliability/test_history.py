@@ -25,7 +25,6 @@ CI_SECONDS = 35.0
 REPORT = ROOT / "test-artifacts" / "reliability-history.json"
 
 
-@pytest.mark.postgres
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_it_keeps_every_promise_for_32_clients_frozen_past_their_ttl(

@@ -20,6 +20,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from apikit import reads
 from bench import pgservers
 from tests.api.conftest import boss, run  # noqa: F401 - the supervisor and a run
+from tests.reliability import live
 
 REPLICA_DB = "gc"
 
@@ -68,15 +69,12 @@ def pair(django_db_setup: None, django_db_blocker: Any) -> Iterator[pgservers.Pa
     replica whose rows are not the test database's, so anything that reads it by mistake gets
     a wrong answer."""
     reason = pgservers.unavailable()
-    if reason or connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
-        pytest.skip(reason or "needs PostgreSQL")
+    if reason:
+        pytest.skip(reason)
     started = pgservers.start_pair()
     try:
         settings = connections[DEFAULT_DB_ALIAS].settings_dict
-        source = (
-            f"postgresql://{settings['USER']}@{settings['HOST']}:{settings['PORT'] or 5432}/"
-            f"{settings['NAME']}"
-        )
+        source = live.database_url(settings)
         target = started.url("primary", REPLICA_DB)
         _psql(started.url("primary"), f"CREATE DATABASE {REPLICA_DB}")
         schema = subprocess.run(
@@ -114,8 +112,8 @@ def bouncer(django_db_setup: None) -> Iterator[pgservers.Bouncer]:
     ONE server connection per database: two clients' transactions share it, so a feature that
     needs its own session shows at once."""
     reason = pgservers.unavailable(pgbouncer=True)
-    if reason or connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
-        pytest.skip(reason or "needs PostgreSQL")
+    if reason:
+        pytest.skip(reason)
     port = connections[DEFAULT_DB_ALIAS].settings_dict["PORT"] or 5432
     started = pgservers.start_pgbouncer(server_port=int(port), pool_size=1)
     yield started

@@ -47,7 +47,7 @@ from tests.scale.test_replica_reads import (
     replica_settings,
 )
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from leases import services as leases
 from tests.api.conftest import mint
 from tests.scale.conftest import database_alias
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 THREADS = 6
 CALLS = 8

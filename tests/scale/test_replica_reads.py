@@ -25,7 +25,7 @@ from tests.api.conftest import Api
 from tests.dashboard.conftest import _member
 from tests.scale.conftest import REPLICA_DB, database_alias
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 BOUND_S = 1.0
 

@@ -60,10 +60,7 @@ def test_a_replica_is_an_alias_of_its_own_with_a_bound() -> None:
         ({"GC_REPLICA_MAX_LAG_S": "soon"}, "GC_REPLICA_MAX_LAG_S"),
         ({"GC_REPLICA_MAX_LAG_S": "-1"}, "GC_REPLICA_MAX_LAG_S"),
         ({"GC_DB_PREPARE": "maybe"}, "GC_DB_PREPARE"),
-        (
-            {"DATABASE_URL": "sqlite:////tmp/gc.sqlite3", "DATABASE_REPLICA_URL": PG},
-            "DATABASE_REPLICA_URL",
-        ),
+        ({"DATABASE_URL": "sqlite:////tmp/gc.sqlite3"}, "DATABASE_URL"),
     ],
 )
 def test_inconsistent_settings_stop_the_process_with_their_name(

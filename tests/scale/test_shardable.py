@@ -32,7 +32,7 @@ from leases.clock import now_sql
 from pools import services as pool_services
 from tests.scale import shardable
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "scale.md"
 

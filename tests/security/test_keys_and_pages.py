@@ -26,7 +26,6 @@ from leases.models import AddressRefusal, Event, Refusal
 from tests.api.conftest import Api
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_revoked_key_is_refused_on_its_next_call_under_concurrent_use(
     workspace, owner, settings

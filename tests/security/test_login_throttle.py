@@ -113,7 +113,6 @@ def checks(monkeypatch) -> list[str]:  # noqa: ANN001
     return seen
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_wrong_passwords_get_at_most_the_pair_limit_of_checks(
     fast_hasher,  # noqa: ANN001

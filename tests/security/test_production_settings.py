@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
-from django.db import OperationalError, connection, connections
+from django.db import connections
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
@@ -62,7 +62,7 @@ def test_it_refuses_to_start_on_postgres_without_a_secret_key(tmp_path: Path) ->
             "SECRET_KEY",
         )
         assert done.returncode != 0
-        assert "ImproperlyConfigured: SECRET_KEY is not set and DATABASE_URL is not SQLite" in (
+        assert "ImproperlyConfigured: SECRET_KEY is not set and DATABASE_URL is (a production" in (
             done.stderr
         )
         assert "secrets.token_urlsafe(50)" in done.stderr
@@ -102,7 +102,7 @@ def test_the_deploy_check_stops_on_the_published_development_key(tmp_path: Path)
 
 
 def test_the_embedded_default_mints_a_private_key_once_and_keeps_it(tmp_path: Path) -> None:
-    env = {"GC_VAR_DIR": str(tmp_path)}  # nothing else set: SQLite under it, DEBUG off
+    env = {"GC_VAR_DIR": str(tmp_path)}  # nothing else set: the embedded default, DEBUG off
     first = _settings_of(env, "SECRET_KEY", "DEBUG")
     assert first.returncode == 0, first.stderr
     key, debug = first.stdout.split()
@@ -117,13 +117,14 @@ def test_the_embedded_default_mints_a_private_key_once_and_keeps_it(tmp_path: Pa
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_an_explicit_sqlite_database_is_embedded_too(tmp_path: Path) -> None:
+def test_a_sqlite_database_is_refused_for_postgresql_everywhere(tmp_path: Path) -> None:
     done = _settings_of(
         {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "GC_VAR_DIR": str(tmp_path)},
         "SECRET_KEY",
     )
-    assert done.returncode == 0, done.stderr
-    assert repr((tmp_path / keys.KEY_FILE).read_text().strip()) == done.stdout.strip()
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr and "DATABASE_URL" in done.stderr, done.stderr
+    assert not (tmp_path / keys.KEY_FILE).exists()
 
 
 def test_a_given_key_is_used_and_nothing_is_minted(tmp_path: Path) -> None:
@@ -211,19 +212,9 @@ def _closed_port() -> int:
 
 @contextmanager
 def database_unreachable() -> Iterator[None]:
-    """The database cannot be reached. PostgreSQL: the connection is closed and the next one goes
-    to a port nobody listens on (as tests/api/test_wait_and_outage.py does). SQLite: the tests'
-    in-memory database cannot be closed without losing it, so every query fails the way an
-    unreadable file does."""
+    """The database cannot be reached: the connection is closed and the next one goes to a port
+    nobody listens on (as tests/api/test_wait_and_outage.py does)."""
     db = connections["default"]
-    if connection.vendor != "postgresql":
-
-        def refuse(*args: Any) -> None:
-            raise OperationalError("unable to open database file")
-
-        with db.execute_wrapper(refuse):
-            yield
-        return
     saved = dict(db.settings_dict)
     db.close()
     db.settings_dict.update(HOST="127.0.0.1", PORT=str(_closed_port()))

@@ -292,7 +292,6 @@ def _flood(threads: int, calls: int, call: Callable[[], Any]) -> Counter[int]:
     return statuses
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 @override_settings(GC_UNAUTHENTICATED_PER_MINUTE=0)
 def test_concurrent_unauthenticated_calls_lose_no_count(address: str, at_noon: datetime) -> None:
@@ -302,7 +301,6 @@ def test_concurrent_unauthenticated_calls_lose_no_count(address: str, at_noon: d
     assert (row.code, row.count, row.minute) == ("key_invalid", 480, at_noon)
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 @override_settings(GC_UNAUTHENTICATED_PER_MINUTE=100)
 def test_concurrent_calls_over_the_limit_are_counted_as_answered(
@@ -318,7 +316,6 @@ def test_concurrent_calls_over_the_limit_are_counted_as_answered(
     }
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_the_upsert_itself_loses_no_count_under_contention(at_noon: datetime) -> None:
     """The statement alone, many connections at once on one row (no HTTP in between)."""

@@ -91,7 +91,8 @@ def _listening_addresses(port: int) -> set[str]:
 
 @pytest.fixture
 def laptop(tmp_path: Path) -> tuple[dict[str, str], str]:
-    """A migrated SQLite install with a supervisor key, and the environment to serve it."""
+    """A migrated laptop install (the embedded PostgreSQL) with a supervisor key, and the
+    environment to serve it."""
     env, _ = laptop_env(tmp_path)
     for name in ("GC_BIND", "GC_WEB_THREADS", "WEB_CONCURRENCY", "GC_WEB_HEADER_TIMEOUT_S"):
         env.pop(name, None)

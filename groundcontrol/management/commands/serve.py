@@ -26,9 +26,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "addrport", nargs="?", help="host:port (default: GC_BIND, else 127.0.0.1:$PORT or 8000)"
         )
-        parser.add_argument(
-            "--workers", type=int, default=1, help="worker processes (default 1: SQLite)"
-        )
+        parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         overrides: dict[str, Any] = {"workers": max(1, options["workers"])}
