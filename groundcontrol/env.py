@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -11,6 +12,16 @@ from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+# The repository's root: the default home of var/.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def var_dir() -> Path:
+    """Where the install keeps what it makes (the embedded PostgreSQL, the minted secret key):
+    GC_VAR_DIR, else var/ in the repository."""
+    return Path(env_str("GC_VAR_DIR", str(ROOT / "var")))
 
 
 def env_str(name: str, default: str) -> str:

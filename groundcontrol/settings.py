@@ -23,12 +23,13 @@ from groundcontrol.env import (
     env_list,
     env_str,
     env_url,
+    var_dir,
 )
 from groundcontrol.secret_key import secret_key
 from groundcontrol.server import web_threads
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("GC_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR = var_dir()
 
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])

@@ -14,12 +14,12 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
-from pathlib import Path
 
 from groundcontrol import embedded_postgres
+from groundcontrol.env import var_dir
 
 if not os.environ.get("DATABASE_URL", "").strip():
-    _var = Path(os.environ.get("GC_VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
+    _var = var_dir()
     if not embedded_postgres.running(_var):
         atexit.register(embedded_postgres.stop, _var)
     os.environ["DATABASE_URL"] = embedded_postgres.database_url(_var)

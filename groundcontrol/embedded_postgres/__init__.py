@@ -110,10 +110,9 @@ def stop(var_dir: Path) -> bool:
 
 def main(argv: list[str]) -> int:
     """`start` (prints the DATABASE_URL) or `stop`, for the VAR_DIR the settings name."""
-    from groundcontrol.env import env_str
+    from groundcontrol.env import var_dir as settings_var_dir
 
-    root = Path(__file__).resolve().parent.parent
-    var_dir = Path(env_str("GC_VAR_DIR", str(root / "var")))
+    var_dir = settings_var_dir()
     if argv == ["start"]:
         print(database_url(var_dir))
         return 0

@@ -1,4 +1,4 @@
-"""The embedded default: the same jobs on a timer inside the web process."""
+"""The embedded default: its own PostgreSQL, and the same jobs on a timer inside the web process."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 import httpx
 import psycopg
@@ -17,6 +18,7 @@ from django.test import override_settings
 from fleet.models import Attempt
 from groundcontrol import embedded_postgres
 from groundcontrol import scheduler as embedded
+from groundcontrol.env import var_dir
 from leases import clock
 from leases.models import Event
 from tests.jobs.support import ROOT, free_port, laptop_env, manage, stop, wait_until_serving
@@ -123,7 +125,24 @@ def test_the_first_query_without_a_database_url_starts_the_embedded_postgresql(t
     # Its socket is the only way in: it listens on no TCP port.
     with psycopg.connect(url) as db:
         assert db.execute("SHOW listen_addresses").fetchone() == ("",)
-    assert embedded_postgres.stop(tmp_path) and not embedded_postgres.running(tmp_path)
+    # `scripts/run` stops it on exit by the module's command, which names the same directory.
+    stopped = subprocess.run(
+        [sys.executable, "-m", "groundcontrol.embedded_postgres", "stop"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (stopped.returncode, stopped.stdout.strip()) == (0, "stopped"), stopped.stderr
+    assert not embedded_postgres.running(tmp_path)
+
+
+def test_the_install_keeps_its_files_under_var_in_the_repository_unless_told(monkeypatch) -> None:
+    monkeypatch.delenv("GC_VAR_DIR", raising=False)
+    assert var_dir() == ROOT / "var"
+    monkeypatch.setenv("GC_VAR_DIR", "/srv/gc")
+    assert var_dir() == Path("/srv/gc")
 
 
 # --- The whole embedded default, as `scripts/run` starts it ----------------------------------
