@@ -43,6 +43,8 @@ class GroundControlError(Exception):
 
 
 class ValidationFailed(GroundControlError):
+    """The input is invalid (`fields` says what is wrong with each field)."""
+
     code = "validation_error"
     http_status = 400
 
@@ -62,21 +64,30 @@ class ScopeDenied(GroundControlError):
 
 
 class NotFound(GroundControlError):
+    """No such object in the caller's workspace (or lane), or no such endpoint."""
+
     code = "not_found"
     http_status = 404
 
 
 class PayloadTooLarge(GroundControlError):
+    """The body is over the limit (`limit_bytes`), refused before it is read."""
+
     code = "payload_too_large"
     http_status = 413
 
 
 class RateLimited(GroundControlError):
+    """Too many calls (or waits) for this key or address: try again after `retry_after_s`."""
+
     code = "rate_limited"
     http_status = 429
 
 
 class DependencyUnavailable(GroundControlError):
+    """The database or another service the call needs cannot be reached: nothing was written;
+    try again shortly."""
+
     code = "dependency_unavailable"
     http_status = 503
 
@@ -88,3 +99,35 @@ class Busy(GroundControlError):
 
     code = "busy"
     http_status = 503
+
+
+# The framework's own refusals, answered with DRF's status and code (`apikit.api`), and a bug.
+FRAMEWORK_CODES: dict[str, tuple[int, str]] = {
+    "method_not_allowed": (405, "The endpoint does not take this method (`Allow` lists those)."),
+    "not_acceptable": (406, "The endpoint cannot answer in the media type Accept asks for."),
+    "unsupported_media_type": (415, "The body is not JSON (send Content-Type: application/json)."),
+    "internal_error": (500, "A bug: the request id identifies it in the server's logs."),
+}
+
+
+def error_codes() -> dict[str, tuple[int, str]]:
+    """Every code the API answers, with its HTTP status and what it means (the class's
+    docstring, or its name): each app's errors (`GroundControlError`'s subclasses, from every
+    installed app's `errors` module) and the framework's. The OpenAPI schema exports it
+    (`x-error-codes`), and the client's table is checked against that."""
+    from importlib import import_module
+    from importlib.util import find_spec
+
+    from django.apps import apps
+
+    for app in apps.get_app_configs():
+        if find_spec(f"{app.name}.errors") is not None:
+            import_module(f"{app.name}.errors")
+    codes = dict(FRAMEWORK_CODES)
+    pending = list(GroundControlError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        doc = " ".join((cls.__doc__ or "").split()) or cls.__name__
+        codes[cls.code] = (cls.http_status, doc)
+    return dict(sorted(codes.items()))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from apikit.errors import GroundControlError
+from apikit.errors import error_codes
 
 
 class CallerSerializer(serializers.Serializer):
@@ -141,21 +143,15 @@ class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
 
 
-_EXTRA_STATUS = {
-    "method_not_allowed": 405,
-    "unsupported_media_type": 415,
-    "idempotency_conflict": 409,
-}
-
-
-def _code_status() -> dict[str, int]:
-    statuses = dict(_EXTRA_STATUS)
-    pending = list(GroundControlError.__subclasses__())
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        statuses[cls.code] = cls.http_status
-    return statuses
+def error_codes_hook(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular's postprocessing hook: the schema carries every error code the API answers,
+    `x-error-codes: {code: {status, description}}` (`apikit.errors.error_codes`), so a client
+    reads the contract's codes from the server."""
+    result["x-error-codes"] = {
+        code: {"status": status, "description": description}
+        for code, (status, description) in error_codes().items()
+    }
+    return result
 
 
 # Answered by every authenticated endpoint, whatever it does.
@@ -171,7 +167,7 @@ COMMON_CODES = (
 
 def error_responses(*codes: str, body: bool = False) -> dict[int, OpenApiResponse]:
     """The documented error answers of an endpoint: each status with the codes it may carry."""
-    statuses = _code_status()
+    statuses = {code: status for code, (status, _) in error_codes().items()}
     every = [*COMMON_CODES, *codes]
     if body:
         every += ["validation_error", "payload_too_large", "unsupported_media_type"]

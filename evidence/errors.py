@@ -6,6 +6,9 @@ from apikit.errors import GroundControlError
 
 
 class EvidenceMissing(GroundControlError):
+    """A finish without the evidence its run requires at the grade it requires (`missing`,
+    `grades_needed`)."""
+
     code = "evidence_missing"
     http_status = 422
 

@@ -6,16 +6,22 @@ from apikit.errors import GroundControlError
 
 
 class NoOpenSlot(GroundControlError):
+    """Every slot of the run is held or done (`slots`, `held`, `done`)."""
+
     code = "no_open_slot"
     http_status = 409
 
 
 class SlotTaken(GroundControlError):
+    """Another hand holds the slot asked for (`holder`, `fence`)."""
+
     code = "slot_taken"
     http_status = 409
 
 
 class RunClosed(GroundControlError):
+    """The run is closed or done: it takes no claims."""
+
     code = "run_closed"
     http_status = 409
 

@@ -372,6 +372,11 @@ GC_WAITS_PER_PROCESS = env_int("GC_WAITS_PER_PROCESS", max(1, web_threads() // 2
 SPECTACULAR_SETTINGS.update(
     {
         "SCHEMA_PATH_PREFIX": "/api/v1",
+        # Every error code, with its status and meaning, at the schema's root (x-error-codes).
+        "POSTPROCESSING_HOOKS": [
+            "drf_spectacular.hooks.postprocess_schema_enums",
+            "apikit.openapi.error_codes_hook",
+        ],
         "COMPONENT_SPLIT_REQUEST": True,
         "SWAGGER_UI_DIST": "SIDECAR",
         "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

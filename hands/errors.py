@@ -8,15 +8,21 @@ from apikit.errors import GroundControlError
 
 
 class KeyRevoked(GroundControlError):
+    """The key was revoked (`revoked_at`): every call with it is refused at once."""
+
     code = "key_revoked"
     http_status = 401
 
 
 class KeyExpired(GroundControlError):
+    """The key's expiry has passed (`expired_at`)."""
+
     code = "key_expired"
     http_status = 401
 
 
 class IdempotencyConflict(GroundControlError):
+    """An Idempotency-Key used before for a different call: a new call needs a new key."""
+
     code = "idempotency_conflict"
     http_status = 409

@@ -12,6 +12,11 @@ class per code, grouped under the categories a caller branches on:
 - `Unavailable`: worth retrying later (429, 502, 503, 504, the server unreachable). This is the
   one definition of transient: the client's own retries (`TRANSIENT_STATUSES`, `is_transient`)
   and the runtime's, up to a tenure's give-up point, both read it from here.
+- The rest are refusals of their own, each with its `advice` (a handoff that is not needed or is
+  for one's own lease, an answered request, a reused idempotency key, a pool that exists, a slot
+  that is not done), and the caller's own mistakes (validation, method, media type).
+
+The server's schema lists every code it answers (`x-error-codes`); a test holds this table to it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ class GroundControlError(Exception):
     fields the code adds (holder, fence, expires_in_s, current_fence, missing, ...)."""
 
     code = "error"
+    # What to do, for a code whose sentence is its own (`describe`): "" for the category's.
+    advice = ""
 
     def __init__(
         self,
@@ -211,10 +218,95 @@ class DecisionFromReplica(ServerError):
     code = "decision_from_replica"
 
 
+class InternalError(ServerError):
+    """The server failed on a bug (500): its request id identifies it in the server's logs."""
+
+    code = "internal_error"
+
+
 class ConfigError(GroundControlError):
     """GC_URL or GC_KEY is missing or malformed."""
 
     code = "config_error"
+
+
+class HandoffNotNeeded(GroundControlError):
+    """A handoff request for something nobody holds in the asker's way."""
+
+    code = "handoff_not_needed"
+    advice = "nothing stands in your way: acquire or claim it instead of asking."
+
+
+class HandoffOwnLease(GroundControlError):
+    """A handoff request for something the asker's own hand holds."""
+
+    code = "handoff_own_lease"
+    advice = (
+        "your own hand holds it: use it, or release it from the process that holds it "
+        "(or take it over); never ask yourself."
+    )
+
+
+class HandoffAnswered(GroundControlError):
+    """The handoff request already has its answer (or lapsed)."""
+
+    code = "handoff_answered"
+    advice = "it takes no other answer; read it with gctl handoff show ID."
+
+
+class HandoffLimit(GroundControlError):
+    """The asker has as many open handoff requests as it may."""
+
+    code = "handoff_limit"
+    advice = "wait for an answer to your open requests before asking again, or pick other work."
+
+
+class SlotNotDone(GroundControlError):
+    """Reopening a slot that is open or held: only a finished slot can be reopened."""
+
+    code = "slot_not_done"
+    advice = "only a finished (done) slot can be reopened; this one is open or held."
+
+
+class IdempotencyConflict(GroundControlError):
+    """An Idempotency-Key used before for a different call."""
+
+    code = "idempotency_conflict"
+    advice = "that Idempotency-Key was sent with another call; send a new call with a new key."
+
+
+class PoolExists(GroundControlError):
+    """A pool of that name exists with other members."""
+
+    code = "pool_exists"
+    advice = "a pool's members never change: use that pool, or create one under another name."
+
+
+class SignatureInvalid(AuthFailed):
+    """A webhook delivery whose signature is not the integration's."""
+
+    code = "signature_invalid"
+
+
+class MethodNotAllowed(GroundControlError):
+    """The endpoint does not take this method."""
+
+    code = "method_not_allowed"
+    advice = "the endpoint does not take this method; fix the call."
+
+
+class NotAcceptable(GroundControlError):
+    """The endpoint cannot answer in the media type asked for."""
+
+    code = "not_acceptable"
+    advice = "ask for application/json; fix the call."
+
+
+class UnsupportedMediaType(GroundControlError):
+    """The body is not JSON."""
+
+    code = "unsupported_media_type"
+    advice = "send the body as JSON (Content-Type: application/json); fix the call."
 
 
 ERRORS_BY_CODE: dict[str, type[GroundControlError]] = {
@@ -242,6 +334,18 @@ ERRORS_BY_CODE: dict[str, type[GroundControlError]] = {
         RateLimited,
         DependencyUnavailable,
         Busy,
+        InternalError,
+        HandoffNotNeeded,
+        HandoffOwnLease,
+        HandoffAnswered,
+        HandoffLimit,
+        SlotNotDone,
+        IdempotencyConflict,
+        PoolExists,
+        SignatureInvalid,
+        MethodNotAllowed,
+        NotAcceptable,
+        UnsupportedMediaType,
     )
 }
 
@@ -454,6 +558,8 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
     gctl prints it, the MCP server answers it, and a denial's `str()` is it. `subject` names
     what was asked for when the refusal itself does not (gctl knows the resource it asked).
     """
+    if error.advice:
+        return f"{error.message}: {error.advice}"
     if isinstance(error, LeaseHeld) and isinstance(error.get("members"), list):
         return f"{describe_pool(error.get('pool'), error.get('members'))}: {ADVICE_DENIED}"
     # In line behind other waiters: where it stands first (alone, the holder says it all).

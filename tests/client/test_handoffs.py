@@ -35,8 +35,10 @@ def test_gctl_asks_the_holder_sees_it_declines_and_the_asker_reads_the_answer(gc
     assert f"{SENTENCE} (the login bug; request {request_id})" in renewed.stdout
     assert "gctl handoff decline ID --reason" in renewed.stdout
 
+    # Not "denied, wait": nobody else stands in the way (exit 1, another refusal).
     mine = gc.gctl("handoff", "src/auth/", "--reason", "x")
-    assert mine.returncode == 3 and "handoff_own_lease" in mine.stderr  # denied
+    assert mine.returncode == 1 and "handoff_own_lease" in mine.stderr
+    assert "your own hand holds it" in mine.stderr and "wait, pick other work" not in mine.stderr
     bad = gc.gctl("handoff", "decline", str(request_id))
     assert bad.returncode == 2 and "--reason" in bad.stderr
 
