@@ -33,12 +33,12 @@ def _stop_laptops() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
-    """A PostgreSQL test database of this run's own (test_<name>_<pid>), so that two test runs
-    on one server (developers side by side, a long run beside CI) never drop each other's."""
+    """A PostgreSQL test database of this process's own (test_<name>[_gw<n>]_<pid>), so that two
+    test runs on one server (developers side by side, a long run beside CI, each with its
+    workers) never drop each other's."""
     from pytest_django.fixtures import _set_suffix_to_test_databases
 
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        _set_suffix_to_test_databases(suffix=str(os.getpid()))
+    _set_suffix_to_test_databases(suffix=str(os.getpid()))
 
 
 @pytest.fixture

@@ -68,9 +68,14 @@ def test_a_plan_made_on_small_tables_never_reads_through_the_jobs_indexes(name: 
     assert SWEEP_INDEX not in plan, plan
     assert REVOKE_INDEX not in plan, plan
     assert re.search(r"Index Cond: \(\(prefix\)::text = \$\d+\)", plan), plan
-    assert lease_lookups(plan), plan
-    for _, condition in lease_lookups(plan):
-        assert condition.startswith("Index Cond"), plan
+    # Which index, where one is read: each lease by its key. (On a table as small as the tests
+    # leave it, a sequential scan may be cheapest, by the statistics earlier tests left: that
+    # depends on autovacuum's timing, and is no read through the jobs' indexes.)
+    indexed = generic_plan(hot.statement(name, now_sql()), seqscan=False)
+    assert SWEEP_INDEX not in indexed and REVOKE_INDEX not in indexed, indexed
+    assert lease_lookups(indexed), indexed
+    for _, condition in lease_lookups(indexed):
+        assert condition.startswith("Index Cond"), indexed
 
 
 @pytest.mark.parametrize("name", [name for name in HOT_STATEMENTS if name != "renew_all"])

@@ -63,12 +63,24 @@ def database_alias(alias: str, **changes: Any) -> Iterator[None]:
         reads.checked.forget()
 
 
+def _socket_only() -> str | None:
+    """Why the test database's server cannot stand beside a replica or a pooler made from this
+    machine's binaries: the embedded PostgreSQL listens on a socket only, and is another major
+    version than theirs."""
+    if str(connections[DEFAULT_DB_ALIAS].settings_dict["HOST"]).startswith("/"):
+        return (
+            "the test database is the embedded PostgreSQL (a Unix socket); the replica and "
+            "pooler tests need a server on TCP: set DATABASE_URL (CI does)"
+        )
+    return None
+
+
 @pytest.fixture(scope="session")
 def pair(django_db_setup: None, django_db_blocker: Any) -> Iterator[pgservers.Pair]:
     """A primary and its streaming replica holding the test database's schema (no rows): a
     replica whose rows are not the test database's, so anything that reads it by mistake gets
     a wrong answer."""
-    reason = pgservers.unavailable()
+    reason = pgservers.unavailable() or _socket_only()
     if reason:
         pytest.skip(reason)
     started = pgservers.start_pair()
@@ -111,7 +123,7 @@ def bouncer(django_db_setup: None) -> Iterator[pgservers.Bouncer]:
     """PgBouncer 1.18 (Debian bookworm's) in transaction mode in front of the test server, with
     ONE server connection per database: two clients' transactions share it, so a feature that
     needs its own session shows at once."""
-    reason = pgservers.unavailable(pgbouncer=True)
+    reason = pgservers.unavailable(pgbouncer=True) or _socket_only()
     if reason:
         pytest.skip(reason)
     port = connections[DEFAULT_DB_ALIAS].settings_dict["PORT"] or 5432
