@@ -26,10 +26,11 @@ def acquire(api: Api, resource: str = "tests", **extra: Any) -> Any:
 
 
 @contextmanager
-def waiting(api: Api, count: int, resource: str = "tests", wait_s: float = 2.5) -> Iterator[list]:
+def waiting(api: Api, count: int, resource: str = "tests", wait_s: float = 6.0) -> Iterator[list]:
     """`count` acquires of `api` sleeping on `resource` (each on its own thread and database
     connection) until their wait runs out; their answers once the block is over."""
     answers: list[Any] = []
+    _ASLEEP.append(answers)
 
     def wait() -> None:
         try:
@@ -44,15 +45,23 @@ def waiting(api: Api, count: int, resource: str = "tests", wait_s: float = 2.5) 
     try:
         yield answers
     finally:
+        _ASLEEP[:] = [held for held in _ASLEEP if held is not answers]
         for thread in threads:
             thread.join(wait_s + 5)
         assert not any(thread.is_alive() for thread in threads)
 
 
+# The answers of the waits `waiting` holds asleep now.
+_ASLEEP: list[list[Any]] = []
+
+
 def refused_at_once(api: Api, resource: str = "tests", whose: str = "key") -> dict[str, Any]:
+    """Refused without a wait: answered while the admitted waits still sleep (none of them has
+    its answer yet), and long before its own wait_s would have run out."""
     started = time.monotonic()
     error = error_of(acquire(api, resource, wait_s=20), 429, "rate_limited")
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10
+    assert all(answers == [] for answers in _ASLEEP), _ASLEEP
     assert error["retry_after_s"] == waits.RETRY_AFTER_S
     assert error["waits_of"] == whose
     assert "wait_s" in error["message"]
