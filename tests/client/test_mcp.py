@@ -625,8 +625,13 @@ def test_it_finds_work_with_a_lane_limited_key_and_never_reclaims_a_done_run(
 
 
 def test_it_waits_for_a_slot_when_asked(fake: FakeServer, session: Session) -> None:
-    fake.fence = 1  # slot 0 is someone's
-    threading.Timer(0.6, lambda: setattr(fake, "state", "released")).start()
+    fake.fence = 1  # slot 0 is someone's, until the claim's second try
+
+    def free_on_the_second_try(request: Any) -> None:
+        if request.url.path.endswith("/runs/12/claim") and len(fake.calls("/claim")) >= 2:
+            fake.state = "released"
+
+    fake.before_answer = free_on_the_second_try
     _, claimed = drive(build_server(session), [("claim", {"run_id": 12, "wait_s": 10})])
     assert not claimed.is_error, text(claimed)
     assert text(claimed).startswith("Claimed run 12 slot 0 as attempt 41 (fence 2).")

@@ -8,6 +8,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import httpx
@@ -501,7 +502,12 @@ def test_the_mcp_session_rides_out_an_outage_with_the_same_rule() -> None:
         async with McpClient(build_server(session)) as client:
             claimed = await client.call_tool("claim", {"run_id": 12})
             server.down = True
-            threading.Timer(0.8, lambda: setattr(server, "down", False)).start()
+
+            def back_on_the_fourth_try(request: Any) -> None:  # counted, not timed
+                if len(server.calls("/reports", kind="progress")) >= 4:
+                    server.down = False
+
+            server.before_answer = back_on_the_fourth_try
             reported = await client.call_tool("report_progress", {"message": "through it"})
             status = await client.call_tool("status", {})
         return claimed, reported, status
@@ -580,16 +586,23 @@ def test_the_mcp_session_rides_out_a_proxys_gateway_errors() -> None:
     server = FakeServer(interval_s=0.3, grace_s=1.5)
     session = Session(server.client(), process_id="mcp-1")
 
-    def outage() -> None:
+    def outage(path_end: str, kind: str | None = None) -> None:
+        """502 until the call ending in `path_end` has been tried twice (counted, not timed)."""
         server.gateway = 502
-        threading.Timer(0.6, lambda: setattr(server, "gateway", None)).start()
+        before = len(server.calls(path_end, kind))
+
+        def back(request: Any) -> None:
+            if len(server.calls(path_end, kind)) >= before + 2:
+                server.gateway = None
+
+        server.before_answer = back
 
     async def talk() -> list[CallToolResult]:
         async with McpClient(build_server(session)) as client:
             answers = [await client.call_tool("claim", {"run_id": 12})]
-            outage()
+            outage("/reports", "progress")
             answers.append(await client.call_tool("report_progress", {"message": "through it"}))
-            outage()
+            outage("/finish")
             evidence = [{"kind": "pull_request", "url": "https://git.test/pr/7"}]
             answers.append(await client.call_tool("finish", {"evidence": evidence}))
         return answers
