@@ -309,44 +309,19 @@ class UnsupportedMediaType(GroundControlError):
     advice = "send the body as JSON (Content-Type: application/json); fix the call."
 
 
+def _every_class(root: type[GroundControlError]) -> list[type[GroundControlError]]:
+    found, pending = [], list(root.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        found.append(cls)
+    return found
+
+
+# Every class with a code of its own (the categories have none): the server's codes and the
+# client's own (connection_failed, malformed_answer, ...), which no server answer carries.
 ERRORS_BY_CODE: dict[str, type[GroundControlError]] = {
-    cls.code: cls
-    for cls in (
-        ValidationFailed,
-        KeyInvalid,
-        KeyRevoked,
-        KeyExpired,
-        ScopeDenied,
-        NotHolder,
-        NotFound,
-        LeaseHeld,
-        NoOpenSlot,
-        SlotTaken,
-        RunClosed,
-        CapabilityMissing,
-        BudgetReached,
-        LeaseLost,
-        StaleFence,
-        ProcessMismatch,
-        PayloadTooLarge,
-        EvidenceMissing,
-        AttestOwnEvidence,
-        RateLimited,
-        DependencyUnavailable,
-        Busy,
-        InternalError,
-        HandoffNotNeeded,
-        HandoffOwnLease,
-        HandoffAnswered,
-        HandoffLimit,
-        SlotNotDone,
-        IdempotencyConflict,
-        PoolExists,
-        SignatureInvalid,
-        MethodNotAllowed,
-        NotAcceptable,
-        UnsupportedMediaType,
-    )
+    cls.code: cls for cls in _every_class(GroundControlError) if "code" in vars(cls)
 }
 
 # Codes the contract does not list, mapped by HTTP status so a new server code still lands in
