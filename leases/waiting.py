@@ -97,17 +97,19 @@ def notify_freed(*, workspace_id: int, resource: str) -> None:
         )
 
 
-Waiter = Callable[[float, float], None]
+# `wait(pause, backoff)`: True when a notification ended it, False when its time ran out.
+Waiter = Callable[[float, float], bool]
 
 
-def _sleep(pause: float, backoff: float) -> None:
+def _sleep(pause: float, backoff: float) -> bool:
     time.sleep(max(0.0, min(pause, backoff)))
+    return False
 
 
 @contextmanager
 def listening(channels: list[str]) -> Iterator[Waiter]:
     """A wait, `wait(pause, backoff)`, that ends early when one of `channels` is notified (inside
-    a transaction it sleeps `min(pause, backoff)`).
+    a transaction it sleeps `min(pause, backoff)`); it says whether a notification ended it.
 
     It listens on the direct connection when there is one (`DATABASE_DIRECT_URL`: behind a
     transaction pooler a LISTEN would stay on whichever server connection ran it, and its
@@ -130,12 +132,13 @@ def listening(channels: list[str]) -> Iterator[Waiter]:
         return
     pg = db.connection
 
-    def wait(pause: float, backoff: float) -> None:
+    def wait(pause: float, backoff: float) -> bool:
         # On the raw connection: Django's wrapper makes a connection that dies meanwhile (a
         # primary gone) its OperationalError, answered 503, and marks the connection for closing.
         with connection.wrap_database_errors:
             for _ in pg.notifies(timeout=max(0.0, min(pause, _LISTEN_MAX_S)), stop_after=1):
-                break
+                return True
+        return False
 
     try:
         yield wait

@@ -24,7 +24,7 @@ def kill_my_backend() -> None:
 
 def test_a_wait_whose_connection_dies_raises_djangos_operational_error() -> None:
     with listening(["gc_test_channel"]) as wait:
-        wait(0.01, 0.01)  # alive: a plain timeout
+        assert wait(0.01, 0.01) is False  # alive: a plain timeout
         kill_my_backend()
         with pytest.raises(OperationalError):
             wait(1.0, 1.0)

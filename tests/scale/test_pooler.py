@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
@@ -30,6 +30,7 @@ from fleet.services import attempts as attempt_services
 from hands import services as hand_services
 from hands.models import Workspace
 from leases import services as leases
+from leases import waiting
 from tests.api.conftest import mint
 from tests.scale.conftest import database_alias
 
@@ -168,19 +169,58 @@ def test_a_wait_listens_and_holds_its_permits_on_the_direct_connection(
     )
     key = mint(teammate, ["leases"])
     answer: dict[str, Any] = {}
+    # How each of the wait's pauses ended (True: a notification woke it), and how many began.
+    woken: list[bool] = []
+    began = threading.Event()
+    listening = waiting.listening
+
+    @contextmanager
+    def recorded(channels: list[str]) -> Iterator[waiting.Waiter]:
+        with listening(channels) as wait:
+
+            def recording(pause: float, backoff: float) -> bool:
+                began.set()
+                woken.append(wait(pause, backoff))
+                return woken[-1]
+
+            yield recording
 
     def waiter() -> None:
         try:
             body = {"resource": "db/migrate", "ttl_s": 30, "process_id": "q", "wait_s": 20}
             answer["response"] = _post(key, "/api/v1/leases/acquire", body)
-            answer["at"] = time.monotonic()
         finally:
             connections.close_all()
 
     thread = threading.Thread(target=waiter)
-    thread.start()
-    # Long enough for the wait's backoff to stretch to a second between polls.
-    time.sleep(2.0)
+    # A pause ends only by a notification or when the call's 20 s run out, never by its own
+    # timer: so a pause that ended and was followed by the grant was ended by the release.
+    with (
+        mock.patch.object(waiting, "listening", recorded),
+        mock.patch.object(waiting, "_LISTEN_MAX_S", 60.0),
+    ):
+        thread.start()
+        assert began.wait(timeout=20)
+        _check_sessions()
+        leases.lease_release(
+            workspace_id=workspace.pk, resource="db/migrate", holder=owner.name, fence=1
+        )
+        thread.join(timeout=30)
+    status, body = answer["response"]
+    assert status == 201 and body["holder"] == teammate.name and body["fence"] == 2, body
+    assert woken == [True], woken
+    direct = connections["direct"]
+    with direct.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            "WHERE l.locktype = 'advisory' AND a.application_name LIKE 'gc-%%'"
+        )
+        assert cursor.fetchone() == (0,)
+
+
+def _check_sessions() -> None:
+    """One session LISTENs, the direct one, holding the wait's two permits; no pooled session
+    holds an advisory lock."""
     direct = connections["direct"]
     with direct.cursor() as cursor:
         cursor.execute(
@@ -190,22 +230,6 @@ def test_a_wait_listens_and_holds_its_permits_on_the_direct_connection(
             "AND a.pid <> pg_backend_pid() AND a.application_name LIKE 'gc-%%'"
         )
         sessions = cursor.fetchall()
-    listening = [s for s in sessions if s[1].startswith("LISTEN")]
-    assert [(name, locks) for name, _, locks in listening] == [("gc-direct", 2)], sessions
+    listeners = [s for s in sessions if s[1].startswith("LISTEN")]
+    assert [(name, locks) for name, _, locks in listeners] == [("gc-direct", 2)], sessions
     assert all(locks == 0 for name, _, locks in sessions if name == "gc-pooled"), sessions
-
-    released_at = time.monotonic()
-    leases.lease_release(
-        workspace_id=workspace.pk, resource="db/migrate", holder=owner.name, fence=1
-    )
-    thread.join(timeout=30)
-    status, body = answer["response"]
-    assert status == 201 and body["holder"] == teammate.name and body["fence"] == 2, body
-    # Woken by the NOTIFY: polling, by now a second apart, would take up to a second.
-    assert answer["at"] - released_at < 0.5
-    with direct.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-            "WHERE l.locktype = 'advisory' AND a.application_name LIKE 'gc-%%'"
-        )
-        assert cursor.fetchone() == (0,)
