@@ -30,6 +30,7 @@ from hands import services as hand_services
 from leases import services as leases
 from leases.models import Event
 from pools import services as pools
+from tests.waking import pauses_recorded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -188,15 +189,14 @@ def test_a_release_wakes_a_waiter_on_a_full_pool_at_once() -> None:
             connection.close()
 
     waiter = threading.Thread(target=wait)
-    waiter.start()
-    time.sleep(0.5)
-    released_at = time.monotonic()
-    leases.lease_release(
-        workspace_id=workspace.pk, resource=held.resource, holder="a", fence=held.fence
-    )
-    waiter.join(10)
-    woken_after = time.monotonic() - released_at
+    with pauses_recorded() as pauses:
+        waiter.start()
+        assert pauses.began.wait(timeout=20)
+        leases.lease_release(
+            workspace_id=workspace.pk, resource=held.resource, holder="a", fence=held.fence
+        )
+        waiter.join(30)
     assert len(got) == 1 and not isinstance(got[0], BaseException), got
     assert got[0].holder == "b" and got[0].fence == held.fence + 1  # type: ignore[attr-defined]
-    # Long before the backoff's 1 s and far before the holder's 30 s window.
-    assert woken_after < 0.8
+    # Its one pause was ended by the release's notification, not by its own time running out.
+    assert pauses.woken == [True], pauses.woken

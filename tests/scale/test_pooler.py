@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
@@ -30,9 +29,9 @@ from fleet.services import attempts as attempt_services
 from hands import services as hand_services
 from hands.models import Workspace
 from leases import services as leases
-from leases import waiting
 from tests.api.conftest import mint
 from tests.scale.conftest import database_alias
+from tests.waking import pauses_recorded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -169,21 +168,6 @@ def test_a_wait_listens_and_holds_its_permits_on_the_direct_connection(
     )
     key = mint(teammate, ["leases"])
     answer: dict[str, Any] = {}
-    # How each of the wait's pauses ended (True: a notification woke it), and how many began.
-    woken: list[bool] = []
-    began = threading.Event()
-    listening = waiting.listening
-
-    @contextmanager
-    def recorded(channels: list[str]) -> Iterator[waiting.Waiter]:
-        with listening(channels) as wait:
-
-            def recording(pause: float, backoff: float) -> bool:
-                began.set()
-                woken.append(wait(pause, backoff))
-                return woken[-1]
-
-            yield recording
 
     def waiter() -> None:
         try:
@@ -193,14 +177,9 @@ def test_a_wait_listens_and_holds_its_permits_on_the_direct_connection(
             connections.close_all()
 
     thread = threading.Thread(target=waiter)
-    # A pause ends only by a notification or when the call's 20 s run out, never by its own
-    # timer: so a pause that ended and was followed by the grant was ended by the release.
-    with (
-        mock.patch.object(waiting, "listening", recorded),
-        mock.patch.object(waiting, "_LISTEN_MAX_S", 60.0),
-    ):
+    with pauses_recorded() as pauses:
         thread.start()
-        assert began.wait(timeout=20)
+        assert pauses.began.wait(timeout=20)
         _check_sessions()
         leases.lease_release(
             workspace_id=workspace.pk, resource="db/migrate", holder=owner.name, fence=1
@@ -208,7 +187,8 @@ def test_a_wait_listens_and_holds_its_permits_on_the_direct_connection(
         thread.join(timeout=30)
     status, body = answer["response"]
     assert status == 201 and body["holder"] == teammate.name and body["fence"] == 2, body
-    assert woken == [True], woken
+    # Its one pause was ended by the release's NOTIFY, and the next try was granted.
+    assert pauses.woken == [True], pauses.woken
     direct = connections["direct"]
     with direct.cursor() as cursor:
         cursor.execute(
