@@ -1,0 +1,58 @@
+WITH key AS (
+       SELECT k.id AS key_id
+            , h.name AS key_holder
+            , k.last_used_at AS key_used_at
+       FROM fleet_handkey AS k
+            INNER JOIN fleet_hand AS h ON h.id = k.hand_id
+       WHERE k.prefix = %(key_prefix)s
+         AND k.secret_hash = %(key_secret_hash)s
+         AND k.revoked_at IS NULL
+         AND NOT(k.expires_at IS NOT NULL
+             AND k.expires_at <= clock_timestamp())
+         AND (k.bound_lease_id IS NULL
+           OR EXISTS (SELECT 1
+                      FROM leases_lease AS bl
+                      WHERE bl.id = k.bound_lease_id
+                        AND bl.fence = k.bound_fence
+                        AND (bl.status = 'held'
+                         AND clock_timestamp() <= bl.deadline + bl.grace_s * 1.0 * CAST('1 second' AS interval))))
+         AND k.scopes @> CAST('["leases"]' AS jsonb)
+         AND h.workspace_id = %(workspace_id)s
+     )
+   , renewed AS (
+       UPDATE leases_lease
+       SET renewed_at = clock_timestamp()
+         , deadline = clock_timestamp() + interval_s * CAST('1 second' AS interval)
+         , noticed_state = 'live'
+       FROM key
+       WHERE workspace_id = %(workspace_id)s
+         AND node = %(node)s
+         AND holder = (SELECT key_holder
+                       FROM key)
+         AND fence = %(fence)s
+         AND process_id = %(process_id)s
+         AND (status = 'held'
+          AND clock_timestamp() <= deadline + grace_s * 1.0 * CAST('1 second' AS interval))
+       RETURNING id
+               , workspace_id
+               , resource
+               , kind
+               , status
+               , holder
+               , process_id
+               , fence
+               , interval_s
+               , grace_s
+               , acquired_at
+               , renewed_at
+               , deadline
+               , released_at
+               , mode
+               , shared_by
+               , handoff_open
+               , clock_timestamp() AS server_time
+     )
+  SELECT renewed.*
+       , key.key_id
+       , key.key_used_at
+  FROM renewed, key
