@@ -8,6 +8,7 @@ from django.db.models.functions import Now
 
 from fleet.models import Attempt, EvidenceGrade
 from hands.models import Hand, Lane, Workspace
+from hands.scoping import InLane
 
 
 class AttestationResult(models.TextChoices):
@@ -91,6 +92,9 @@ class Evidence(models.Model):
     attestation = models.ForeignKey(
         Attestation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+
+    LANE = "attempt__lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
 
     class Meta:
         verbose_name_plural = "evidence"

@@ -508,9 +508,7 @@ def attestation_observe(
         if refuse_own and attester_id is not None:
             own = Evidence.objects.filter(
                 workspace_id=workspace_id, url=url, attempt__hand_id=attester_id
-            )
-            if lane_id is not None:
-                own = own.filter(attempt__lane_id=lane_id)
+            ).in_lane(lane_id)
             if own.exists():
                 raise AttestOwnEvidence(
                     f"{url} is evidence of {observer}'s own attempt: a hand never attests its "

@@ -143,8 +143,7 @@ def costs_by(
         reports = reports.filter(at__gte=since)
     if until is not None:
         reports = reports.filter(at__lt=until)
-    if lane_id is not None:
-        reports = reports.filter(attempt__lane_id=lane_id)
+    reports = reports.in_lane(lane_id)
     names = {
         "lane": "attempt__lane__slug",
         "run": "attempt__run__title",
@@ -203,9 +202,8 @@ class BudgetStatus:
 
 
 def budgets_list(*, workspace_id: int, lane_id: int | None = None, lane_slug: str = "") -> Any:
-    budgets = Budget.objects.filter(workspace_id=workspace_id).select_related("lane")
-    if lane_id is not None:
-        budgets = budgets.filter(lane_id=lane_id)
+    budgets = Budget.objects.filter(workspace_id=workspace_id).in_lane(lane_id)
+    budgets = budgets.select_related("lane")
     if lane_slug:
         budgets = budgets.filter(lane__slug=lane_slug)
     return budgets.order_by("lane__slug", "period")

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from hands.models import Hand, Lane, Workspace
+from hands.scoping import InLane
 from leases.models import Lease
 
 DEFAULT_HEARTBEAT_INTERVAL_S = 3600
@@ -34,6 +35,9 @@ class WorkPackage(models.Model):
     external_ref = models.CharField(max_length=500, blank=True, default="")
     state = models.CharField(max_length=8, choices=PlanState.choices, default=PlanState.OPEN)
     created_at = models.DateTimeField(db_default=Now())
+
+    LANE = "lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
 
     class Meta:
         constraints = [
@@ -90,6 +94,9 @@ class Run(models.Model):
     state = models.CharField(max_length=8, choices=RunState.choices, default=RunState.OPEN)
     created_at = models.DateTimeField(db_default=Now())
     closed_at = models.DateTimeField(null=True, blank=True)
+
+    LANE = "work_package__lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
 
     def __str__(self) -> str:
         return self.title
@@ -175,6 +182,9 @@ class Attempt(models.Model):
     budget_notice = models.JSONField(null=True, blank=True)
     budget_until = models.DateTimeField(null=True, blank=True)
 
+    LANE = "lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
+
     class Meta:
         constraints = [
             # A tenure is one fence of one slot's lease.
@@ -229,6 +239,9 @@ class Report(models.Model):
         max_digits=14, decimal_places=6, default=Decimal(0), db_default=Decimal(0)
     )
 
+    LANE = "attempt__lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
+
     class Meta:
         indexes = [
             models.Index(fields=["attempt", "-id"], name="report_attempt_idx"),
@@ -269,6 +282,9 @@ class Budget(models.Model):
     limit_tokens = models.BigIntegerField(null=True, blank=True)
     action = models.CharField(max_length=8, choices=BudgetAction.choices)
     created_at = models.DateTimeField(db_default=Now())
+
+    LANE = "lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
 
     class Meta:
         constraints = [

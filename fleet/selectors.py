@@ -170,11 +170,8 @@ def attempts_base() -> QuerySet[Attempt]:
 
 def attempt_get(*, workspace_id: int, attempt_id: int, lane_id: int | None = None) -> Attempt:
     """One attempt of the workspace (and lane, for a lane-limited key), or not_found."""
-    filters = {"pk": attempt_id, "workspace_id": workspace_id}
-    if lane_id is not None:
-        filters["lane_id"] = lane_id
     try:
-        return attempts_base().get(**filters)
+        return attempts_base().in_lane(lane_id).get(pk=attempt_id, workspace_id=workspace_id)
     except (Attempt.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound(f"no attempt {attempt_id}") from None
 
@@ -184,11 +181,12 @@ def attempt_view(attempt: Attempt) -> AttemptView:
 
 
 def run_get(*, workspace_id: int, run_id: int, lane_id: int | None = None) -> Run:
-    filters = {"pk": run_id, "workspace_id": workspace_id}
-    if lane_id is not None:
-        filters["work_package__lane_id"] = lane_id
     try:
-        return Run.objects.select_related("work_package", "work_package__lane").get(**filters)
+        return (
+            Run.objects.in_lane(lane_id)
+            .select_related("work_package", "work_package__lane")
+            .get(pk=run_id, workspace_id=workspace_id)
+        )
     except (Run.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound(f"no run {run_id}") from None
 
@@ -379,9 +377,7 @@ def attempts_list(
 ) -> QuerySet[Attempt]:
     """Attempts of the workspace; `state` as `attempt_state` computes it, in SQL; `idle` as
     fleet/idle.py does."""
-    attempts = attempts_base().filter(workspace_id=workspace_id)
-    if lane_id is not None:
-        attempts = attempts.filter(lane_id=lane_id)
+    attempts = attempts_base().filter(workspace_id=workspace_id).in_lane(lane_id)
     if lane_slug:
         attempts = attempts.filter(lane__slug=lane_slug)
     if hand_name:
@@ -403,11 +399,12 @@ def work_packages_list(*, lane: Lane) -> QuerySet[WorkPackage]:
 def work_package_get(
     *, workspace_id: int, work_package_id: int, lane_id: int | None = None
 ) -> WorkPackage:
-    filters: dict[str, Any] = {"pk": work_package_id, "workspace_id": workspace_id}
-    if lane_id is not None:
-        filters["lane_id"] = lane_id
     try:
-        return WorkPackage.objects.select_related("lane").get(**filters)
+        return (
+            WorkPackage.objects.in_lane(lane_id)
+            .select_related("lane")
+            .get(pk=work_package_id, workspace_id=workspace_id)
+        )
     except (WorkPackage.DoesNotExist, ValueError, TypeError, OverflowError):
         raise NotFound(f"no work package {work_package_id}") from None
 
@@ -440,8 +437,7 @@ def runs_of_workspace(
             output_field=BooleanField(),
         )
         runs = runs.alias(fits=fits).filter(fits=True)
-    if lane_id is not None:
-        runs = runs.filter(work_package__lane_id=lane_id)
+    runs = runs.in_lane(lane_id)
     if lane_slug:
         runs = runs.filter(work_package__lane__slug=lane_slug)
     if state == RunState.OPEN:

@@ -14,6 +14,7 @@ from django.db import models
 
 from fleet.models import Attempt, Run
 from hands.models import Lane, Workspace
+from hands.scoping import InLane
 
 
 class FrictionReport(models.Model):
@@ -33,6 +34,9 @@ class FrictionReport(models.Model):
     minutes = models.PositiveIntegerField(default=0)
     # The database's time when it was filed (`leases.clock.db_now`).
     at = models.DateTimeField()
+
+    LANE = "lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
 
     class Meta:
         indexes = [

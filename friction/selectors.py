@@ -30,11 +30,10 @@ def friction_list(
     run and attempt, and their refusals."""
     reports = (
         FrictionReport.objects.filter(workspace_id=workspace_id)
+        .in_lane(lane_id)
         .select_related("lane", "run", "attempt")
         .prefetch_related(Prefetch("refusals", queryset=FrictionRefusal.objects.order_by("id")))
     )
-    if lane_id is not None:
-        reports = reports.filter(lane_id=lane_id)
     if lane_slug:
         reports = reports.filter(lane__slug=lane_slug)
     if since is not None:
@@ -68,9 +67,7 @@ def friction_weekly(
     here."""
     first = week_of(now.astimezone(UTC).date()) - timedelta(weeks=weeks - 1)
     start = datetime(first.year, first.month, first.day, tzinfo=UTC)
-    rows = FrictionReport.objects.filter(workspace_id=workspace_id, at__gte=start)
-    if lane_id is not None:
-        rows = rows.filter(lane_id=lane_id)
+    rows = FrictionReport.objects.filter(workspace_id=workspace_id, at__gte=start).in_lane(lane_id)
     per_day = (
         rows.annotate(day=TruncDate("at", tzinfo=UTC))
         .values("lane__slug", "day")

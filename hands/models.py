@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models.functions import Now
 
+from hands.scoping import InLane
+
 
 class Role(models.TextChoices):
     ADMIN = "admin"
@@ -52,6 +54,9 @@ class Lane(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
 
+    LANE = "pk"  # `hands.scoping.InLane`: a lane-limited caller sees its own lane only
+    objects = InLane.as_manager()
+
     class Meta:
         db_table = "fleet_lane"  # made by fleet, before the apps were split
         constraints = [
@@ -75,6 +80,9 @@ class Hand(models.Model):
     # refused (capability_missing). Set at creation or by a supervisor.
     capabilities = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(db_default=Now())
+
+    LANE = "lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
 
     class Meta:
         db_table = "fleet_hand"  # made by fleet, before the apps were split
@@ -129,6 +137,9 @@ class HandKey(models.Model):
         "leases.Lease", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     bound_fence = models.BigIntegerField(null=True, blank=True)
+
+    LANE = "lane_id"  # `hands.scoping.InLane`
+    objects = InLane.as_manager()
 
     class Meta:
         db_table = "fleet_handkey"  # made by fleet, before the apps were split

@@ -47,8 +47,7 @@ def hand_get(*, workspace_id: int, name: str) -> Hand:
 
 
 def lanes_list(*, workspace_id: int, lane_id: int | None = None) -> QuerySet[Lane]:
-    lanes = Lane.objects.filter(workspace_id=workspace_id)
-    return lanes.filter(pk=lane_id) if lane_id is not None else lanes
+    return Lane.objects.filter(workspace_id=workspace_id).in_lane(lane_id)
 
 
 def lane_get(*, workspace_id: int, slug: str, lane_id: int | None = None) -> Lane:
@@ -60,13 +59,13 @@ def lane_get(*, workspace_id: int, slug: str, lane_id: int | None = None) -> Lan
 
 def hands_list(*, workspace_id: int, lane_id: int | None = None) -> QuerySet[Hand]:
     """A workspace's hands; for a lane-limited caller (`lane_id`), only its lane's."""
-    hands = Hand.objects.filter(workspace_id=workspace_id).select_related("lane")
-    return hands.filter(lane_id=lane_id) if lane_id is not None else hands
+    return Hand.objects.filter(workspace_id=workspace_id).in_lane(lane_id).select_related("lane")
 
 
 def keys_list(*, hand: Hand, lane_id: int | None = None) -> QuerySet[HandKey]:
     """A hand's keys; for a lane-limited caller (`lane_id`), only those limited to its lane."""
-    keys = HandKey.objects.filter(hand=hand).select_related(
-        "hand", "lane", "issued_by", "bound_lease"
+    return (
+        HandKey.objects.filter(hand=hand)
+        .in_lane(lane_id)
+        .select_related("hand", "lane", "issued_by", "bound_lease")
     )
-    return keys.filter(lane_id=lane_id) if lane_id is not None else keys

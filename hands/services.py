@@ -132,9 +132,7 @@ def hand_set_capabilities(
     lane's hands). A claim running at the same moment judges by the row its own statement
     reads (`fleet.services.attempts.attempt_claim`)."""
     tags = hand_capabilities.normalise(capabilities)
-    hands = Hand.objects.filter(workspace_id=workspace_id, name=name)
-    if caller_lane_id is not None:
-        hands = hands.filter(lane_id=caller_lane_id)
+    hands = Hand.objects.filter(workspace_id=workspace_id, name=name).in_lane(caller_lane_id)
     if not hands.update(capabilities=tags):
         raise NotFound(f"no hand {name!r}")
     return Hand.objects.select_related("lane").get(workspace_id=workspace_id, name=name)
@@ -292,10 +290,11 @@ def key_revoke(
     not found, as objects outside its lane are everywhere. A key (`by`) revokes only keys it
     outranks or equals (`keys.authority_refusal`): never one with a scope it lacks."""
     reason = validate_reason(reason)
-    within_lane = {"lane_id": lane_id} if lane_id is not None else {}
     try:
-        key = HandKey.objects.select_related("hand").get(
-            prefix=prefix, hand__workspace_id=workspace_id, **within_lane
+        key = (
+            HandKey.objects.in_lane(lane_id)
+            .select_related("hand")
+            .get(prefix=prefix, hand__workspace_id=workspace_id)
         )
     except HandKey.DoesNotExist:
         raise NotFound(f"no key {prefix!r}") from None

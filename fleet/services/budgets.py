@@ -154,11 +154,9 @@ def budget_update(
 
 
 def budget_get(*, workspace_id: int, budget_id: int, lane_id: int | None = None) -> Budget:
-    budgets = Budget.objects.filter(workspace_id=workspace_id).select_related("lane")
-    if lane_id is not None:
-        budgets = budgets.filter(lane_id=lane_id)
+    budgets = Budget.objects.filter(workspace_id=workspace_id).in_lane(lane_id)
     try:
-        return budgets.get(pk=budget_id)
+        return budgets.select_related("lane").get(pk=budget_id)
     except Budget.DoesNotExist:
         raise NotFound(f"no budget {budget_id}") from None
 
