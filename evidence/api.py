@@ -16,6 +16,7 @@ from apikit.openapi import error_responses
 from evidence.models import Attestation, Evidence
 from evidence.services import (
     MAX_EVIDENCE_ITEMS,
+    MAX_SUMMARY_LENGTH,
     MAX_URL_LENGTH,
     OBSERVERS,
     RESULTS,
@@ -43,7 +44,9 @@ class FinishIn(serializers.Serializer):
     evidence = serializers.ListField(
         child=EvidenceIn(), required=False, default=list, max_length=MAX_EVIDENCE_ITEMS
     )
-    summary = StrictCharField(max_length=10_000, required=False, allow_blank=True, default="")
+    summary = StrictCharField(
+        max_length=MAX_SUMMARY_LENGTH, required=False, allow_blank=True, default=""
+    )
     observed_by = serializers.ChoiceField(
         choices=OBSERVERS,
         required=False,

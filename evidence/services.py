@@ -47,6 +47,8 @@ from leases.models import EventKind
 
 MAX_EVIDENCE_ITEMS = 50
 MAX_URL_LENGTH = 2000
+# A finish's summary, in characters.
+MAX_SUMMARY_LENGTH = 10_000
 _UNSAFE_URL_CHARS = re.compile(r"[\x00-\x20\x7f-\x9f<>\"\\^`{|}]")
 # What a finish may say observed its evidence; `ci` is only ever an attestation's doing.
 OBSERVERS = [EvidenceGrade.HAND.value, EvidenceGrade.WRAPPER.value]
@@ -178,9 +180,10 @@ def attempt_finish(
             f"observed_by must be one of {', '.join(OBSERVERS)} (ci comes from an attestation)",
             fields={"observed_by": [f"One of: {', '.join(OBSERVERS)}."]},
         )
-    if not isinstance(summary, str) or len(summary) > 10_000:
+    if not isinstance(summary, str) or len(summary) > MAX_SUMMARY_LENGTH:
         raise ValidationFailed(
-            "summary must be text", fields={"summary": ["At most 10000 characters."]}
+            "summary must be text",
+            fields={"summary": [f"At most {MAX_SUMMARY_LENGTH} characters."]},
         )
     attempt, done = attempt_for_ending(
         hand=hand,

@@ -376,6 +376,7 @@ SPECTACULAR_SETTINGS.update(
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",
             "apikit.openapi.error_codes_hook",
+            "groundcontrol.limits.limits_hook",
         ],
         "COMPONENT_SPLIT_REQUEST": True,
         "SWAGGER_UI_DIST": "SIDECAR",

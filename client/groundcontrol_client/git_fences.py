@@ -34,6 +34,7 @@ from pathlib import Path
 
 from groundcontrol_client import files
 from groundcontrol_client.client import Client
+from groundcontrol_client.limits import LIMITS
 from groundcontrol_client.models import FenceAnswer, Lease
 
 TRAILER = "Ground-Control-Fence"
@@ -41,8 +42,8 @@ MARK = "# installed by gctl git install (Ground Control)"
 HOOKS = {"pre-commit": "pre-commit", "commit-msg": "commit-msg", "pre-push": "pre-push"}
 FENCES_FILE = "gc-fences"
 HELD = ("live", "late", "stalled")
-COVERING_PER_CALL = 100  # the server's limit on `covering` names per call
-VERIFY_PER_CALL = 500  # and on fences per verify
+COVERING_PER_CALL = int(LIMITS["covering"])  # the server's limit on `covering` names per call
+VERIFY_PER_CALL = int(LIMITS["verified_fences"])  # and on fences per verify
 ZERO = "0" * 40
 EXIT_STALE = 4
 

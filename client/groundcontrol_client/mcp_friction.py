@@ -14,11 +14,12 @@ from pydantic import Field
 
 from groundcontrol_client.errors import GroundControlError
 from groundcontrol_client.friction import describe_report
+from groundcontrol_client.limits import LIMITS
 from groundcontrol_client.mcp_parameters import MAX_TEXT, AttemptId
 from groundcontrol_client.mcp_session import Session
 
-MAX_MINUTES = 2000
-MAX_REFUSALS = 20
+MAX_MINUTES = int(LIMITS["friction_minutes"])
+MAX_REFUSALS = int(LIMITS["friction_refusals"])
 
 
 class RecentRefusals:
@@ -51,7 +52,7 @@ def register_friction_tool(
             Field(
                 min_length=1,
                 max_length=MAX_TEXT,
-                description="What got in your way (up to 2000 characters).",
+                description=f"What got in your way (up to {MAX_TEXT} characters).",
             ),
         ],
         instead: Annotated[
@@ -60,7 +61,9 @@ def register_friction_tool(
         ] = "",
         minutes: Annotated[
             int,
-            Field(ge=0, le=MAX_MINUTES, strict=True, description="Minutes lost, 0 to 2000."),
+            Field(
+                ge=0, le=MAX_MINUTES, strict=True, description=f"Minutes lost, 0 to {MAX_MINUTES}."
+            ),
         ] = 0,
         recent_refusals: Annotated[
             int,

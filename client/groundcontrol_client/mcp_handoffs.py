@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from groundcontrol_client.mcp_parameters import MAX_TEXT
+from groundcontrol_client.mcp_parameters import MAX_RESOURCE, MAX_TEXT
 from groundcontrol_client.mcp_session import Session
 
 Reason = Annotated[
@@ -33,7 +33,7 @@ def register_handoff_tools(tool: Callable[[Callable[..., str]], Any], session: S
             str | None,
             Field(
                 min_length=1,
-                max_length=512,
+                max_length=MAX_RESOURCE,
                 description="The resource you were denied (a path such as src/auth/).",
             ),
         ] = None,

@@ -8,11 +8,14 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-# The server's limits (docs/api.md), said in each parameter so a model stays inside them.
-MAX_TEXT = 2000
-MAX_RESOURCE = 512
-MAX_TTL_S = 86_400
-MAX_WAIT_S = 60
+from groundcontrol_client.limits import LIMITS
+
+# The server's limits (the contract's `x-limits`), said in each parameter so a model stays
+# inside them.
+MAX_TEXT = int(LIMITS["reason_length"])
+MAX_RESOURCE = int(LIMITS["resource_length"])
+MAX_TTL_S = LIMITS["ttl_s"]
+MAX_WAIT_S = LIMITS["wait_s"]
 
 # Every number and flag is strict: JSON's own type only (lax mode would take `true` as run 1 and
 # "12" as 12, acting on what the model did not mean). A float parameter still takes an integer.
@@ -28,8 +31,8 @@ AttemptId = Annotated[
         "session holds one claim.",
     ),
 ]
-MAX_TOKENS = 10**9
-MAX_COST_USD = 100_000
+MAX_TOKENS = int(LIMITS["tokens"])
+MAX_COST_USD = LIMITS["cost_usd"]
 TokensIn = Annotated[
     int | None,
     Field(
@@ -56,7 +59,8 @@ Resource = Annotated[
     Field(
         min_length=1,
         max_length=MAX_RESOURCE,
-        description="The resource's name, up to 512 characters: a path such as src/auth/, or "
+        description=f"The resource's name, up to {MAX_RESOURCE} characters: a path such as "
+        "src/auth/, or "
         "a lock's name such as migrations.",
     ),
 ]

@@ -297,7 +297,7 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
             str,
             Field(
                 max_length=MAX_TEXT,
-                description="What happened, for the supervisor (up to 2000 characters).",
+                description=f"What happened, for the supervisor (up to {MAX_TEXT} characters).",
             ),
         ],
         percent: Annotated[
@@ -379,7 +379,7 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
                 ge=1,
                 le=MAX_TTL_S,
                 strict=True,
-                description="Seconds the lease lasts without renewal (1 to 86400, default "
+                description=f"Seconds the lease lasts without renewal (1 to {MAX_TTL_S}, default "
                 "300). This session renews it in the background, so it matters only if the "
                 "session dies: the lease then lapses ttl_s after the last renewal, and others "
                 "may take it.",
@@ -436,7 +436,7 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
                 ge=1,
                 le=MAX_TTL_S,
                 strict=True,
-                description="Seconds the member's lease lasts without renewal (1 to 86400, "
+                description=f"Seconds the member's lease lasts without renewal (1 to {MAX_TTL_S}, "
                 "default 300); this session renews it in the background.",
             ),
         ] = 300,

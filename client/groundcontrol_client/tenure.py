@@ -28,6 +28,7 @@ from typing import Any
 from groundcontrol_client import errors
 from groundcontrol_client.client import RetryPolicy
 from groundcontrol_client.errors import GroundControlError, LeaseLost, ServerError, Unavailable
+from groundcontrol_client.limits import LIMITS
 from groundcontrol_client.models import Attempt, Evidence, Lease
 
 logger = logging.getLogger("groundcontrol_client")
@@ -38,7 +39,7 @@ HEARTBEAT_FRACTION = 1 / 3
 # command's TERM) stops before another holder can start.
 MARGIN_FRACTION = 0.1
 MAX_MARGIN_S = 5.0
-MAX_REASON_LENGTH = 2000
+MAX_REASON_LENGTH = int(LIMITS["reason_length"])
 # The shortest wait between two tries, and the least time a request is given.
 MIN_DELAY_S = 0.01
 MIN_TIMEOUT_S = 0.05
