@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "friction",
     "dashboard",
     "ops",
+    "demo",
     "groundcontrol",
 ]
 

@@ -9,6 +9,7 @@
 - `schedules/`: plans that make themselves (schedules, GitHub), above the fleet and evidence;
 - `friction/`: friction reports, which name the fleet's lanes, runs and attempts;
 - `dashboard/` and `ops/`, the pages and the machines' view over all of them;
+- `demo/`: the demo fleet, simulated hands on the project's client, which nothing imports;
 - `groundcontrol/`: only the wiring (settings, URLs, Celery, the server) imports every app.
 
 `client/` imports no Django and no project package.
@@ -34,6 +35,7 @@ APPS = [
     "friction",
     "dashboard",
     "ops",
+    "demo",
 ]
 PROJECT = {*APPS, "groundcontrol", "bench", "tests"}
 NOT_ABOVE = {"groundcontrol", "bench", "tests"}
@@ -43,13 +45,50 @@ FORBIDDEN = {
     "leases": PROJECT - {"apikit", "leases"},
     "hands": PROJECT - {"apikit", "leases", "hands"},
     "fleet": PROJECT - {"apikit", "leases", "hands", "fleet"},
-    "pools": {"evidence", "webhooks", "schedules", "friction", "dashboard", "ops", *NOT_ABOVE},
-    "evidence": {"webhooks", "pools", "schedules", "friction", "dashboard", "ops", *NOT_ABOVE},
-    "webhooks": {"evidence", "pools", "schedules", "friction", "dashboard", "ops", *NOT_ABOVE},
-    "schedules": {"webhooks", "pools", "friction", "dashboard", "ops", *NOT_ABOVE},
-    "friction": {"pools", "evidence", "webhooks", "schedules", "dashboard", "ops", *NOT_ABOVE},
-    "dashboard": {"ops", *NOT_ABOVE},
-    "ops": {"dashboard", *NOT_ABOVE},
+    "pools": {
+        "evidence",
+        "webhooks",
+        "schedules",
+        "friction",
+        "dashboard",
+        "ops",
+        "demo",
+        *NOT_ABOVE,
+    },
+    "evidence": {
+        "webhooks",
+        "pools",
+        "schedules",
+        "friction",
+        "dashboard",
+        "ops",
+        "demo",
+        *NOT_ABOVE,
+    },
+    "webhooks": {
+        "evidence",
+        "pools",
+        "schedules",
+        "friction",
+        "dashboard",
+        "ops",
+        "demo",
+        *NOT_ABOVE,
+    },
+    "schedules": {"webhooks", "pools", "friction", "dashboard", "ops", "demo", *NOT_ABOVE},
+    "friction": {
+        "pools",
+        "evidence",
+        "webhooks",
+        "schedules",
+        "dashboard",
+        "ops",
+        "demo",
+        *NOT_ABOVE,
+    },
+    "dashboard": {"ops", "demo", *NOT_ABOVE},
+    "ops": {"dashboard", "demo", *NOT_ABOVE},
+    "demo": {"dashboard", "ops", *NOT_ABOVE},
     "client/groundcontrol_client": PROJECT | {"django", "rest_framework", "drf_spectacular"},
 }
 

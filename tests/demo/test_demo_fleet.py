@@ -11,8 +11,8 @@ from django.core.management import call_command
 
 from dashboard import pages as dashboard
 from dashboard.pages import BoardFilters
+from demo import fleet as demo
 from evidence.models import Evidence
-from fleet import demo
 from fleet.models import Attempt, AttemptEnd, Run
 from friction.models import FrictionReport
 from hands.models import HandKey
@@ -55,7 +55,7 @@ def test_it_shows_every_state_within_seconds_on_fast_timings(live_server):
     assert report is not None, lines
     assert report.attempt_id is not None and report.lane.slug == demo.LANE_SLUG
     assert {link.code for link in report.refusals.all()} == {"lease_held"}
-    # The waiter asks the lock's holder for it, and the holder declines (fleet.demo_loop).
+    # The waiter asks the lock's holder for it, and the holder declines (demo.loop).
     asked = Event.objects.filter(kind="handoff_requested", actor="demo-waiter", hand="demo-healthy")
     assert asked.exists(), lines
     assert Event.objects.filter(kind="handoff_declined", actor="demo-healthy").exists(), lines

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from fleet import demo
+from demo import fleet as demo
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ hand that speaks to the server only over REST, through the project's own client
 - waiter:   claims, is denied the `migrations` lock (lease_held) and waits, heartbeating; gives
             up after a while, files a friction report linking those denials
             (`demo_loop.demo_friction`) and releases its slot with a reason; then again;
-- idle:     heartbeats and spends tokens but never reports progress (fleet/demo_loop.py).
+- idle:     heartbeats and spends tokens but never reports progress (demo/loop.py).
 
 A hand whose run is done asks the demo's planner (a key with the `plan` scope, over the same
 REST API) for a new run like it, as a supervisor would plan the next piece of work.
@@ -38,8 +38,8 @@ import httpx
 from groundcontrol_client.errors import describe_holder
 
 from apikit.errors import GroundControlError
-from fleet import demo_loop
-from fleet.demo_loop import demo_friction, demo_handoff
+from demo import loop as demo_loop
+from demo.loop import demo_friction, demo_handoff
 from fleet.models import Attempt, Run
 from fleet.services import attempts as attempt_services
 from fleet.services import plan as plan_services
@@ -451,7 +451,7 @@ class WaiterHand(DemoHand):
                 self.say(f"{self.name}: {LOCK} is held by {describe_holder(held.fields)}; waiting")
                 holder = self.lock_holder
                 if not asked and holder is not None and held.get("holder") == holder.name:
-                    asked = True  # once per tenure: a handoff request (fleet.demo_loop)
+                    asked = True  # once per tenure: a handoff request (demo.loop)
                     demo_handoff(
                         self.client,
                         holder.client,
@@ -525,7 +525,7 @@ class DemoFleet:
             )
             for name in HAND_NAMES
         ]
-        # The supervisor's loop (fleet/demo_loop.py): an idle hand, spending tokens.
+        # The supervisor's loop (demo/loop.py): an idle hand, spending tokens.
         self.hands.append(
             demo_loop.demo_idle(
                 workspace_id=plan.workspace_id,

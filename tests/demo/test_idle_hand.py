@@ -1,4 +1,4 @@
-"""The demo's idle hand (fleet/demo_loop.py) over the real REST API of a live server: it
+"""The demo's idle hand (demo/loop.py) over the real REST API of a live server: it
 heartbeats, spends tokens, never reports progress, and the board shows it idle."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from django.db.models import Sum
 
 from dashboard import pages as dashboard
 from dashboard.pages import BoardFilters
-from fleet import demo, demo_loop
+from demo import fleet as demo
+from demo import loop as demo_loop
 from fleet.idle_sweep import attempts_flag_idle
 from fleet.models import Attempt, Report
 from hands.models import HandKey
