@@ -18,6 +18,7 @@ import re
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -435,6 +436,28 @@ class RefuseNulMiddleware:
 # its rate-limit count: True, or the RateLimited refusal the DRF view answers once the key is
 # authenticated.
 RATE_COUNTED = "gc.rate_counted"
+# Set in request.META of a call whose hot statement ran and matched nothing (a `MissedStatement`):
+# the DRF view then has its service explain the refusal without running the statement again.
+STATEMENT_MISSED = "gc.statement_missed"
+
+
+@dataclass(frozen=True)
+class MissedStatement:
+    """A hot statement that matched nothing, with the values it named from the hot view's memory
+    (fleet/hot_memory.py): the workspace, and a report's lease (None: found by the statement)."""
+
+    workspace_id: int
+    lease_id: int | None = None
+
+
+def statement_missed(request: Any, *, workspace_id: int) -> MissedStatement | None:
+    """The hot statement this call ran and that matched nothing, if it named the caller's own
+    workspace (`workspace_id`, the authenticated key's); else None (no statement ran, or it named
+    a workspace remembered wrongly, which proves nothing). `request`: Django's or DRF's."""
+    missed = getattr(request, "_request", request).META.get(STATEMENT_MISSED)
+    if isinstance(missed, MissedStatement) and missed.workspace_id == workspace_id:
+        return missed
+    return None
 
 
 # --- Pagination ----------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ which explains and records the refusal. `call` answers None only when nothing wa
 the request is not plain (a query string, an Accept or Content-Type to negotiate, an
 Idempotency-Key, a body the serializer would coerce or refuse), when the statement matched
 nothing (a statement that matches nothing writes nothing), or when the database refused the
-statement itself; a database out of reach answers 503, never the DRF view's second try.
+statement itself; a database out of reach answers 503, never the DRF view's second try. A renew,
+renew-all or report whose statement matched nothing is refused without running it again: the
+DRF view authenticates the key (whose refusal it explains) and its service says why from what it
+reads (`STATEMENT_MISSED`); only a denied acquire is tried again by the service.
 Once the statement has matched, the call is done: what follows (stamping the key's last use,
 the heartbeat's once-a-minute record) is bookkeeping that never sends the call to Django again.
 The rate limit's count taken here travels with the request (`RATE_COUNTED`), so no call is
@@ -37,7 +40,14 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from apikit import reads
-from apikit.api import RATE_COUNTED, json_shape_refusal, max_body_bytes, may_repeat_a_key
+from apikit.api import (
+    RATE_COUNTED,
+    STATEMENT_MISSED,
+    MissedStatement,
+    json_shape_refusal,
+    max_body_bytes,
+    may_repeat_a_key,
+)
 from apikit.errors import GroundControlError, RateLimited
 from apikit.outages import is_database_outage
 from apikit.ratelimit import rate_caller, rate_limit
@@ -290,6 +300,11 @@ class HotCall:
     def missed(self, prepared: Prepared) -> None:
         """The statement matched nothing."""
 
+    # A miss is the call's answer: the DRF view's service explains it without running the
+    # statement again (`apikit.api.STATEMENT_MISSED`), for a call that cannot match later what
+    # it missed now.
+    miss_is_final = True
+
     # A statement to run first, in one transaction with the call's (the locks it needs).
     prelude: str | None = None
     # Its statement answers many rows (`answer` gets the list; none at all: the DRF view).
@@ -365,6 +380,9 @@ class Acquire(HotCall):
     # The grant's conflicting set is serialized as the service's is (`leases.tree.lock_tree`),
     # in the transaction the statement runs in.
     prelude = tree.lock_tree_sql("CAST(%(workspace_id)s AS text)")
+    # A denied acquire may be granted a moment later (its holder let go), and one with wait_s
+    # waits in line: the DRF view's service tries again, and its denial names the holder it met.
+    miss_is_final = False
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
         return 201, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
@@ -581,6 +599,10 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
     if row is None:
         hot_memory.KEY_WORKSPACES.pop(prefix, None)  # read again next time, whatever the reason
         call.missed(prepared)
+        if call.miss_is_final:
+            request.META[STATEMENT_MISSED] = MissedStatement(
+                workspace_id=params["workspace_id"], lease_id=prepared.params.get("lease_id")
+            )
         return None
     status, payload = call.answer(row, prepared)
     # orjson writes what DRF's JSONRenderer writes for these answers (compact, UTF-8, a UTC time

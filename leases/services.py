@@ -590,19 +590,31 @@ def key_tenures_end(*, key_ids: list[int], actor: str) -> list[LeaseSnapshot]:
 @refusals_recorded
 @retried
 def lease_renew(
-    *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str
+    *,
+    workspace_id: int,
+    resource: str,
+    holder: str,
+    fence: int,
+    process_id: str,
+    statement_missed: bool = False,
 ) -> LeaseSnapshot:
+    """Push the tenure's deadline to now + its ttl_s. `statement_missed`: the caller ran this
+    renewal's statement already (a hot view, with its key check) and it matched nothing, so it
+    is refused, and said why, without running it again (a renewal that missed never matches
+    later: a tenure once lost, superseded or another process's stays so)."""
     validate_resource(resource)
     refuse_slot_resource(resource)
     validate_fence(fence)
     validate_name(process_id, field="process_id")
-    lease = engine.renew(
-        workspace_id=workspace_id,
-        resource=resource,
-        holder=holder,
-        fence=fence,
-        process_id=process_id,
-    )
+    lease = None
+    if not statement_missed:
+        lease = engine.renew(
+            workspace_id=workspace_id,
+            resource=resource,
+            holder=holder,
+            fence=fence,
+            process_id=process_id,
+        )
     if lease is None:
         raise renewal_refusal(
             workspace_id=workspace_id,
@@ -678,14 +690,21 @@ def lease_renew_all(
     holder: str,
     process_id: str,
     held: object = None,
+    statement_missed: bool = False,
 ) -> RenewedAll:
     """Renew every live resource lease `holder` holds with `process_id`, in one statement (a
     renewal is no event); say which ones it still holds on paper but has lost. A lease broken,
     released or taken over is the process's no longer, so it is in neither list, unless the
     caller names it in `held` (the tenures it believes it holds, `{resource, fence}` each): then
     each of those not renewed is in `lost` with its reason (taken over by the hand's other
-    process: `lease_lost`)."""
+    process: `lease_lost`).
+
+    `statement_missed`: a hot view ran this call's one statement (renewed and lost together,
+    `held` not named) and it matched nothing: none renewed and none lost, answered so without
+    running it again."""
     validate_name(process_id, field="process_id")
+    if statement_missed and held is None:
+        return RenewedAll(renewed=[], lost=[])
     held = validate_held(held) if held is not None else []
     scope = {"workspace_id": workspace_id, "holder": holder, "process_id": process_id}
     renewed = engine.renew_all(**scope)

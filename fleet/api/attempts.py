@@ -7,7 +7,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import paginated
+from apikit.api import paginated, statement_missed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
@@ -139,6 +139,7 @@ class ReportApi(HandAPIView):
             tokens_in=data.get("tokens_in"),
             tokens_out=data.get("tokens_out"),
             cost_usd=data.get("cost_usd"),
+            statement_missed=statement_missed(request, workspace_id=self.workspace_id),
         )
         return Response(
             {

@@ -11,7 +11,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import paginated
+from apikit.api import paginated, statement_missed
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
@@ -116,6 +116,7 @@ class LeaseRenewApi(HandAPIView):
             holder=self.hand.name,
             fence=data["fence"],
             process_id=data["process_id"],
+            statement_missed=statement_missed(request, workspace_id=self.workspace_id) is not None,
         )
         return Response(renewed_json([lease])[0])
 
@@ -143,6 +144,7 @@ class LeaseRenewAllApi(HandAPIView):
             holder=self.hand.name,
             process_id=data["process_id"],
             held=None if held is None else [dict(item) for item in held],
+            statement_missed=statement_missed(request, workspace_id=self.workspace_id) is not None,
         )
         return Response(
             {

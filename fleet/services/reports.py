@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from apikit.api import MissedStatement
 from apikit.errors import ValidationFailed
 from apikit.retries import retried
 from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
@@ -450,6 +451,7 @@ def attempt_report(
     tokens_in: int | None = None,
     tokens_out: int | None = None,
     cost_usd: Decimal | None = None,
+    statement_missed: MissedStatement | None = None,
 ) -> tuple[bool, AttemptView]:
     """Record a report; with the claim's process identity it also renews the lease.
 
@@ -458,6 +460,13 @@ def attempt_report(
     A report with a cost (tokens, cost_usd) also judges the lane's budgets, in its transaction
     (fleet/services/budgets.py): it takes the step-by-step path, so a heartbeat without one
     costs what it did.
+
+    A renewing report without a cost is one statement (`_report_renewing`); when it matches
+    nothing the report is refused, said from the attempt and its lease as they stand, never by
+    renewing again step by step (a renewal that missed never matches later: an attempt once
+    ended, superseded or another process's stays so). `statement_missed`: a hot view ran that
+    statement already, with its key check, and it matched nothing; if it named a lease other
+    than the attempt's (its memory gone wrong), it proved nothing, and the statement runs.
     """
     validate_choice(kind, field="kind", choices=[k.value for k in ReportKind])
     if process_id is not None:
@@ -475,7 +484,8 @@ def attempt_report(
     if refusal is not None:
         raise refusal
     costed = bool(tokens_in or tokens_out or cost_usd)
-    if process_id is not None and not costed:
+    renewing = process_id is not None and not costed
+    if renewing and statement_missed is None:
         done = _report_renewing(
             hand=hand,
             attempt_id=attempt_id,
@@ -489,11 +499,31 @@ def attempt_report(
         )
         if done is not None:
             return True, done
-    # Below, step by step, the path that explains a refusal (and a report that renews
-    # nothing): the checks again, each with its own error.
+    # The caller's attempt at its fence, each check with its own error: why a renewing report
+    # was refused, or the attempt a costed report (or one that renews nothing) is about.
     attempt = attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
     refuse_ended(attempt)
     resource = attempt.lease.resource
+    if renewing and statement_missed is not None:
+        named = statement_missed.lease_id
+        if named is not None and named != attempt.lease_id:
+            done = _report_renewing(
+                hand=hand,
+                attempt_id=attempt_id,
+                fence=fence,
+                kind=kind,
+                process_id=process_id,
+                message=message,
+                percent=percent,
+                details=details,
+                lane_id=lane_id,
+            )
+            if done is not None:
+                return True, done
+    if renewing:
+        raise tenure_error(
+            attempt, engine.read(workspace_id=hand.workspace_id, resource=resource), process_id
+        )
     with transaction.atomic():
         if costed:
             # Before the lease and the attempt: a report that reaches a budget updates every open

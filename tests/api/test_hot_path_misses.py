@@ -1,0 +1,143 @@
+"""A hot call whose statement matched nothing is refused without running it again: the DRF view
+authenticates the key and its service says why from what it reads (`apikit.api.STATEMENT_MISSED`).
+A renewal, a renew-all or a renewing report that missed cannot match later (a tenure once lost,
+released, superseded or another process's stays so), so each call runs its renewal once, and
+its answer is the one the DRF view alone gives. Only a denied acquire is tried again by its
+service (the holder may have let go; a wait_s acquire waits in line)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from fleet import hot, hot_memory
+from fleet.services import reports as report_services
+from leases import engine
+from leases.models import Lease
+from tests.api.conftest import Api, error_of
+from tests.api.test_hand_calls import claim, report
+from tests.api.test_hot_path import django_twin, same_answer
+
+pytestmark = pytest.mark.django_db
+
+
+@contextmanager
+def counted(owner: Any, name: str) -> Iterator[list[int]]:
+    """The calls of `owner.name`, counted, each still made."""
+    real, calls = getattr(owner, name), []
+
+    @functools.wraps(real)
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    with mock.patch.object(owner, name, counting):
+        yield calls
+
+
+@contextmanager
+def renewals() -> Iterator[dict[str, list[int]]]:
+    """Every way a renewal's statement can run: the hot view's, and each service's."""
+    with (
+        counted(hot, "run_statement") as hot_statements,
+        counted(engine, "renew") as renews,
+        counted(engine, "renew_all") as renew_alls,
+        counted(report_services, "_report_renewing") as reports,
+    ):
+        yield {
+            "hot": hot_statements,
+            "renew": renews,
+            "renew_all": renew_alls,
+            "report": reports,
+        }
+
+
+def ran(statements: dict[str, list[int]]) -> dict[str, int]:
+    return {name: len(calls) for name, calls in statements.items()}
+
+
+def test_a_refused_renewal_runs_its_statement_once(api_a: Api) -> None:
+    body = {"resource": "src/auth/", "ttl_s": 60, "process_id": "p1"}
+    lease = api_a.post("/leases/acquire", body).json()
+    released = api_a.post("/leases/release", {"resource": "src/auth/", "fence": lease["fence"]})
+    assert released.status_code == 200, released.content
+    renew = {"resource": "src/auth/", "fence": lease["fence"], "process_id": "p1"}
+    with renewals() as statements:
+        refused = api_a.post("/leases/renew", renew)
+    assert ran(statements) == {"hot": 1, "renew": 0, "renew_all": 0, "report": 0}
+    error_of(refused, 409, "lease_lost")
+    same_answer(refused, django_twin(api_a).post("/leases/renew", renew))
+
+
+def test_a_renewal_by_another_process_is_refused_by_one_statement(api_a: Api) -> None:
+    lease = api_a.post(
+        "/leases/acquire", {"resource": "db/", "ttl_s": 60, "process_id": "p1"}
+    ).json()
+    renew = {"resource": "db/", "fence": lease["fence"], "process_id": "p2"}
+    with renewals() as statements:
+        refused = api_a.post("/leases/renew", renew)
+    assert ran(statements)["hot"] == 1 and ran(statements)["renew"] == 0
+    assert refused.status_code == 409, refused.content
+    same_answer(refused, django_twin(api_a).post("/leases/renew", renew))
+    assert Lease.objects.get(resource="db/").process_id == "p1"
+
+
+def test_a_renew_all_that_renews_and_loses_nothing_runs_its_statement_once(api_a: Api) -> None:
+    with renewals() as statements:
+        answered = api_a.post("/leases/renew-all", {"process_id": "nobody"})
+    assert ran(statements) == {"hot": 1, "renew": 0, "renew_all": 0, "report": 0}
+    assert answered.status_code == 200 and answered.json() == {"renewed": [], "not_renewed": []}
+    same_answer(answered, django_twin(api_a).post("/leases/renew-all", {"process_id": "nobody"}))
+
+
+def test_a_refused_heartbeat_runs_its_statement_once(api_a: Api, run) -> None:
+    attempt = claim(api_a, run)
+    with renewals() as statements:
+        refused = report(api_a, attempt, process="another-host:2")
+    assert ran(statements) == {"hot": 1, "renew": 0, "renew_all": 0, "report": 0}
+    error_of(refused, 409, "process_mismatch")
+    same_answer(refused, report(django_twin(api_a), attempt, process="another-host:2"))
+
+
+def test_a_heartbeat_of_an_ended_attempt_runs_its_statement_once(api_a: Api, run) -> None:
+    attempt = claim(api_a, run)
+    ended = api_a.post(
+        f"/attempts/{attempt['id']}/release",
+        {"fence": attempt["fence"], "process_id": "host-a:1", "reason": "done here"},
+    )
+    assert ended.status_code == 200, ended.content
+    with renewals() as statements:
+        refused = report(api_a, attempt)
+    assert ran(statements) == {"hot": 1, "renew": 0, "renew_all": 0, "report": 0}
+    error_of(refused, 409, "lease_lost")
+    same_answer(refused, report(django_twin(api_a), attempt))
+
+
+def test_a_heartbeat_that_named_a_wrongly_remembered_lease_is_renewed_by_the_service(
+    api_a: Api, run, make_run
+) -> None:
+    """A miss proves nothing when the hot view named another lease than the attempt's (its
+    memory gone wrong): the service's statement runs, once, and renews."""
+    attempt = claim(api_a, run)
+    other = claim(api_a, make_run(title="another run"))
+    hot_memory.ATTEMPT_LEASES[attempt["id"]] = Lease.objects.get(
+        resource=other["lease"]["resource"]
+    ).pk
+    with renewals() as statements:
+        answered = report(api_a, attempt)
+    assert ran(statements) == {"hot": 1, "renew": 0, "renew_all": 0, "report": 1}
+    assert answered.status_code == 200 and answered.json()["renewed"] is True, answered.content
+
+
+def test_a_denied_acquire_is_tried_again_by_its_service(api_a: Api, api_b: Api) -> None:
+    body = {"resource": "locks/migrate", "ttl_s": 60, "process_id": "p1"}
+    assert api_b.post("/leases/acquire", body).status_code == 201
+    with counted(engine, "take") as takes, counted(engine, "insert") as inserts:
+        denied = api_a.post("/leases/acquire", body)
+    error_of(denied, 409, "lease_held")
+    assert len(takes) + len(inserts) >= 1  # the service's own try, after the hot statement's
