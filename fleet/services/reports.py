@@ -484,9 +484,11 @@ def attempt_report(
     if refusal is not None:
         raise refusal
     costed = bool(tokens_in or tokens_out or cost_usd)
-    renewing = process_id is not None and not costed
-    if renewing and statement_missed is None:
-        done = _report_renewing(
+    # A report renews when it carries the claim's process identity and no cost.
+    renewing = None if costed else process_id
+
+    def renewed_in_one_statement(process_id: str) -> AttemptView | None:
+        return _report_renewing(
             hand=hand,
             attempt_id=attempt_id,
             fence=fence,
@@ -497,6 +499,9 @@ def attempt_report(
             details=details,
             lane_id=lane_id,
         )
+
+    if renewing is not None and statement_missed is None:
+        done = renewed_in_one_statement(renewing)
         if done is not None:
             return True, done
     # The caller's attempt at its fence, each check with its own error: why a renewing report
@@ -504,23 +509,13 @@ def attempt_report(
     attempt = attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
     refuse_ended(attempt)
     resource = attempt.lease.resource
-    if renewing and statement_missed is not None:
+    if renewing is not None and statement_missed is not None:
         named = statement_missed.lease_id
         if named is not None and named != attempt.lease_id:
-            done = _report_renewing(
-                hand=hand,
-                attempt_id=attempt_id,
-                fence=fence,
-                kind=kind,
-                process_id=process_id,
-                message=message,
-                percent=percent,
-                details=details,
-                lane_id=lane_id,
-            )
+            done = renewed_in_one_statement(renewing)
             if done is not None:
                 return True, done
-    if renewing:
+    if renewing is not None:
         raise tenure_error(
             attempt, engine.read(workspace_id=hand.workspace_id, resource=resource), process_id
         )
