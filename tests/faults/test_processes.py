@@ -58,7 +58,16 @@ def test_a_web_worker_killed_mid_request_leaves_no_partial_state(workspace, tmp_
             kills += 1
             time.sleep(0.7)
         last_kill = time.monotonic()
-        time.sleep(3)  # the master has started new workers
+
+        def served_again() -> bool:
+            # The master has started new workers and they answer (on two loaded cores a
+            # worker's start took longer than the 3 s this once waited).
+            return any(a.status in (200, 201) and a.at > last_kill + 1 for a in list(load.answers))
+
+        deadline = last_kill + 60
+        while not served_again() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # and a few calls more on the new workers
         load.finish()
         log = server.tail()
     statuses = load.statuses()
