@@ -369,7 +369,10 @@ def parallel(
                 for arguments in calls:
                     claiming = sum(session._claiming.values())
                     group.start_soon(one, arguments)
+                    given_up_at = time.monotonic() + 20
                     while in_order and sum(session._claiming.values()) <= claiming:
+                        # Failed, never hung: a claim missed here would leave this loop waiting.
+                        assert time.monotonic() < given_up_at, "the call never began claiming"
                         await anyio.sleep(0.005)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
@@ -377,11 +380,17 @@ def parallel(
     return answers
 
 
-def slow_claims(fake: FakeServer, answer: Any = None) -> tuple[Session, list[int]]:
+def slow_claims(
+    fake: FakeServer, answer: Any = None, *, together: int = 1
+) -> tuple[Session, list[int]]:
     """A session whose claims take 0.3 s on the fake (a claim over the network), each granted a
-    slot of its own (or answered `answer`); and the slots granted, in order."""
+    slot of its own (or answered `answer`); and the slots granted, in order. With `together`,
+    no claim is answered before that many have reached the fake (or 10 s have passed): calls
+    asked while another is claiming are so however slowly this machine runs them."""
     granted: list[int] = []
     lock = threading.Lock()
+    arrived = threading.Semaphore(0)
+    arrivals = [0]
 
     def attempt(n: int) -> dict[str, Any]:
         data = dict(fake.attempt(), id=40 + n, slot=n - 1, fence=1)
@@ -395,6 +404,12 @@ def slow_claims(fake: FakeServer, answer: Any = None) -> tuple[Session, list[int
             return httpx.Response(200, json={"renewed": True, "attempt": data})
         if not request.url.path.endswith("/runs/12/claim"):
             return fake.handle(request)
+        with lock:
+            arrivals[0] += 1
+            if arrivals[0] >= together:  # the last awaited lets them all go; later ones pass
+                for _ in range(together if arrivals[0] == together else 1):
+                    arrived.release()
+        arrived.acquire(timeout=10)
         time.sleep(0.3)
         if answer is not None:
             return answer
@@ -424,7 +439,7 @@ def test_parallel_claims_of_one_run_take_one_slot_and_the_other_hears_why(
 
 
 def test_parallel_claims_with_another_slot_take_two_slots(fake: FakeServer) -> None:
-    session, granted = slow_claims(fake)
+    session, granted = slow_claims(fake, together=2)
     # The plain claim first: the other, asked while it is claiming, asks for another slot.
     calls = [{"run_id": 12}, {"run_id": 12, "another_slot": True}]
     answers = parallel(session, calls, in_order=True)
