@@ -55,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
 REQUEST_ID_HEADER = "X-Request-ID"
+_REQUEST_ID_META = "HTTP_" + REQUEST_ID_HEADER.upper().replace("-", "_")
 # A caller's request id is kept when it is short and printable; otherwise we mint one.
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
 DEFAULT_PAGE_SIZE = 100
@@ -65,7 +66,8 @@ MAX_PAGE_SIZE = 500
 
 
 def request_id_for(request: HttpRequest) -> str:
-    return request_id_for_header(request.headers.get(REQUEST_ID_HEADER, ""))
+    # From META: `request.headers` would parse every header of the request to read this one.
+    return request_id_for_header(request.META.get(_REQUEST_ID_META, ""))
 
 
 def request_id_for_header(given: str) -> str:

@@ -28,7 +28,7 @@
 The `pooler` block (bench/pooler.py) measures the same hot calls through PgBouncer in
 transaction mode beside a direct connection, each on a web server of its own.
 
-`--only renew-all` (or any of `options.BLOCKS`, comma-separated) runs those blocks alone and writes
+`--only renew-all` (or any of `BLOCKS`, comma-separated) runs those blocks alone and writes
 `only-<blocks>.md` and `only-<blocks>.csv` beside the full run's outputs instead.
 """
 
@@ -45,8 +45,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import drivers, load, options, pooler, report, services
+from bench import drivers, load, pooler, report, services, wrk
 
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+# What `--only` selects: the measured blocks, and the scale figures.
+BLOCKS = (
+    "ground-control",
+    "raw-sql",
+    "redis",
+    "etcd",
+    "renew-all",
+    "tree",
+    "pooler",
+    "wrk",
+    "scale",
+)
 DATABASE = "gc_bench"
 SCALE_DATABASE = "gc_bench_scale"
 GC_OPS = ("heartbeat", "acquire", "renew")
@@ -67,6 +80,8 @@ class Bench:
         self.cost_pairs: list[tuple[float, float]] = []
         # The same for (renew-all of 20, single renewal), in the renew-all block.
         self.renew_all_pairs: list[tuple[float, float]] = []
+        # The wrk block's (bench/wrk.py) HTTP and SQL figures, one pair per repeat.
+        self.wrk_pairs: list[dict[str, wrk.Figure]] = []
 
     def setup(self) -> None:
         print("== starting redis-server, etcd and the benchmark database", flush=True)
@@ -84,6 +99,9 @@ class Bench:
         self.bouncer = (
             pooler.start(self.procs, self.args.server_url) if "pooler" in self.args.blocks else None
         )
+        if "wrk" in self.args.blocks and (reason := wrk.missing()) is not None:
+            self.missing[wrk.WRK] = reason
+            print(f"   no wrk block: {reason}", flush=True)
         if "pooler" in self.args.blocks and self.bouncer is None:
             for system in pooler.SYSTEMS:
                 self.missing[system] = "PgBouncer could not be started here"
@@ -321,6 +339,34 @@ class Bench:
                     )
                     self.measure(system, operation, c, factory, meter)
 
+    def wrk(self, c: int) -> None:
+        """A renewal driven by wrk over HTTP and by pgbench as SQL (bench/wrk.py), at the
+        targets' concurrency, the side that goes first alternating with each repeat."""
+        if c != report.target_concurrency(self.concurrencies) or wrk.WRK in self.missing:
+            return
+        pair: dict[str, wrk.Figure] = {}
+        with self.web_server() as (url, meter, _):
+            sides = [wrk.WRK, wrk.PGBENCH] if self.repeat % 2 == 0 else [wrk.PGBENCH, wrk.WRK]
+            for side in sides:
+                services.vacuum_if_autovacuum_is_off(self.database)
+                if side == wrk.WRK:
+                    before = meter()
+                    figure = wrk.run_wrk(url, self.fixtures, c, self.args.seconds, self.procs.tmp)
+                    used = sum(meter().values()) - sum(before.values())
+                    figure.cpu_us = used / (figure.ops_per_s * round(self.args.seconds)) * 1e6
+                else:
+                    figure = wrk.run_pgbench(
+                        self.database, self.fixtures, c, self.args.seconds, self.procs.tmp
+                    )
+                pair[side] = figure
+                print(
+                    f"   {side:>14} renew      c={c:<3} {figure.ops_per_s:>9,.0f} ops/s  "
+                    f"p50 {figure.p50_ms:6.2f} ms  p99 {figure.p99_ms:7.2f} ms  "
+                    f"errors {figure.errors}",
+                    flush=True,
+                )
+        self.wrk_pairs.append(pair)
+
     def raw_sql(self, c: int) -> None:
         for operation in self.ops():
             services.vacuum_if_autovacuum_is_off(self.database)  # as for Ground Control's rows
@@ -362,6 +408,7 @@ class Bench:
                 ("renew-all", self.renew_all),
                 ("tree", self.tree),
                 ("pooler", self.pooler),
+                ("wrk", self.wrk),
             ]
             if name in self.args.blocks
         ]
@@ -458,8 +505,75 @@ class Bench:
         return figures
 
 
+def parse(description: str) -> argparse.Namespace:
+    """`bench/run`'s options, with the defaults of the mode asked for (full, quick, check-only)."""
+    parser = argparse.ArgumentParser(prog="bench/run", description=description)
+    parser.add_argument("--quick", action="store_true", help="a ~3-minute smoke run")
+    parser.add_argument(
+        "--check-only",
+        action="store_true",
+        help="seconds-long runs that only check every driver works (no figures worth keeping)",
+    )
+    parser.add_argument("--seconds", type=float, help="measured seconds per run (default 4)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds before measuring")
+    parser.add_argument("--repeats", type=int, help="runs per row; the median counts (default 3)")
+    parser.add_argument("--clients", default=None, help="concurrencies (default 1,16,64)")
+    parser.add_argument(
+        "--cost-pairs",
+        type=int,
+        help="heartbeat and renewal pairs per repeat at 16 clients, for the cost target (6)",
+    )
+    parser.add_argument("--sizes", default=None, help="scale sizes (default 1000,10000,100000)")
+    parser.add_argument("--http-client", choices=["raw", "httpx"], default="raw")
+    parser.add_argument(
+        "--server-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", ADMIN_URL),
+        help="the PostgreSQL server the benchmark's own database is made on",
+    )
+    parser.add_argument("--out", default="bench/results", help="where the outputs go")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help=f"comma-separated blocks to run alone, of: {', '.join(BLOCKS)} (default: all)",
+    )
+    args = parser.parse_args()
+    args.blocks = list(BLOCKS) if args.only is None else args.only.split(",")
+    unknown = [name for name in args.blocks if name not in BLOCKS]
+    if unknown or not args.blocks:
+        parser.error(f"--only: unknown block(s) {', '.join(unknown)}; choose from {BLOCKS}")
+    if args.check_only:
+        defaults = {
+            "seconds": 0.5,
+            "repeats": 1,
+            "clients": "1,4",
+            "sizes": "200",
+            "cost_pairs": 1,
+        }
+        args.warmup = 0.2
+    elif args.quick:
+        defaults = {
+            "seconds": 2.0,
+            "repeats": 1,
+            "clients": "1,16,64",
+            "sizes": "1000,10000",
+            "cost_pairs": 3,
+        }
+    else:
+        defaults = {
+            "seconds": 4.0,
+            "repeats": 3,
+            "clients": "1,16,64",
+            "sizes": "1000,10000,100000",
+            "cost_pairs": 6,
+        }
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
 def main() -> int:
-    args = options.parse(__doc__.splitlines()[0])
+    args = parse(__doc__.splitlines()[0])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -501,6 +615,7 @@ def main() -> int:
         report.table(rows),
         ratio_table if comparisons else "",
         report.renew_all_table(rows, bench.concurrencies) if "renew-all" in args.blocks else "",
+        wrk.table(bench.wrk_pairs),
         target_lines,
         report.scale_tables(figures) if "scale" in args.blocks or bench.memory else "",
     ]

@@ -66,21 +66,23 @@ MIDDLEWARE = [
     # request's body unread (apikit/api.py).
     "apikit.api.CloseUnreadBodyMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # The Content-Security-Policy header on every answer (CONTENT_SECURITY_POLICY, below).
-    "csp.middleware.CSPMiddleware",
+    # The Content-Security-Policy header on every answer (CONTENT_SECURITY_POLICY, below;
+    # django-csp's, its policy built once: groundcontrol/middleware.py).
+    "groundcontrol.middleware.CSPMiddleware",
     # Request ids and the call context for refusals (apikit/api.py).
     "apikit.api.RequestIdMiddleware",
     # A database outage answers the pages 503, also when a middleware below fails on it.
     "dashboard.outage.DatabaseOutageMiddleware",
     "apikit.api.RefuseNulMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    # The pages' own, skipped on the API's paths (groundcontrol/middleware.py).
+    "groundcontrol.middleware.WhiteNoiseMiddleware",
+    "groundcontrol.middleware.SessionMiddleware",
+    "groundcontrol.middleware.CommonMiddleware",
+    "groundcontrol.middleware.CsrfViewMiddleware",
+    "groundcontrol.middleware.AuthenticationMiddleware",
+    "groundcontrol.middleware.MessageMiddleware",
+    "groundcontrol.middleware.XFrameOptionsMiddleware",
+    "groundcontrol.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "groundcontrol.urls"

@@ -270,15 +270,15 @@ def test_only_selects_blocks_by_name(monkeypatch) -> None:  # noqa: ANN001
 
     import pytest
 
-    from bench import options
+    from bench import run
 
     monkeypatch.setattr(sys, "argv", ["bench/run", "--only", "renew-all"])
-    assert options.parse("bench").blocks == ["renew-all"]
+    assert run.parse("bench").blocks == ["renew-all"]
     monkeypatch.setattr(sys, "argv", ["bench/run"])
-    assert options.parse("bench").blocks == list(options.BLOCKS)
+    assert run.parse("bench").blocks == list(run.BLOCKS)
     monkeypatch.setattr(sys, "argv", ["bench/run", "--only", "renew-everything"])
     with pytest.raises(SystemExit):
-        options.parse("bench")
+        run.parse("bench")
 
 
 def test_the_tree_target_is_the_repeats_own_ratio_of_acquire_rates() -> None:

@@ -1,0 +1,107 @@
+"""The middleware that serves people's pages (the dashboard, the admin, the sign-in), skipped on the
+REST API's paths.
+
+An API call is authenticated by its key alone (hands.authentication), answers JSON and sets no
+cookie, so sessions, CSRF, the signed-in user, messages, htmx's headers, static files, the
+trailing-slash redirect and X-Frame-Options have nothing to do there; on a renewal they cost about
+a third of the web server's CPU (docs/performance.md). The middleware that does matter to every
+answer stays in `settings.MIDDLEWARE` unwrapped: the unread body's `Connection: close`, the
+security headers, the Content-Security-Policy, the request id, the outage answer and the NUL
+refusal.
+
+Each class here is Django's (or its library's) own, with one change: on a path under
+`API_PREFIX` it hands the request straight on. A hook it also has (CSRF's `process_view`) still
+runs, as Django calls it for every view; every API view is exempt from CSRF (DRF's `as_view`,
+the hot views' `csrf_exempt`), so it returns at once there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from csp.constants import HEADER, HEADER_REPORT_ONLY
+from csp.middleware import CheckableLazyObject
+from csp.middleware import CSPMiddleware as _CSP
+from csp.utils import build_policy
+from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
+from django.contrib.messages.middleware import MessageMiddleware as _Messages
+from django.contrib.sessions.middleware import SessionMiddleware as _Sessions
+from django.http import HttpRequest, HttpResponseBase
+from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptions
+from django.middleware.common import CommonMiddleware as _Common
+from django.middleware.csrf import CsrfViewMiddleware as _Csrf
+from django_htmx.middleware import HtmxMiddleware as _Htmx
+from whitenoise.middleware import WhiteNoiseMiddleware as _WhiteNoise
+
+from apikit.api import API_PREFIX
+
+
+def pages_only(middleware: type) -> type:
+    """`middleware`, handing a request under `API_PREFIX` to the next one untouched."""
+
+    def __call__(self: Any, request: HttpRequest) -> HttpResponseBase:
+        if request.path_info.startswith(API_PREFIX):
+            return self.get_response(request)
+        return middleware.__call__(self, request)
+
+    # WSGI only (groundcontrol.server): the skip is a plain call, never awaited.
+    namespace: dict[str, Any] = {
+        "__call__": __call__,
+        "__module__": __name__,
+        "__doc__": f"{middleware.__module__}.{middleware.__qualname__}, for pages only.",
+        "async_capable": False,
+        "sync_capable": True,
+    }
+    return type(middleware.__name__, (middleware,), namespace)
+
+
+WhiteNoiseMiddleware = pages_only(_WhiteNoise)
+SessionMiddleware = pages_only(_Sessions)
+CommonMiddleware = pages_only(_Common)
+CsrfViewMiddleware = pages_only(_Csrf)
+AuthenticationMiddleware = pages_only(_Authentication)
+MessageMiddleware = pages_only(_Messages)
+XFrameOptionsMiddleware = pages_only(_XFrameOptions)
+HtmxMiddleware = pages_only(_Htmx)
+
+
+class CSPMiddleware(_CSP):
+    """django-csp's, with the policy of an answer that drew no nonce and changed no directive
+    built once instead of twice per answer (the policy and the report-only one).
+
+    Such an answer's policy is the settings' alone: every API answer's, and every page's that
+    has no inline script. django-csp builds it anew for each answer, about a sixth of a
+    renewal's CPU in the web server (docs/performance.md). Anything else (a nonce drawn, a
+    view's `csp_update`, `csp_exempt` or the like, prefixes excluded in the settings, DEBUG's
+    exempted error pages) is django-csp's own path.
+    """
+
+    def __init__(self, get_response: Any) -> None:
+        super().__init__(get_response)
+        excluded = any(
+            (getattr(settings, name, None) or {}).get("EXCLUDE_URL_PREFIXES")
+            for name in ("CONTENT_SECURITY_POLICY", "CONTENT_SECURITY_POLICY_REPORT_ONLY")
+        )
+        self.settings_policies = (
+            None
+            if excluded
+            else ((HEADER, build_policy()), (HEADER_REPORT_ONLY, build_policy(report_only=True)))
+        )
+
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        if (
+            self.settings_policies is None
+            or settings.DEBUG
+            or getattr(request, "_csp_nonce", None) is not None
+            or any(name.startswith("_csp_") for name in vars(response))
+        ):
+            return super().process_response(request, response)
+        for header, policy in self.settings_policies:
+            if policy and header not in response:
+                response[header] = policy
+        # As django-csp does: a nonce drawn after the header is written is an error.
+        request.csp_nonce = CheckableLazyObject(self._csp_nonce_post_response)  # type: ignore[attr-defined]
+        return response
