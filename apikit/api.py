@@ -446,7 +446,7 @@ STATEMENT_MISSED = "gc.statement_missed"
 @dataclass(frozen=True)
 class MissedStatement:
     """A hot statement that matched nothing, with the values it named from the hot view's memory
-    (fleet/hot_memory.py): the workspace, and a report's lease (None: found by the statement)."""
+    (fleet/hot.py): the workspace, and a report's lease (None: found by the statement)."""
 
     workspace_id: int
     lease_id: int | None = None

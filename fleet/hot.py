@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,7 +53,6 @@ from apikit.errors import GroundControlError, RateLimited
 from apikit.outages import is_database_outage
 from apikit.ratelimit import rate_caller, rate_limit
 from apikit.retries import is_conflict
-from fleet import hot_memory
 from fleet.api.presenters import (
     lease_json,
     not_renewed_json,
@@ -60,7 +60,6 @@ from fleet.api.presenters import (
     renewed_json,
     report_row_json,
 )
-from fleet.hot_values import plain_float, plain_text
 from fleet.models import ReportKind
 from fleet.services import reports as report_services
 from hands import keys
@@ -77,6 +76,71 @@ from leases.models import EventKind, LeaseKind, LeaseMode
 from leases.waiting import MAX_WAIT_S
 
 logger = logging.getLogger(__name__)
+
+
+# --- Plain values: a request's value its DRF serializer would keep unchanged, so the one
+# statement may take it as sent; anything else goes to the serializer ----------------------------
+
+
+def plain_text(value: object, *, max_length: int, trimmed: bool = True) -> str | None:
+    """`value` if a DRF CharField would keep it exactly (printable, within its length, and, for a
+    trimming field, without surrounding spaces); None if the serializer must decide."""
+    if type(value) is not str or not 0 < len(value) <= max_length or not value.isprintable():
+        return None
+    if trimmed and value != value.strip():
+        return None
+    return value
+
+
+def plain_float(value: object, *, minimum: float, maximum: float) -> float | None:
+    """As a DRF FloatField would return it (a float), if it is a plain in-range number."""
+    if type(value) not in (int, float) or not math.isfinite(value):
+        return None
+    return float(value) if minimum <= value <= maximum else None
+
+
+# --- What the hot path remembers per process: facts that never change once true, so that its
+# statements carry them as values instead of reading them again. Each statement checks what it
+# is given (a wrong value matches nothing, and the DRF view answers), and a call that matched
+# nothing forgets what it used. -----------------------------------------------------------------
+
+# attempt id -> its lease's id, as the reports' rows gave them: a report names its lease by this
+# value instead of reading the attempt again for it (an attempt's lease never changes).
+ATTEMPT_LEASES: dict[int, int] = {}
+# key prefix -> the workspace of the key's hand (a key never changes hand, a hand never changes
+# workspace): a report names the attempt's workspace by it, so that the statement reaches one
+# workspace's rows (docs/scale.md). Whether the key may still be used is the statement's to say.
+KEY_WORKSPACES: dict[str, int] = {}
+MAX_REMEMBERED = 100_000
+
+# The key's hand's workspace, by the key's prefix and its secret's hash.
+KEY_WORKSPACE = (
+    f"SELECT h.workspace_id FROM {HandKey._meta.db_table} k "
+    f"JOIN {Hand._meta.db_table} h ON h.id = k.hand_id "
+    "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s"
+)
+
+
+def remember(memory: dict[Any, int], key: Any, value: int) -> None:
+    if len(memory) >= MAX_REMEMBERED:
+        memory.clear()
+    memory[key] = value
+
+
+def key_workspace(db: Any, prefix: str, secret_hash: str) -> int | None:
+    """The workspace of the key `prefix` (read once per process, by its secret's hash too, so
+    that no call with a wrong secret fills the memory), or None if there is no such key."""
+    known = KEY_WORKSPACES.get(prefix)
+    if known is not None:
+        return known
+    with db.cursor() as cursor:
+        cursor.execute(KEY_WORKSPACE, {"key_prefix": prefix, "key_secret_hash": secret_hash})
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    remember(KEY_WORKSPACES, prefix, row[0])
+    return row[0]
+
 
 JSON = "application/json"
 # What DRF's negotiation settles on JSON for without parameters (an indent would change it).
@@ -144,7 +208,7 @@ _KEY_REPORTER = report_services.ReportCaller(
         ("k.last_used_at", "key_used_at"),
     ),
 )
-# The caller's workspace as a value (the key's, remembered: `hot_memory`, and checked by the key
+# The caller's workspace as a value (the key's, remembered: `KEY_WORKSPACES`, and checked by the key
 # check) and its name as a value of the key check (a scalar sub-select), so that the lease is
 # found by (workspace_id, resource) in its unique index; FROM key stays, so that no key means no
 # row (docs/performance.md).
@@ -435,7 +499,7 @@ class Report(HotCall):
             return None
         if process_id is None or not 0 < attempt_id < 2**63:
             return None
-        lease_id = hot_memory.ATTEMPT_LEASES.get(attempt_id)
+        lease_id = ATTEMPT_LEASES.get(attempt_id)
         params = {
             "attempt_id": attempt_id,
             "lease_id": lease_id,
@@ -471,12 +535,12 @@ class Report(HotCall):
 
     def missed(self, prepared: Prepared) -> None:
         # Whatever the reason, the statement is tried without the remembered lease next time.
-        hot_memory.ATTEMPT_LEASES.pop(prepared.params["attempt_id"], None)
+        ATTEMPT_LEASES.pop(prepared.params["attempt_id"], None)
 
     def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
         attempt_id, fence = prepared.params["attempt_id"], prepared.params["fence"]
         *answer, record_due, workspace_id, lease_id = _stamp_key(row, _REPORT_TIME)
-        hot_memory.remember(hot_memory.ATTEMPT_LEASES, attempt_id, lease_id)
+        remember(ATTEMPT_LEASES, attempt_id, lease_id)
         recorded_at = None
         if record_due:
             at = answer[_REPORT_TIME]
@@ -576,7 +640,7 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
     params = {"key_prefix": prefix, "key_secret_hash": secret_hash, **prepared.params}
     try:
         # Every statement names the caller's workspace as a value (docs/scale.md).
-        params["workspace_id"] = hot_memory.key_workspace(db, prefix, secret_hash)
+        params["workspace_id"] = key_workspace(db, prefix, secret_hash)
         if params["workspace_id"] is None:
             return None  # no such key: the DRF view refuses it
         row = run_statement(
@@ -597,7 +661,7 @@ def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | 
         logger.warning("a hot statement failed; the DRF view answers", exc_info=True)
         return None
     if row is None:
-        hot_memory.KEY_WORKSPACES.pop(prefix, None)  # read again next time, whatever the reason
+        KEY_WORKSPACES.pop(prefix, None)  # read again next time, whatever the reason
         call.missed(prepared)
         if call.miss_is_final:
             request.META[STATEMENT_MISSED] = MissedStatement(

@@ -128,8 +128,9 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
 
 def test_the_wiring_only_wires() -> None:
     """`groundcontrol/` holds settings (and the embedded default's own secret key), URLs,
-    Celery, the WSGI app, the web server and the contract's table of limits (each app's own,
-    named): no app imports it, and it defines no model, service or view of its own."""
+    Celery, the WSGI app, the web server, which middleware runs on which paths, and the
+    contract's table of limits (each app's own, named): no app imports it, and it defines no
+    model, service or view of its own."""
     wiring = {p.name for p in (ROOT / "groundcontrol").glob("*.py")}
     assert wiring <= {
         "__init__.py",
@@ -143,6 +144,7 @@ def test_the_wiring_only_wires() -> None:
         "scheduler.py",
         "secret_key.py",
         "limits.py",
+        "middleware.py",
     }
     for package in APPS:
         for module in modules_of(package):

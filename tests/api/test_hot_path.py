@@ -18,7 +18,7 @@ import pytest
 from django.db import DatabaseError, OperationalError
 from django.test import override_settings
 
-from fleet import hot, hot_memory
+from fleet import hot
 from fleet.models import Report
 from fleet.services import reports as report_services
 from hands import selectors as hand_selectors
@@ -211,7 +211,7 @@ def test_a_heartbeat_and_a_renewal_are_one_statement_each(
     # the first this process answers for the lane reads the lane's slug, and the first for the
     # key reads the key's workspace.
     hand_selectors.forget_lane(Lane.objects.get(pk=run.work_package.lane_id))
-    hot_memory.KEY_WORKSPACES.clear()
+    hot.KEY_WORKSPACES.clear()
     with (
         mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as statements,
         django_assert_num_queries(3),
@@ -305,22 +305,22 @@ def test_a_heartbeat_names_its_lease_as_remembered_and_a_wrong_one_matches_nothi
     it (no second read of the attempt). The statement checks the pair: a wrong lease matches
     nothing and writes nothing, the DRF view answers, and the next report reads it afresh."""
     attempt = claim(api_a, run)
-    hot_memory.ATTEMPT_LEASES.pop(attempt["id"], None)
+    hot.ATTEMPT_LEASES.pop(attempt["id"], None)
     assert served_by_hot_path(report(api_a, attempt))
     lease = Lease.objects.get(resource=attempt["lease"]["resource"])
-    assert hot_memory.ATTEMPT_LEASES[attempt["id"]] == lease.pk
+    assert hot.ATTEMPT_LEASES[attempt["id"]] == lease.pk
     other = claim(api_a, make_run(title="another run"))
     other_lease = Lease.objects.get(resource=other["lease"]["resource"])
     renewed_at = other_lease.renewed_at
-    hot_memory.ATTEMPT_LEASES[attempt["id"]] = other_lease.pk
+    hot.ATTEMPT_LEASES[attempt["id"]] = other_lease.pk
     answered = report(api_a, attempt)
     assert not served_by_hot_path(answered) and answered.status_code == 200, answered.content
     assert answered.json()["attempt"]["id"] == attempt["id"]
     other_lease.refresh_from_db()
     assert other_lease.renewed_at == renewed_at  # the other attempt's lease was not touched
-    assert attempt["id"] not in hot_memory.ATTEMPT_LEASES
+    assert attempt["id"] not in hot.ATTEMPT_LEASES
     assert served_by_hot_path(report(api_a, attempt))
-    assert hot_memory.ATTEMPT_LEASES[attempt["id"]] == lease.pk
+    assert hot.ATTEMPT_LEASES[attempt["id"]] == lease.pk
 
 
 def test_a_report_names_the_keys_workspace_as_remembered_and_a_wrong_one_matches_nothing(
@@ -333,32 +333,32 @@ def test_a_report_names_the_keys_workspace_as_remembered_and_a_wrong_one_matches
     prefix and a wrong secret leaves nothing remembered."""
     attempt = claim(api_a, run)
     prefix, secret = api_a.key.split("_", 2)[1:]
-    hot_memory.KEY_WORKSPACES.pop(prefix, None)
+    hot.KEY_WORKSPACES.pop(prefix, None)
     forged = NotingApi(api_a.key[: -len(secret)] + "x" * len(secret), api_a.hand)
     refused = report(forged, attempt)
     assert not served_by_hot_path(refused) and refused.status_code == 401, refused.content
-    assert prefix not in hot_memory.KEY_WORKSPACES
+    assert prefix not in hot.KEY_WORKSPACES
     assert served_by_hot_path(report(api_a, attempt))
-    assert hot_memory.KEY_WORKSPACES[prefix] == run.workspace_id
+    assert hot.KEY_WORKSPACES[prefix] == run.workspace_id
     lease = Lease.objects.get(resource=attempt["lease"]["resource"])
-    hot_memory.KEY_WORKSPACES[prefix] = outsider_workspace.pk  # not this key's
+    hot.KEY_WORKSPACES[prefix] = outsider_workspace.pk  # not this key's
     with mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as statements:
         answered = report(api_a, attempt)
     assert statements.call_count == 1  # the statement ran, and matched nothing
     assert not served_by_hot_path(answered) and answered.status_code == 200, answered.content
     assert answered.json()["attempt"]["id"] == attempt["id"]
-    assert prefix not in hot_memory.KEY_WORKSPACES
+    assert prefix not in hot.KEY_WORKSPACES
     assert served_by_hot_path(report(api_a, attempt))
-    assert hot_memory.KEY_WORKSPACES[prefix] == run.workspace_id
+    assert hot.KEY_WORKSPACES[prefix] == run.workspace_id
     lease.refresh_from_db()
     assert lease.holder == api_a.hand.name and lease.status == "held"
     # A lease statement's key check holds the key to the workspace named: none in another.
-    hot_memory.KEY_WORKSPACES[prefix] = outsider_workspace.pk
+    hot.KEY_WORKSPACES[prefix] = outsider_workspace.pk
     body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
     acquired = api_a.post("/leases/acquire", body)
     assert not served_by_hot_path(acquired) and acquired.status_code == 201, acquired.content
     assert Lease.objects.get(resource="src/").workspace_id == run.workspace_id  # only there
-    assert prefix not in hot_memory.KEY_WORKSPACES
+    assert prefix not in hot.KEY_WORKSPACES
     renewed = api_a.post("/leases/renew", {**body, "fence": acquired.json()["fence"]})
     assert served_by_hot_path(renewed) and renewed.status_code == 200, renewed.content
 

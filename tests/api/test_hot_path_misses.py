@@ -15,7 +15,7 @@ from unittest import mock
 
 import pytest
 
-from fleet import hot, hot_memory
+from fleet import hot
 from fleet.services import reports as report_services
 from leases import engine
 from leases.models import Lease
@@ -125,9 +125,7 @@ def test_a_heartbeat_that_named_a_wrongly_remembered_lease_is_renewed_by_the_ser
     memory gone wrong): the service's statement runs, once, and renews."""
     attempt = claim(api_a, run)
     other = claim(api_a, make_run(title="another run"))
-    hot_memory.ATTEMPT_LEASES[attempt["id"]] = Lease.objects.get(
-        resource=other["lease"]["resource"]
-    ).pk
+    hot.ATTEMPT_LEASES[attempt["id"]] = Lease.objects.get(resource=other["lease"]["resource"]).pk
     with renewals() as statements:
         answered = report(api_a, attempt)
     assert ran(statements) == {"hot": 1, "renew": 0, "renew_all": 0, "report": 1}
