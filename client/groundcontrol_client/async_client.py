@@ -285,9 +285,7 @@ class AsyncClient(AsyncFrictionCalls):
             give_up_at=give_up_at,
             timeout=timeout,
         )
-        return ReportResult(
-            renewed=bool(data.get("renewed")), attempt=Attempt.from_wire(data["attempt"])
-        )
+        return ReportResult.from_wire(data)
 
     async def finish(
         self,

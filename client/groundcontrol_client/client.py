@@ -40,7 +40,6 @@ from groundcontrol_client.errors import (
 from groundcontrol_client.friction import FrictionCalls
 from groundcontrol_client.grades import Attestation, GradedEvidence
 from groundcontrol_client.handoff_calls import HandoffCalls
-from groundcontrol_client.handoffs import pending_list
 from groundcontrol_client.loop import cost_fields
 from groundcontrol_client.models import (
     Attempt,
@@ -455,11 +454,7 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
             give_up_at=give_up_at,
             timeout=timeout,
         )
-        return ReportResult(
-            renewed=bool(data.get("renewed")),
-            attempt=Attempt.from_wire(data["attempt"]),
-            handoff_requests=pending_list(data),
-        )
+        return ReportResult.from_wire(data)
 
     def finish(
         self,

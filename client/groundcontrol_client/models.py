@@ -313,8 +313,6 @@ class Slot:
     fence: int | None
     # The end of the holder's current renewal window (negative once it has passed: late).
     expires_in_s: float | None
-    # Who held it last, for an open or done slot, when the server says.
-    last_holder: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -327,7 +325,6 @@ class Slot:
             holder=data.get("holder") or None,
             fence=int(fence) if isinstance(fence, int) else None,
             expires_in_s=_float(data.get("expires_in_s")),
-            last_holder=data.get("last_holder") or None,
             raw=data,
         )
 
@@ -498,6 +495,15 @@ class ReportResult:
     attempt: Attempt
     handoff_requests: tuple[PendingHandoff, ...] = ()
 
+    @classmethod
+    @_parsing("report's answer")
+    def from_wire(cls, data: dict[str, Any]) -> ReportResult:
+        return cls(
+            renewed=bool(data.get("renewed")),
+            attempt=Attempt.from_wire(data["attempt"]),
+            handoff_requests=pending_list(data),
+        )
+
 
 # --- sentences: how gctl and the MCP server say a lease, a slot and a run ---------------------
 
@@ -536,9 +542,6 @@ def describe_slot(slot: Slot) -> str:
     facts = []
     if slot.fence:  # fence 0: never held
         facts.append(f"fence {slot.fence}")
-    if slot.last_holder:
-        verb = "finished by" if slot.state == "done" else "last held by"
-        facts.append(f"{verb} hand {slot.last_holder}")
     return f"slot {slot.index}: {slot.state}" + (f" ({', '.join(facts)})" if facts else "")
 
 

@@ -54,7 +54,7 @@ def slot(**data: Any) -> Slot:
     ("data", "line"),
     [
         ({}, "slot 0: open"),
-        ({"fence": 1, "last_holder": "a"}, "slot 0: open (fence 1, last held by hand a)"),
+        ({"fence": 1, "holder": None}, "slot 0: open (fence 1)"),
         ({"fence": 2}, "slot 0: open (fence 2)"),
         (
             {"index": 1, "state": "held", "holder": "b", "fence": 3, "expires_in_s": 40.2},
