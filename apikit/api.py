@@ -434,7 +434,7 @@ class RefuseNulMiddleware:
         return self.get_response(request)
 
 
-# Set in request.META of a call that a hot view (fleet/hot.py) hands to its DRF view after taking
+# Set in request.META of a call that a hot view (leasing/hot.py) hands to its DRF view after taking
 # its rate-limit count: True, or the RateLimited refusal the DRF view answers once the key is
 # authenticated.
 RATE_COUNTED = "gc.rate_counted"
@@ -446,7 +446,7 @@ STATEMENT_MISSED = "gc.statement_missed"
 @dataclass(frozen=True)
 class MissedStatement:
     """A hot statement that matched nothing, with the values it named from the hot view's memory
-    (fleet/hot.py): the workspace, and a report's lease (None: found by the statement)."""
+    (leasing/hot.py): the workspace, and a report's lease (None: found by the statement)."""
 
     workspace_id: int
     lease_id: int | None = None

@@ -42,7 +42,7 @@ def rate_caller(prefix: str, secret_hash: str) -> str:
     """Whom a call is counted against: the key's prefix and part of its secret's hash. A caller
     who knows a prefix but not its secret (prefixes are shown to supervisors) fills a counter of
     its own, never the key's, even where the count is taken before the key is checked
-    (fleet/hot.py)."""
+    (leasing/hot.py)."""
     return f"{prefix}:{secret_hash[:16]}"
 
 

@@ -95,7 +95,7 @@ def main() -> int:
     from django.db import connection
     from django.test import Client
 
-    from fleet import hot
+    from leasing import hot
 
     attempt, key = _setup(args.attempts)
     kept: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """The REST API, mounted at /api/v1/ (CONTRACT.md). Paths carry no trailing slash, as written in
 the contract; the schema and the docs are at schema/ and docs/. Any other path under /api/v1/
-answers not_found with the uniform error body. The three hot calls are `fleet.hot.serving`: one
+answers not_found with the uniform error body. The three hot calls are `leasing.hot.serving`: one
 statement, else their DRF view."""
 
 from django.urls import URLPattern, URLResolver, path, re_path
@@ -8,16 +8,16 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from apikit.api import NotFoundView
 from evidence import api as evidence
-from fleet import hot
 from fleet.api import attempts as attempts_api
 from fleet.api import costs as costs_api
 from fleet.api import fences as fences_api
 from fleet.api import handoffs as handoffs_api
 from fleet.api import records as records_api
-from fleet.api import resources as resources_api
 from fleet.api import runs as runs_api
 from friction import api as friction_api
 from hands import api as hands_api
+from leasing import api as resources_api
+from leasing import hot
 from pools import api as pools_api
 from schedules import api as schedules_api
 

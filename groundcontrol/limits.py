@@ -13,7 +13,6 @@ from django.conf import settings
 
 from apikit.api import MAX_JSON_DEPTH, MAX_PAGE_SIZE
 from evidence.services import MAX_EVIDENCE_ITEMS, MAX_SUMMARY_LENGTH, MAX_URL_LENGTH
-from fleet.api.resources import MAX_COVERING
 from fleet.costs import MAX_COST_USD, MAX_TOKENS
 from fleet.services.plan import (
     MAX_BRIEF_LENGTH,
@@ -37,6 +36,7 @@ from leases.services import (
 )
 from leases.verification import MAX_FENCES
 from leases.waiting import MAX_WAIT_S
+from leasing.api import MAX_COVERING
 from pools.services import MAX_MEMBERS
 
 

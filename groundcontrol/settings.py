@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "leases",
     "hands",
     "fleet",
+    "leasing",
     "pools",
     "evidence",
     "webhooks",
@@ -129,7 +130,7 @@ if GC_DB_POOLER not in ("", "transaction"):
     raise ImproperlyConfigured(
         f"GC_DB_POOLER={GC_DB_POOLER!r}: use 'transaction' or leave it unset"
     )
-# The hot views prepare their statements on each connection (fleet/hot.py).
+# The hot views prepare their statements on each connection (leasing/hot.py).
 GC_DB_PREPARE = env_bool("GC_DB_PREPARE", GC_DB_POOLER != "transaction")
 DATABASE_DIRECT_URL = env_url("DATABASE_DIRECT_URL", "", schemes=_POSTGRES)
 DATABASE_REPLICA_URL = env_url("DATABASE_REPLICA_URL", "", schemes=_POSTGRES)
@@ -368,7 +369,7 @@ INSTALLED_APPS += ["drf_spectacular_sidecar"]
 GC_RATE_LIMIT_PER_MINUTE = env_int("GC_RATE_LIMIT_PER_MINUTE", 1200, minimum=0)
 # `wait_s` acquires that may sleep at once, per key, per workspace and per web process; over a
 # cap the call is refused at once (429 rate_limited). A process's cap leaves the other half of
-# its threads to calls that do not wait (fleet/waits.py).
+# its threads to calls that do not wait (leasing/waits.py).
 GC_WAITS_PER_KEY = env_int("GC_WAITS_PER_KEY", 4, minimum=1)
 GC_WAITS_PER_WORKSPACE = env_int("GC_WAITS_PER_WORKSPACE", 16, minimum=1)
 GC_WAITS_PER_PROCESS = env_int("GC_WAITS_PER_PROCESS", max(1, web_threads() // 2), minimum=1)

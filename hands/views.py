@@ -57,7 +57,7 @@ class HandAPIView(APIView):
 
     def perform_authentication(self, request: Request) -> None:
         super().perform_authentication(request)
-        # A hot view (fleet/hot.py) may have counted this call already before handing it over:
+        # A hot view (leasing/hot.py) may have counted this call already before handing it over:
         # count each call once.
         counted = request._request.META.get(RATE_COUNTED)
         if isinstance(counted, RateLimited):

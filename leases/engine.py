@@ -158,9 +158,9 @@ class LeaseSnapshot:
 
 # Who is asking, in the statements that grant or renew a tenure: by default the parameters
 # `workspace_id`, `holder` and `key_id` (the key a grant is taken with, recorded on the tenure:
-# opaque here, like the holder's name). The hot views (fleet/hot.py) render the same statements with
-# its key check as their source instead (`caller_from` = " FROM key"), so a call is authenticated
-# and applied in one round trip by the very SQL the engine runs.
+# opaque here, like the holder's name). The hot views (leasing/hot.py) render the same
+# statements with its key check as their source instead (`caller_from` = " FROM key"), so a call
+# is authenticated and applied in one round trip by the very SQL the engine runs.
 PARAMETER_CALLER = {
     "caller_workspace": "%(workspace_id)s",
     "caller_holder": "%(holder)s",

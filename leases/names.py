@@ -18,7 +18,7 @@ alike must never be two resources. So a canonical name is:
 6. at most 32 segments (`MAX_SEGMENTS`).
 
 The service (`leases.services.validate_resource`), and through it the DRF views, and the hot
-path (`fleet.hot`) all ask `resource_problem`; a prefix filter asks `prefix_problem`, which
+path (`leasing.hot`) all ask `resource_problem`; a prefix filter asks `prefix_problem`, which
 refuses only what no canonical name can hold anywhere (rule 2, and the length).
 """
 

@@ -169,7 +169,7 @@ def lease_acquire_waiting(
     has passed. `guard`
     (the caller's key, say) is checked by every try's granting statement: whatever happened to
     the caller while it waited, the grant is judged at the instant it is made. A call that must
-    wait first enters `permit()` (which may refuse it: fleet/waits.py), and holds it until it
+    wait first enters `permit()` (which may refuse it: leasing/waits.py), and holds it until it
     ends; one granted on its first try needs none."""
     # Imported here: leases.services imports this module for notify_freed.
     from leases.services import lease_acquire

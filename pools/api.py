@@ -18,13 +18,13 @@ from apikit.openapi import error_responses
 from fleet.api.inputs import ResourceField
 from fleet.api.presenters import lease_json
 from fleet.api.schemas import LeaseOut
-from fleet.waits import wait_permit
 from hands import services as hand_services
 from hands.views import CREATED_OR_FOUND, LEASES, SUPERVISE, HandAPIView, name_field
 from leases import services as lease_services
 from leases.engine import LeaseSnapshot
 from leases.models import LeaseState
 from leases.waiting import MAX_WAIT_S
+from leasing.waits import wait_permit
 from pools import selectors
 from pools import services as pool_services
 from pools.models import Pool

@@ -4,7 +4,10 @@
 - `leases/`: the ground floor of the domain (the engine, the clock, events and refusals);
 - `hands/`: who may do what, where (workspaces, members, lanes, hands, keys, authentication);
 - `fleet/`: the work (work packages, runs, slots, attempts, reports, the sweep);
-- `pools/`: lease pools, whose members are resource leases (above `leases`, `hands`, `fleet`);
+- `leasing/`: leases over HTTP (the resource lease API, its waits, the hot calls), above the fleet
+  whose reports it renews;
+- `pools/`: lease pools, whose members are resource leases (above `leases`, `hands`, `fleet`,
+  `leasing`);
 - `evidence/` and `webhooks/`, which hang off the fleet and not off each other or the pools;
 - `schedules/`: plans that make themselves (schedules, GitHub), above the fleet and evidence;
 - `friction/`: friction reports, which name the fleet's lanes, runs and attempts;
@@ -28,6 +31,7 @@ APPS = [
     "leases",
     "hands",
     "fleet",
+    "leasing",
     "pools",
     "evidence",
     "webhooks",
@@ -45,6 +49,7 @@ FORBIDDEN = {
     "leases": PROJECT - {"apikit", "leases"},
     "hands": PROJECT - {"apikit", "leases", "hands"},
     "fleet": PROJECT - {"apikit", "leases", "hands", "fleet"},
+    "leasing": PROJECT - {"apikit", "leases", "hands", "fleet", "leasing"},
     "pools": {
         "evidence",
         "webhooks",

@@ -126,6 +126,7 @@ class ReportApi(HandAPIView):
     )
     def post(self, request: Request, attempt_id: int) -> Response:
         data = valid(ReportIn, request)
+        missed = statement_missed(request, workspace_id=self.workspace_id)
         renewed, view = report_services.attempt_report(
             hand=self.hand,
             attempt_id=attempt_id,
@@ -139,7 +140,8 @@ class ReportApi(HandAPIView):
             tokens_in=data.get("tokens_in"),
             tokens_out=data.get("tokens_out"),
             cost_usd=data.get("cost_usd"),
-            statement_missed=statement_missed(request, workspace_id=self.workspace_id),
+            statement_missed=missed is not None,
+            missed_lease_id=missed.lease_id if missed is not None else None,
         )
         return Response(
             {

@@ -1,5 +1,5 @@
 """Presenters: the fleet's objects (leases, attempts, reports, slots, runs, refusals, events) as
-the contract's JSON. The hot views (`fleet.hot`) answer with the same ones."""
+the contract's JSON. The hot views (`leasing.hot`) answer with the same ones."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from apikit.api import MissedStatement
 from apikit.errors import ValidationFailed
 from apikit.retries import retried
 from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
@@ -105,7 +104,7 @@ def _report_template(
     attempt, in CTEs after the renewal.
 
     The caller (`ReportCaller`) is a set of slots: parameters here, or the hot view's key check
-    (fleet/hot.py), joined in the same UPDATE.
+    (leasing/hot.py), joined in the same UPDATE.
 
     Its row is the lease's columns and the statement's time (`engine.COLUMNS`, server_time), the
     attempt's, the attempt's lane (its id: `hands.selectors.lane_slug` names it), whether the
@@ -451,7 +450,8 @@ def attempt_report(
     tokens_in: int | None = None,
     tokens_out: int | None = None,
     cost_usd: Decimal | None = None,
-    statement_missed: MissedStatement | None = None,
+    statement_missed: bool = False,
+    missed_lease_id: int | None = None,
 ) -> tuple[bool, AttemptView]:
     """Record a report; with the claim's process identity it also renews the lease.
 
@@ -465,8 +465,9 @@ def attempt_report(
     nothing the report is refused, said from the attempt and its lease as they stand, never by
     renewing again step by step (a renewal that missed never matches later: an attempt once
     ended, superseded or another process's stays so). `statement_missed`: a hot view ran that
-    statement already, with its key check, and it matched nothing; if it named a lease other
-    than the attempt's (its memory gone wrong), it proved nothing, and the statement runs.
+    statement already, with its key check, and it matched nothing; if it named a lease
+    (`missed_lease_id`) other than the attempt's (its memory gone wrong), it proved nothing, and
+    the statement runs.
     """
     validate_choice(kind, field="kind", choices=[k.value for k in ReportKind])
     if process_id is not None:
@@ -500,7 +501,7 @@ def attempt_report(
             lane_id=lane_id,
         )
 
-    if renewing is not None and statement_missed is None:
+    if renewing is not None and not statement_missed:
         done = renewed_in_one_statement(renewing)
         if done is not None:
             return True, done
@@ -509,9 +510,8 @@ def attempt_report(
     attempt = attempt_for_hand(hand=hand, attempt_id=attempt_id, fence=fence, lane_id=lane_id)
     refuse_ended(attempt)
     resource = attempt.lease.resource
-    if renewing is not None and statement_missed is not None:
-        named = statement_missed.lease_id
-        if named is not None and named != attempt.lease_id:
+    if renewing is not None and statement_missed:
+        if missed_lease_id is not None and missed_lease_id != attempt.lease_id:
             done = renewed_in_one_statement(renewing)
             if done is not None:
                 return True, done

@@ -9,11 +9,11 @@ from unittest import mock
 import pytest
 from django.test import Client
 
-from fleet import hot
 from fleet.models import Run
 from hands import services as hand_services
 from hands.models import Hand, Workspace
 from leases.models import Refusal
+from leasing import hot
 
 API = "/api/v1"
 PR_URL = "https://github.com/acme/app/pull/7"
@@ -21,7 +21,7 @@ PR_URL = "https://github.com/acme/app/pull/7"
 
 class Api:
     """One caller: a test client that sends its key and JSON, and reads JSON back. The hot calls'
-    statements (fleet/hot.py) answer what they can, as in production; `hot_path=False` turns them
+    statements (leasing/hot.py) answer what they can, as in production; `hot_path=False` turns them
     off, so that the DRF view answers every call."""
 
     def __init__(self, key: str | None, hand: Hand | None = None, *, hot_path: bool = True) -> None:

@@ -1,4 +1,4 @@
-"""The hot views (fleet/hot.py) on PostgreSQL: a plain renew, acquire or renewing report is
+"""The hot views (leasing/hot.py) on PostgreSQL: a plain renew, acquire or renewing report is
 answered by one statement, exactly as the endpoint's DRF view would answer it; everything else is
 answered (and recorded) by that DRF view, counted once against the rate limit; and once the
 statement has matched, nothing sends the call to the DRF view again.
@@ -18,7 +18,6 @@ import pytest
 from django.db import DatabaseError, OperationalError
 from django.test import override_settings
 
-from fleet import hot
 from fleet.models import Report
 from fleet.services import reports as report_services
 from hands import selectors as hand_selectors
@@ -26,6 +25,7 @@ from hands import services as hand_services
 from hands.models import HandKey, Lane
 from leases import clock
 from leases.models import Event, Lease
+from leasing import hot
 from tests.api.conftest import Api, error_of, mint, refusals
 from tests.api.test_hand_calls import claim, report
 

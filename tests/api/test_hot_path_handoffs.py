@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from fleet import hot
+from leasing import hot
 from tests.api.conftest import Api
 from tests.api.test_hand_calls import claim, report
 from tests.api.test_hot_path import (  # the autouse fixture notes who answered

@@ -15,10 +15,10 @@ from unittest import mock
 
 import pytest
 
-from fleet import hot
 from fleet.services import reports as report_services
 from leases import engine
 from leases.models import Lease
+from leasing import hot
 from tests.api.conftest import Api, error_of
 from tests.api.test_hand_calls import claim, report
 from tests.api.test_hot_path import django_twin, same_answer

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from pglast import prettify
 
-from fleet import hot
 from fleet.services import reports as report_services
 from leases import clock, engine, tree
+from leasing import hot
 
 SNAPSHOTS = Path(__file__).parent / "statements"
 PRODUCTION_CLOCK = "clock_timestamp()"

@@ -27,7 +27,7 @@ def acquire(api: Api, resource: str) -> object:
 
 @pytest.mark.parametrize("hot", [True, False], ids=["hot-path", "drf-view"])
 def test_it_answers_503_and_reconnects(api_a: Api, hot: bool, monkeypatch) -> None:  # noqa: ANN001
-    from fleet import hot as hot_path
+    from leasing import hot as hot_path
 
     monkeypatch.setattr(hot_path, "ENABLED", hot)
     read_only_session()

@@ -1,4 +1,4 @@
-"""How many `wait_s` acquires may sleep at once (fleet/waits.py): per key, per workspace and per
+"""How many `wait_s` acquires may sleep at once (leasing/waits.py): per key, per workspace and per
 web process; over a cap the call is refused at once with 429 `rate_limited` and
 `retry_after_s`, and a permit comes back when its wait ends, however it ends."""
 
@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from fleet import waits
 from hands import services as hand_services
+from leasing import waits
 from tests.api.conftest import Api, error_of, mint, refusals
 from tests.reliability.live import database_url
 

@@ -1,4 +1,4 @@
-"""The hot views (fleet/hot.py) under contention, through Django as gunicorn calls it, each thread
+"""The hot views (leasing/hot.py) under contention, through Django as gunicorn calls it, each thread
 with its own PostgreSQL connection:
 
 - the one-statement acquire (the key check, `insert` and `take` on one snapshot, and the event):
@@ -19,12 +19,12 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from fleet import hot
 from fleet.models import Report
 from fleet.services import attempts as attempt_services
 from hands import services as hand_services
 from leases import services as leases
 from leases.models import Event, Lease
+from leasing import hot
 from tests.api.conftest import mint
 
 pytestmark = pytest.mark.django_db(transaction=True)

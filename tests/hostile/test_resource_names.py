@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from apikit.errors import ValidationFailed
-from fleet import hot
 from leases import names
 from leases.models import Event, Lease, Refusal
 from leases.services import MAX_RESOURCE_LENGTH
+from leasing import hot
 from tests.api.conftest import Api, error_of
 
 pytestmark = pytest.mark.django_db

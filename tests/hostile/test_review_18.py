@@ -29,12 +29,12 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from apikit import ratelimit
-from fleet import hot
 from hands import services as hand_services
 from hands.models import Hand, HandKey, Role
 from leases import names
 from leases.clock import db_now
 from leases.models import AddressRefusal, Event, Lease, Refusal
+from leasing import hot
 from tests.api.conftest import API, Api, error_of, mint
 
 pytestmark = pytest.mark.django_db

@@ -120,7 +120,7 @@ class Limit:
     value: Callable[[int], Any] = text
     unit: str = "characters"
     refused_as: str = ""  # the key of the refusal's `fields`, if not `field`
-    hot: bool = False  # a hot call (fleet/hot.py): tried on the hot view and the DRF view
+    hot: bool = False  # a hot call (leasing/hot.py): tried on the hot view and the DRF view
     dashboard: bool = False  # a dashboard form: refused by re-showing it, accepted by a redirect
 
     @property

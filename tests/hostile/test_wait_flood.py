@@ -1,5 +1,5 @@
 """One key, inside its rate limit, floods the real web server with 60 concurrent `wait_s: 30`
-acquires of a held resource. Only a few may sleep (fleet/waits.py): the rest are refused at once
+acquires of a held resource. Only a few may sleep (leasing/waits.py): the rest are refused at once
 with 429 `rate_limited` and `retry_after_s`, and another workspace is answered meanwhile. Both
 ways to run: the embedded default (its own PostgreSQL, one web process) and a PostgreSQL server
 with two web processes (a key's permits shared between them as advisory locks)."""

@@ -17,9 +17,9 @@ import pytest
 from django.db import connection
 
 from apikit import retries
-from fleet import hot
 from leases import services as leases
 from leases.models import Event, Lease, LeaseStatus
+from leasing import hot
 from pools import services as pools
 from tests.api.conftest import Api, error_of, mint
 

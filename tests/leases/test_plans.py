@@ -15,10 +15,10 @@ import re
 import pytest
 from django.db import connection
 
-from fleet import hot
 from hands import services as hand_services
 from leases.clock import now_sql
 from leases.models import Lease, LeaseKind, LeaseStatus
+from leasing import hot
 
 pytestmark = pytest.mark.django_db
 

@@ -30,10 +30,10 @@ from django.test import override_settings
 
 from apikit import reads
 from bench import pgservers
-from fleet import hot
 from fleet.models import Attempt, Run
 from hands.models import Hand, Workspace
 from leases.models import Lease
+from leasing import hot
 from tests.api.conftest import PR_URL, Api, error_of, mint
 from tests.client.conftest import Fleet
 from tests.client.test_git_fences import clone

@@ -24,11 +24,11 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.test import Client, override_settings
 
 from bench import pgservers
-from fleet import hot
 from fleet.services import attempts as attempt_services
 from hands import services as hand_services
 from hands.models import Workspace
 from leases import services as leases
+from leasing import hot
 from tests.api.conftest import mint
 from tests.scale.conftest import database_alias
 from tests.waking import pauses_recorded

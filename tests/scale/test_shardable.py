@@ -22,13 +22,13 @@ from django.apps import apps
 from django.db import connection
 
 from evidence import services as evidence_services
-from fleet import hot
 from fleet.services import attempts as attempt_services
 from fleet.services import reports as report_services
 from hands.models import Hand, Workspace
 from leases import queue, verification
 from leases import services as leases
 from leases.clock import now_sql
+from leasing import hot
 from pools import services as pool_services
 from tests.scale import shardable
 

@@ -78,7 +78,7 @@ def with_header(address: str, header: str, path: str = "/me") -> Any:
 
 
 def renew_with(address: str, key: str) -> Any:
-    """The hot renew (fleet/hot.py), as a hand sends it."""
+    """The hot renew (leasing/hot.py), as a hand sends it."""
     return Client().post(
         f"{API}/leases/renew",
         data=json.dumps({"resource": "r", "fence": 1, "process_id": "p"}),

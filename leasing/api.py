@@ -35,12 +35,12 @@ from fleet.api.schemas import (
     WaiterOut,
 )
 from fleet.services import attempts as attempt_services
-from fleet.waits import wait_permit
 from hands import services as hand_services
 from hands.views import LEASES, SUPERVISE, HandAPIView
 from leases import names, queue
 from leases import services as lease_services
 from leases.waiting import lease_acquire_waiting
+from leasing.waits import wait_permit
 
 MAX_COVERING = 100
 
