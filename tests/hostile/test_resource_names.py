@@ -365,3 +365,52 @@ def test_a_lease_list_takes_any_prefix_a_name_may_start_with(api_a: Api) -> None
     for prefix in ("", "s", "src/", "src/app", "src/app.py"):
         listed = api_a.get("/leases", {"prefix": prefix})
         assert [lease["resource"] for lease in listed.json()] == ["src/app.py"], prefix
+
+
+# --- Invisible characters in resource names: characters outside the format category (the
+# combining grapheme joiner, variation selectors, the Hangul fillers: Unicode's default-ignorable
+# code points) made `src/auth` and `src/auth` + U+034F two resources that look alike
+
+INVISIBLE = [
+    0x034F,  # combining grapheme joiner (Mn)
+    0x115F,  # Hangul choseong filler (Lo)
+    0x1160,  # Hangul jungseong filler (Lo)
+    0x17B4,  # Khmer vowel inherent aq (Mn)
+    0x180B,  # Mongolian free variation selector one (Mn)
+    0x3164,  # Hangul filler (Lo)
+    0xFE00,  # variation selector-1 (Mn)
+    0xFE0F,  # variation selector-16 (Mn)
+    0xFFA0,  # halfwidth Hangul filler (Lo)
+    0xE0100,  # variation selector-17 (Mn)
+]
+INVISIBLE_IDS = [f"U+{c:04X}" for c in INVISIBLE]
+
+
+@pytest.mark.parametrize("path", ["hot view", "DRF view"])
+@pytest.mark.parametrize("invisible", INVISIBLE, ids=INVISIBLE_IDS)
+def test_it_refuses_a_name_with_an_invisible_character(
+    api_a: Api, api_b: Api, path: str, invisible: int
+) -> None:
+    api = Api(api_a.key, api_a.hand, hot_path=path == "hot view")
+    rival = Api(api_b.key, api_b.hand, hot_path=path == "hot view")
+    held = api.post("/leases/acquire", {"resource": "src/auth", "ttl_s": 30, "process_id": "p"})
+    assert held.status_code == 201, held.content
+    events = Event.objects.count()
+    for spelling in (f"src/auth{chr(invisible)}", f"src/{chr(invisible)}auth", chr(invisible)):
+        body = {"resource": spelling, "ttl_s": 30, "process_id": "q"}
+        assert hot.acquire.parse(body) is None
+        error = error_of(rival.post("/leases/acquire", body), 400, "validation_error")
+        assert f"U+{invisible:04X}" in error["message"], error["message"]
+        assert error["fields"] == {"resource": [error["message"]]}
+        assert names.prefix_problem(spelling) is not None
+    assert list(Lease.objects.values_list("resource", flat=True)) == ["src/auth"]
+    assert Event.objects.count() == events
+    # The message says what to send instead.
+    problem = names.resource_problem(f"src/auth{chr(invisible)}")
+    assert problem is not None and problem.endswith("send 'src/auth'"), problem
+
+
+@pytest.mark.parametrize("good", ["ünïcødé/文件/🚀", "한국어/파일", "ᄀ/ᅡ/가"])
+def test_names_with_visible_letters_of_those_scripts_still_work(api_a: Api, good: str) -> None:
+    granted = api_a.post("/leases/acquire", {"resource": good, "ttl_s": 30, "process_id": "p"})
+    assert granted.status_code == 201, granted.content
