@@ -353,7 +353,7 @@ class Bench:
                     before = meter()
                     figure = wrk.run_wrk(url, self.fixtures, c, self.args.seconds, self.procs.tmp)
                     used = sum(meter().values()) - sum(before.values())
-                    figure.cpu_us = used / (figure.ops_per_s * round(self.args.seconds)) * 1e6
+                    figure.cpu_us = used / max(figure.requests, 1) * 1e6
                 else:
                     figure = wrk.run_pgbench(
                         self.database, self.fixtures, c, self.args.seconds, self.procs.tmp

@@ -50,6 +50,8 @@ class Figure:
     p50_ms: float
     p99_ms: float
     errors: int
+    # Every answer in the run (wrk's "N requests in"), for the server CPU per call.
+    requests: int = 0
     cpu_us: float = float("nan")
 
 
@@ -97,7 +99,10 @@ def parse_wrk(output: str) -> Figure:
     )
     errors = int(refused.group(1)) if refused else 0
     errors += sum(int(n) for n in broken.groups()) if broken else 0
-    return Figure(WRK, rate, _wrk_ms(percentiles["50"]), _wrk_ms(percentiles["99"]), errors)
+    requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
+    return Figure(
+        WRK, rate, _wrk_ms(percentiles["50"]), _wrk_ms(percentiles["99"]), errors, requests
+    )
 
 
 def run_wrk(url: str, fixtures: dict[str, Any], clients: int, seconds: float, tmp: Path) -> Figure:

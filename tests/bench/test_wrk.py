@@ -50,7 +50,7 @@ def test_wrk_output_is_read_with_its_units_and_every_kind_of_error() -> None:
     figure = wrk.parse_wrk(WRK_OUTPUT)
     assert figure.ops_per_s == pytest.approx(1051.31)
     assert figure.p50_ms == pytest.approx(11.10) and figure.p99_ms == pytest.approx(48.90)
-    assert figure.errors == 4 + 2 + 1
+    assert figure.errors == 4 + 2 + 1 and figure.requests == 8421
     slow = WRK_OUTPUT.replace("48.90ms", "1.20s").replace("11.10ms", "900.00us")
     assert wrk.parse_wrk(slow).p99_ms == pytest.approx(1200.0)
     assert wrk.parse_wrk(slow).p50_ms == pytest.approx(0.9)
