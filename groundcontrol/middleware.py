@@ -2,17 +2,16 @@
 REST API's paths.
 
 An API call is authenticated by its key alone (hands.authentication), answers JSON and sets no
-cookie, so sessions, CSRF, the signed-in user, messages, htmx's headers, static files, the
-trailing-slash redirect and X-Frame-Options have nothing to do there; on a renewal they cost about
-a third of the web server's CPU (docs/performance.md). The middleware that does matter to every
-answer stays in `settings.MIDDLEWARE` unwrapped: the unread body's `Connection: close`, the
-security headers, the Content-Security-Policy, the request id, the outage answer and the NUL
-refusal.
+cookie, so the signed-in user, messages, htmx's headers, static files and the trailing-slash
+redirect have nothing to do there; with django-csp's policy built twice, they cost
+about a third of a renewal's web-server CPU (docs/performance.md). The middleware that matters to
+every answer stays in `settings.MIDDLEWARE` unwrapped: the unread body's `Connection: close`, the
+security headers, the Content-Security-Policy, the request id, the outage answer, the NUL
+refusal, and Django's sessions, CSRF and X-Frame-Options (which `check --deploy` looks for by
+name; no API call loads its session, and CSRF returns at once for every API view, all exempt).
 
 Each class here is Django's (or its library's) own, with one change: on a path under
-`API_PREFIX` it hands the request straight on. A hook it also has (CSRF's `process_view`) still
-runs, as Django calls it for every view; every API view is exempt from CSRF (DRF's `as_view`,
-the hot views' `csrf_exempt`), so it returns at once there.
+`API_PREFIX` it hands the request straight on.
 """
 
 from __future__ import annotations
@@ -26,11 +25,8 @@ from csp.utils import build_policy
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
 from django.contrib.messages.middleware import MessageMiddleware as _Messages
-from django.contrib.sessions.middleware import SessionMiddleware as _Sessions
 from django.http import HttpRequest, HttpResponseBase
-from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptions
 from django.middleware.common import CommonMiddleware as _Common
-from django.middleware.csrf import CsrfViewMiddleware as _Csrf
 from django_htmx.middleware import HtmxMiddleware as _Htmx
 from whitenoise.middleware import WhiteNoiseMiddleware as _WhiteNoise
 
@@ -57,12 +53,9 @@ def pages_only(middleware: type) -> type:
 
 
 WhiteNoiseMiddleware = pages_only(_WhiteNoise)
-SessionMiddleware = pages_only(_Sessions)
 CommonMiddleware = pages_only(_Common)
-CsrfViewMiddleware = pages_only(_Csrf)
 AuthenticationMiddleware = pages_only(_Authentication)
 MessageMiddleware = pages_only(_Messages)
-XFrameOptionsMiddleware = pages_only(_XFrameOptions)
 HtmxMiddleware = pages_only(_Htmx)
 
 

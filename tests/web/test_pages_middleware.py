@@ -29,13 +29,13 @@ def test_an_api_answer_reads_no_session_and_sets_no_cookie(key: str) -> None:
     response = client.get("/api/v1/me", headers={"Authorization": f"Bearer {key}"})
     assert response.status_code == 200
     assert not response.cookies
-    # No page middleware ran: no session, messages or htmx details on the request, and its user
-    # is the key's hand (set by DRF's authentication), never the signed-in person.
+    # No page middleware ran: no messages or htmx details on the request, its session never
+    # loaded, and its user is the key's hand (set by DRF's authentication), never the person.
     request = response.wsgi_request
-    assert not hasattr(request, "session") and not hasattr(request, "_messages")
-    assert not hasattr(request, "htmx")
+    assert not request.session.accessed
+    assert not hasattr(request, "_messages") and not hasattr(request, "htmx")
     assert not isinstance(request.user, get_user_model())
-    assert "X-Frame-Options" not in response
+    assert response["X-Frame-Options"] == "DENY"  # Django's own, on every answer
     assert response[HEADER] == build_policy()
 
 
