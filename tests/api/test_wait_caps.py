@@ -38,10 +38,16 @@ def waiting(api: Api, count: int, resource: str = "tests", wait_s: float = 6.0) 
         finally:
             connection.close()
 
+    before = _permits_held()
     threads = [threading.Thread(target=wait) for _ in range(count)]
     for thread in threads:
         thread.start()
-    time.sleep(0.6)  # each has tried once and gone to sleep
+    # Each has tried once and gone to sleep holding its permits (a key's and a workspace's
+    # advisory lock each), however long its thread took to start.
+    deadline = time.monotonic() + 30
+    while _permits_held() < before + 2 * count:
+        assert time.monotonic() < deadline, "the waits never went to sleep"
+        time.sleep(0.02)
     try:
         yield answers
     finally:
@@ -49,6 +55,16 @@ def waiting(api: Api, count: int, resource: str = "tests", wait_s: float = 6.0) 
         for thread in threads:
             thread.join(wait_s + 5)
         assert not any(thread.is_alive() for thread in threads)
+
+
+def _permits_held() -> int:
+    """The wait permits (session advisory locks) held now in this test's database."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+        return cursor.fetchone()[0]
 
 
 # The answers of the waits `waiting` holds asleep now.

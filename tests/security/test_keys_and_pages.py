@@ -31,8 +31,9 @@ def test_a_revoked_key_is_refused_on_its_next_call_under_concurrent_use(
     workspace, owner, settings
 ) -> None:  # noqa: ANN001
     # Four threads call far past the address's limit on unauthenticated calls, which a revoked
-    # key's calls count against (tests/security/test_dead_key_floods.py), and, on a fast machine, past
-    # the key's own limit per minute: both off here, so that every answer is the key check's.
+    # key's calls count against (tests/security/test_dead_key_floods.py), and, on a fast
+    # machine, past the key's own limit per minute: both off here, so that every answer is the
+    # key check's.
     settings.GC_UNAUTHENTICATED_PER_MINUTE = 0
     settings.GC_RATE_LIMIT_PER_MINUTE = 0
     key = hand_services.key_issue(hand=owner, scopes=["work"], actor="test")
