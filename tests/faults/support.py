@@ -126,7 +126,8 @@ class Answer:
     resource: str
     status: int | None  # None: no answer (the connection broke)
     code: str | None
-    at: float
+    at: float  # when the answer came (time.monotonic)
+    sent: float  # when the request was sent
 
 
 @dataclass
@@ -160,6 +161,7 @@ class Load:
                 kind, resource = "acquire", f"load/{index}/{n}"
                 path = "/leases/acquire"
                 body = {"resource": resource, "ttl_s": 600, "process_id": f"load-{index}"}
+            sent = time.monotonic()
             try:
                 response = api.post(path, body)
                 status = response.status_code
@@ -169,7 +171,7 @@ class Load:
             except (httpx.HTTPError, ValueError):
                 status, code = None, None
                 time.sleep(0.05)
-            self.answers.append(Answer(kind, resource, status, code, time.monotonic()))
+            self.answers.append(Answer(kind, resource, status, code, time.monotonic(), sent))
             if status == 503:
                 time.sleep(0.05)  # as the client's backoff would
         api.close()
