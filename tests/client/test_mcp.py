@@ -603,7 +603,8 @@ def test_it_denies_in_a_sentence_and_releases_when_the_session_ends(gc: Fleet) -
 def test_it_finds_work_with_a_lane_limited_key_and_never_reclaims_a_done_run(
     gc: Fleet, owner: Hand, lane: Lane
 ) -> None:
-    run = gc.run()
+    # Long enough that a loaded machine's pauses between the calls never lose the claim.
+    run = gc.run(heartbeat_interval_s=60, grace_s=60)
     other_lane, _ = hand_services.lane_create(
         workspace=lane.workspace, slug="payments", name="Payments"
     )
