@@ -28,8 +28,8 @@ import django
 
 
 def _setup(attempts: int) -> tuple[Any, str]:
-    from fleet.services import attempts as attempt_services
-    from fleet.services import plan as plan_services
+    from fleet.attempts import services as attempt_services
+    from fleet.plan import services as plan_services
     from hands import services as hand_services
 
     workspace = hand_services.workspace_get_or_create(name=f"capacity-{os.getpid()}")
@@ -127,7 +127,7 @@ def main() -> int:
         # The once-a-minute record (the attempt's stamp and a report row), made due each time.
         from django.utils import timezone
 
-        from fleet.services import reports
+        from fleet.attempts import reports
 
         kept_record: dict[str, Any] = {}
 

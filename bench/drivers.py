@@ -130,7 +130,7 @@ def sql(dsn: str, fixtures: dict[str, Any], operation: str, tag: str) -> ClientF
             # A bare heartbeat: the fleet's one-statement renewing report (the slot lease's
             # renewal; the report row and the attempt's stamp at most once a minute), with the
             # caller as parameters, as the services send it.
-            from fleet.services import reports as report_services
+            from fleet.attempts import reports as report_services
 
             statement = report_services.report_statement(
                 with_percent=False,

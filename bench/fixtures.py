@@ -14,8 +14,8 @@ import django
 
 
 def make(clients: int) -> dict[str, object]:
-    from fleet.services import attempts as attempt_services
-    from fleet.services import plan as plan_services
+    from fleet.attempts import services as attempt_services
+    from fleet.plan import services as plan_services
     from hands import services as hand_services
     from leases import engine
     from leases import services as lease_services

@@ -11,7 +11,7 @@ from decimal import Decimal
 from html import escape
 
 from dashboard.charts import _svg
-from fleet.costs import Spend
+from fleet.costs.spend import Spend
 
 SPEND_COLOUR = "#1f5fa8"
 LIMIT_COLOUR = "#b71c1c"

@@ -1,6 +1,7 @@
 """What the pages show of cost, in a fixed number of queries: a lane's totals today and this week,
 its budgets in their current periods and its spend per day for the chart; a run's and a hand's
-totals with each shown attempt's, and the run's spend per day. Every sum is `fleet.costs`'s."""
+totals with each shown attempt's, and the run's spend per day. Every sum is
+`fleet.costs.spend`'s."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from fleet import costs
-from fleet.costs import BudgetStatus, Spend
+from fleet.costs import spend
+from fleet.costs.spend import BudgetStatus, Spend
 from fleet.models import BudgetPeriod
 from hands.models import Lane
 
@@ -43,17 +44,17 @@ def _chart_days(by_day: dict[date, Spend], first: date) -> list[tuple[date, Spen
 
 def lane_costs(*, lane: Lane, now: datetime) -> LaneCosts:
     """The lane's cost at the database time `now`: three queries (the days, the budgets with
-    their spend and hits are `costs.budgets_status`'s)."""
+    their spend and hits are `spend.budgets_status`'s)."""
     first = _chart_start(now)
-    days = _chart_days(costs.lane_daily(lane_id=lane.pk, since=first), first)
-    week_start, _ = costs.period_bounds(BudgetPeriod.WEEK, now)
-    week = [spend for day, spend in days if day >= week_start.date()]
-    budgets = list(costs.budgets_list(workspace_id=lane.workspace_id).filter(lane=lane))
+    days = _chart_days(spend.lane_daily(lane_id=lane.pk, since=first), first)
+    week_start, _ = spend.period_bounds(BudgetPeriod.WEEK, now)
+    week = [day_spend for day, day_spend in days if day >= week_start.date()]
+    budgets = list(spend.budgets_list(workspace_id=lane.workspace_id).filter(lane=lane))
     return LaneCosts(
         today=days[-1][1],
-        week=costs.spend_total(week),
+        week=spend.spend_total(week),
         days=days,
-        budgets=costs.budgets_status(budgets, now),
+        budgets=spend.budgets_status(budgets, now),
     )
 
 
@@ -69,10 +70,10 @@ class AttemptsCosts:
 def run_costs(*, run_id: int, attempt_ids: Iterable[int], now: datetime) -> AttemptsCosts:
     """Two queries: the run's spend per UTC day over its life (the total is their sum, the chart
     the latest CHART_DAYS of them) and the shown attempts' totals."""
-    by_day = costs.run_daily(run_id=run_id)
+    by_day = spend.run_daily(run_id=run_id)
     return AttemptsCosts(
-        total=costs.spend_total(by_day.values()),
-        by_attempt=costs.attempts_spend(attempt_ids=set(attempt_ids)),
+        total=spend.spend_total(by_day.values()),
+        by_attempt=spend.attempts_spend(attempt_ids=set(attempt_ids)),
         days=_chart_days(by_day, _chart_start(now)),
     )
 
@@ -80,7 +81,7 @@ def run_costs(*, run_id: int, attempt_ids: Iterable[int], now: datetime) -> Atte
 def hand_costs(*, hand_id: int, attempt_ids: Iterable[int]) -> AttemptsCosts:
     """Two queries: the hand's total and the shown attempts' totals."""
     return AttemptsCosts(
-        total=costs.hand_spend(hand_id=hand_id),
-        by_attempt=costs.attempts_spend(attempt_ids=set(attempt_ids)),
+        total=spend.hand_spend(hand_id=hand_id),
+        by_attempt=spend.attempts_spend(attempt_ids=set(attempt_ids)),
         days=[],
     )

@@ -11,7 +11,7 @@ from django import forms
 from apikit.errors import ValidationFailed
 from dashboard.pages import STATES
 from fleet.models import BudgetAction, BudgetPeriod, Directive, IdleDirective
-from fleet.services.plan import MAX_PROGRESS_TIMEOUT_S, MAX_SLOTS, MIN_PROGRESS_TIMEOUT_S
+from fleet.plan.services import MAX_PROGRESS_TIMEOUT_S, MAX_SLOTS, MIN_PROGRESS_TIMEOUT_S
 from hands import capabilities as hand_capabilities
 from hands.models import Lane, Role, Scope
 from leases.models import EventKind

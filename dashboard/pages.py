@@ -31,17 +31,16 @@ from django.db.models import (
 from apikit.cache import advisory
 from apikit.errors import NotFound
 from evidence.models import Evidence
-from fleet.costs import budget_notice_now
-from fleet.idle import is_idle
-from fleet.models import Attempt, Report, Run, Slot, SlotState, WorkPackage
-from fleet.selectors import (
+from fleet.attempts.idle import is_idle
+from fleet.attempts.selectors import (
     ATTEMPT_STATES,
     attempt_state,
     last_report_at,
-    slot_state,
     tenure_state_expression,
-    work_package_get,
 )
+from fleet.costs.spend import budget_notice_now
+from fleet.models import Attempt, Report, Run, Slot, SlotState, WorkPackage
+from fleet.plan.selectors import slot_state, work_package_get
 from hands import keys as keys_rule
 from hands.models import Hand, HandKey, Lane, Membership, Role
 from hands.selectors import lane_get
@@ -96,7 +95,7 @@ def _at(now: datetime) -> Value:
 
 
 def attempt_state_expression(now: datetime) -> Case:
-    """`fleet.selectors.tenure_state` as SQL, at the page's time `now`."""
+    """`fleet.attempts.selectors.tenure_state` as SQL, at the page's time `now`."""
     return tenure_state_expression(_at(now))
 
 
@@ -173,7 +172,7 @@ class AttemptRow:
         return self.state in NEXT_LABELS
 
     @property
-    def idle(self) -> bool:  # fleet/idle.py
+    def idle(self) -> bool:  # fleet/attempts/idle.py
         a = self.attempt
         return is_idle(
             state=self.state, progress_timeout_s=a.progress_timeout_s,

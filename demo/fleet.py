@@ -40,9 +40,9 @@ from groundcontrol_client.errors import describe_holder
 from apikit.errors import GroundControlError
 from demo import loop as demo_loop
 from demo.loop import demo_friction, demo_handoff
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt, Run
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import Hand, HandKey, Scope
 from leases.models import Lease, LeaseKind, LeaseStatus

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 import groundcontrol_client as gc
 
 from apikit.errors import GroundControlError
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt, IdleDirective, Run, WorkPackage
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
-from fleet.services.plan import MIN_PROGRESS_TIMEOUT_S
+from fleet.plan import services as plan_services
+from fleet.plan.services import MIN_PROGRESS_TIMEOUT_S
 from hands import services as hand_services
 from hands.models import HandKey, Scope
 

@@ -23,11 +23,11 @@ from evidence.services import (
     attempt_finish,
     attestation_record,
 )
-from fleet import selectors
 from fleet.api.attempts import TENURE_ERRORS
 from fleet.api.inputs import fence_field
 from fleet.api.presenters import attempt_json
 from fleet.api.schemas import AttemptOut
+from fleet.attempts import selectors as attempt_selectors
 from fleet.models import GRADE_ORDER
 from hands.views import ATTEST, READ_ATTEMPT, SUPERVISE, WORK, HandAPIView, name_field
 
@@ -186,7 +186,7 @@ class EvidenceListApi(HandAPIView):
         },
     )
     def get(self, request: Request, attempt_id: int) -> Response:
-        attempt = selectors.attempt_get(
+        attempt = attempt_selectors.attempt_get(
             workspace_id=self.workspace_id, attempt_id=attempt_id, lane_id=self.lane_id
         )
         return Response(_evidence_of(attempt.pk))

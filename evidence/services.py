@@ -37,9 +37,9 @@ from apikit.errors import ValidationFailed
 from apikit.retries import retried
 from evidence.errors import AttestOwnEvidence, EvidenceMissing
 from evidence.models import Attestation, AttestationResult, Evidence
+from fleet.attempts.selectors import AttemptView, attempt_view
+from fleet.attempts.services import attempt_end, attempt_for_ending
 from fleet.models import GRADE_ORDER, Attempt, AttemptEnd, EvidenceGrade, Run
-from fleet.selectors import AttemptView, attempt_view
-from fleet.services.attempts import attempt_end, attempt_for_ending
 from hands.models import Hand, HandKey
 from leases.audit import record_event, refusals_recorded
 from leases.clock import db_now

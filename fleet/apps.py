@@ -9,7 +9,7 @@ class FleetConfig(AppConfig):
 
     def ready(self) -> None:
         from fleet import errors  # noqa: F401 - the codes the OpenAPI error answers name
-        from fleet.services.attempts import attempts_end_revoked
+        from fleet.attempts.services import attempts_end_revoked
         from leases.services import slot_tenures_ended
 
         # A key's revocation ends the slot tenures taken with it (leases); their attempts end

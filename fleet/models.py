@@ -86,7 +86,7 @@ class Run(models.Model):
     heartbeat_interval_s = models.PositiveIntegerField(default=DEFAULT_HEARTBEAT_INTERVAL_S)
     grace_s = models.PositiveIntegerField(default=DEFAULT_GRACE_S)
     slot_count = models.PositiveIntegerField(default=1)
-    # A live hand that reports no progress this long is idle (fleet/idle.py); None: never.
+    # A live hand that reports no progress this long is idle (fleet/attempts/idle.py); None: never.
     # Copied into each attempt at its claim, as the interval and grace are into its lease.
     progress_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     # What the idle sweep sets on an attempt that turns idle (never weakening a stop).
@@ -104,7 +104,7 @@ class Run(models.Model):
 
 class SlotState(models.TextChoices):
     """open -> held -> done (finished), or back to open (released, lost, broken). Read from the
-    slot's lease (`fleet.selectors.slot_state`): done is its retired status, held a tenure that
+    slot's lease (`fleet.plan.selectors.slot_state`): done is its retired status, held a tenure that
     is not lost."""
 
     OPEN = "open"
@@ -172,8 +172,9 @@ class Attempt(models.Model):
     end_reason = models.CharField(max_length=2000, blank=True, default="")
     summary = models.TextField(blank=True, default="")
     progress_percent = models.FloatField(null=True, blank=True)
-    # Idle (fleet/idle.py): the run's progress_timeout_s at the claim, the last report that was
-    # not a bare heartbeat, and the sticky flag the idle sweep sets (a progress report clears it).
+    # Idle (fleet/attempts/idle.py): the run's progress_timeout_s at the claim, the last report
+    # that was not a bare heartbeat, and the sticky flag the idle sweep sets (a progress report
+    # clears it).
     progress_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     last_progress_at = models.DateTimeField(null=True, blank=True)
     idle_since = models.DateTimeField(null=True, blank=True)
@@ -230,7 +231,8 @@ class Report(models.Model):
     message = models.TextField(blank=True, default="")
     percent = models.FloatField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
-    # What the hand says the work cost since its last report (fleet/costs.py sums them on read).
+    # What the hand says the work cost since its last report (fleet/costs/spend.py sums them on
+    # read).
     # The database's default serves the renewing statement's INSERT, which leaves them out; the
     # Python one, an unsaved report (the admin's add page shows it).
     tokens_in = models.BigIntegerField(default=0, db_default=0)

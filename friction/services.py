@@ -25,8 +25,10 @@ from django.db import transaction
 
 from apikit.api import request_id_for_header
 from apikit.errors import ValidationFailed
-from fleet import selectors as fleet_selectors
+from fleet import records as fleet_records
+from fleet.attempts import selectors as attempt_selectors
 from fleet.models import Attempt, Run
+from fleet.plan import selectors as plan_selectors
 from friction.models import FrictionRefusal, FrictionReport
 from hands import selectors as hand_selectors
 from hands.models import Hand, HandKey, Lane, Scope
@@ -100,14 +102,16 @@ def _where(
     """The report's lane, run and attempt, each checked against the key (rules 1 and 2)."""
     workspace_id, limit = hand.workspace_id, key.lane_id
     attempt = (
-        fleet_selectors.attempt_get(workspace_id=workspace_id, attempt_id=attempt_id, lane_id=limit)
+        attempt_selectors.attempt_get(
+            workspace_id=workspace_id, attempt_id=attempt_id, lane_id=limit
+        )
         if attempt_id is not None
         else None
     )
     if attempt is not None and not is_supervisor(key) and attempt.hand_id != hand.pk:
         raise NotHolder(f"attempt {attempt.pk} belongs to another hand")
     run = (
-        fleet_selectors.run_get(workspace_id=workspace_id, run_id=run_id, lane_id=limit)
+        plan_selectors.run_get(workspace_id=workspace_id, run_id=run_id, lane_id=limit)
         if run_id is not None
         else None
     )
@@ -141,7 +145,7 @@ def _refusals(*, hand: Hand, key: HandKey, request_ids: list[str]) -> list[Refus
     """The refused calls named, newest per request id, in the order given (rule 3)."""
     if not request_ids:
         return []
-    visible = fleet_selectors.refusals_list(
+    visible = fleet_records.refusals_list(
         workspace_id=hand.workspace_id,
         hand_name="" if is_supervisor(key) else hand.name,
         lane_id=key.lane_id,

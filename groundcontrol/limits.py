@@ -13,8 +13,9 @@ from django.conf import settings
 
 from apikit.api import MAX_JSON_DEPTH, MAX_PAGE_SIZE
 from evidence.services import MAX_EVIDENCE_ITEMS, MAX_SUMMARY_LENGTH, MAX_URL_LENGTH
-from fleet.costs import MAX_COST_USD, MAX_TOKENS
-from fleet.services.plan import (
+from fleet.attempts.reports import MAX_DETAILS_BYTES
+from fleet.costs.spend import MAX_COST_USD, MAX_TOKENS
+from fleet.plan.services import (
     MAX_BRIEF_LENGTH,
     MAX_EVIDENCE_KIND_LENGTH,
     MAX_EVIDENCE_KINDS,
@@ -22,7 +23,6 @@ from fleet.services.plan import (
     MAX_PROGRESS_TIMEOUT_S,
     MAX_SLOTS,
 )
-from fleet.services.reports import MAX_DETAILS_BYTES
 from friction.services import MAX_MINUTES, MAX_REFUSALS
 from hands.capabilities import MAX_TAG_LENGTH, MAX_TAGS
 from leases.handoffs import MAX_OPEN_PER_TENURE

@@ -307,7 +307,8 @@ LOGGING = {
 # One table of jobs serves both topologies: Celery beat enqueues it in production, and the
 # embedded scheduler (groundcontrol/scheduler.py) runs the same tasks on a timer in-process.
 GC_REVOKE_KEYS_INTERVAL_S = env_float("GC_REVOKE_KEYS_INTERVAL_S", 30.0, minimum=0.1)
-# How often the idle sweep flags hands that heartbeat without progress (fleet/idle_sweep.py).
+# How often the idle sweep flags hands that heartbeat without progress
+# (fleet/attempts/idle_sweep.py).
 GC_IDLE_INTERVAL_S = env_float("GC_IDLE_INTERVAL_S", 30.0, minimum=0.1)
 GC_WEBHOOK_INTERVAL_S = env_float("GC_WEBHOOK_INTERVAL_S", 2.0, minimum=0.1)
 GC_RETENTION_INTERVAL_S = env_float("GC_RETENTION_INTERVAL_S", 3600.0, minimum=1.0)
@@ -391,8 +392,8 @@ SPECTACULAR_SETTINGS.update(
         "REDOC_DIST": "SIDECAR",
         # Four different "state" enums: name each after what it is the state of.
         "ENUM_NAME_OVERRIDES": {
-            "AttemptStateEnum": "fleet.selectors.ATTEMPT_STATES",
-            "LeaseStateEnum": "fleet.selectors.LEASE_STATES",
+            "AttemptStateEnum": "fleet.attempts.selectors.ATTEMPT_STATES",
+            "LeaseStateEnum": "leases.selectors.LEASE_STATES",
             "SlotStateEnum": "fleet.api.inputs.SLOT_STATES",
             "PlanStateEnum": "fleet.models.PlanState",
             "RunStateEnum": "fleet.models.RunState",

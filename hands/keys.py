@@ -4,9 +4,10 @@ while `now < expires_at`), for a key bound to a tenure that tenure still alive (
 at the bound fence and not lost: `leases.state`), and holding the call's scope. A lane-limited
 key reaches only its lane's objects; each lookup takes the key's lane (`lane_id`) for that.
 
-Its forms: Python (`parse_token`, `hash_secret`, `key_refusal`) for `fleet.services
-.key_authenticate`; SQL text (`usable_sql`, `expired_sql`) for the hot statements and the revoking
-job; ORM (`usable_q`) for lookups. `tests/fleet/test_key_parity.py` holds them together.
+Its forms: Python (`parse_token`, `hash_secret`, `key_refusal`) for
+`hands.services.key_authenticate`; SQL text (`usable_sql`, `expired_sql`) for the hot statements
+and the revoking job; ORM (`usable_q`) for lookups. `tests/fleet/test_key_parity.py` holds them
+together.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def hand_set_capabilities(
 ) -> Hand:
     """A supervisor sets what a hand can do, in one statement (a lane-limited caller: only its
     lane's hands). A claim running at the same moment judges by the row its own statement
-    reads (`fleet.services.attempts.attempt_claim`)."""
+    reads (`fleet.attempts.services.attempt_claim`)."""
     tags = hand_capabilities.normalise(capabilities)
     hands = Hand.objects.filter(workspace_id=workspace_id, name=name).in_lane(caller_lane_id)
     if not hands.update(capabilities=tags):

@@ -16,7 +16,6 @@ from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
-from fleet import selectors
 from fleet.api.inputs import (
     AcquireIn,
     BreakIn,
@@ -34,10 +33,11 @@ from fleet.api.schemas import (
     RenewedLeaseOut,
     WaiterOut,
 )
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 from hands import services as hand_services
 from hands.views import LEASES, SUPERVISE, HandAPIView
 from leases import names, queue
+from leases import selectors as lease_selectors
 from leases import services as lease_services
 from leases.waiting import lease_acquire_waiting
 from leasing.waits import wait_permit
@@ -211,7 +211,7 @@ class LeaseListApi(HandAPIView):
         parameters=[
             OpenApiParameter("prefix", str, description="Resources starting with this."),
             OpenApiParameter("holder", str, description="A hand's name."),
-            OpenApiParameter("state", str, enum=selectors.LEASE_STATES),
+            OpenApiParameter("state", str, enum=lease_selectors.LEASE_STATES),
             OpenApiParameter(
                 "covering",
                 str,
@@ -227,15 +227,17 @@ class LeaseListApi(HandAPIView):
     @replica_list
     def get(self, request: Request) -> Response:
         params = request.query_params
-        leases = selectors.leases_list(
+        leases = lease_selectors.leases_list(
             workspace_id=self.workspace_id,
             prefix=names.validate_prefix(params.get("prefix", "")),
             holder=params.get("holder", ""),
-            state=choice_param(request, "state", selectors.LEASE_STATES),
+            state=choice_param(request, "state", lease_selectors.LEASE_STATES),
             covering=covering_param(request),
         )
         return paginated(
-            request, leases, lambda rows: [lease_json(s) for s in selectors.lease_snapshots(rows)]
+            request,
+            leases,
+            lambda rows: [lease_json(s) for s in lease_selectors.lease_snapshots(rows)],
         )
 
 

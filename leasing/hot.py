@@ -60,8 +60,8 @@ from fleet.api.presenters import (
     renewed_json,
     report_row_json,
 )
+from fleet.attempts import reports as report_services
 from fleet.models import ReportKind
-from fleet.services import reports as report_services
 from hands import keys
 from hands import services as hand_services
 from hands.models import Hand, HandKey, Scope
@@ -509,7 +509,7 @@ class Report(HotCall):
         if kind == _HEARTBEAT and len(data) == 3:  # the fleet's most frequent call: nothing else
             return Prepared("heartbeat", params)
         if not _COST_FIELDS.isdisjoint(data):
-            # A costed report judges the lane's budgets (fleet/services/budgets.py): the DRF view.
+            # A costed report judges the lane's budgets (fleet/costs/budgets.py): the DRF view.
             return None
         message, percent, details = data.get("message"), data.get("percent"), data.get("details")
         if (

@@ -18,10 +18,10 @@ from django.db import connection
 from django.db.models import F
 
 from fleet import jobs as fleet_jobs
-from fleet.idle_sweep import IdleResult, attempts_flag_idle
+from fleet.attempts.idle_sweep import IdleResult, attempts_flag_idle
+from fleet.attempts.selectors import tenure_state_sql
 from fleet.jobs import KeyRevokeResult, SweepResult
 from fleet.models import Attempt, Report
-from fleet.selectors import tenure_state_sql
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.jobs import MAX_BATCHES, JobResult, rows, seconds_param
 from leases.models import (
@@ -118,7 +118,8 @@ def schedules_plan() -> PlanResult:
 
 @recorded("flag_idle")
 def idle_flag() -> IdleResult:
-    """The idle sweep (`fleet.idle_sweep.attempts_flag_idle`); its events go out to webhooks."""
+    """The idle sweep (`fleet.attempts.idle_sweep.attempts_flag_idle`); its events go out to
+    webhooks."""
     result = attempts_flag_idle()
     if result.events:
         webhooks_kick()

@@ -38,7 +38,7 @@ from apikit.errors import NotFound, ScopeDenied, ValidationFailed
 from evidence.models import AttestationResult
 from evidence.services import attestation_observe, validate_evidence_url
 from fleet.models import WorkPackage
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands.models import Hand, Lane, Scope
 from leases.services import MAX_NAME_LENGTH
 from schedules.errors import SignatureInvalid

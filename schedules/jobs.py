@@ -25,7 +25,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from leases.clock import db_now
 from leases.jobs import JobResult
 from schedules import periods

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 
 from fleet.models import Run
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import Hand, Workspace
 from leases import clock

@@ -3,7 +3,10 @@
 - `apikit/`: the API's shared machinery (errors, call context, limits, pagination); no app;
 - `leases/`: the ground floor of the domain (the engine, the clock, events and refusals);
 - `hands/`: who may do what, where (workspaces, members, lanes, hands, keys, authentication);
-- `fleet/`: the work (work packages, runs, slots, attempts, reports, the sweep);
+- `fleet/`: the work; inside it the plan (`fleet/plan/`: work packages, runs, slots) and the
+  costs (`fleet/costs/`: spend, budgets) at the bottom, neither importing the other, then the
+  attempts (`fleet/attempts/`: claims, reports, handoffs, idle) on both, then the REST endpoints
+  (`fleet/api/`) and the jobs (`fleet/jobs.py`, the sweep);
 - `leasing/`: leases over HTTP (the resource lease API, its waits, the hot calls), above the fleet
   whose reports it renews;
 - `pools/`: lease pools, whose members are resource leases (above `leases`, `hands`, `fleet`,
@@ -123,6 +126,51 @@ def test_no_package_imports_a_layer_above_it(package: str) -> None:
         if bad:
             offences.append(f"{module.relative_to(ROOT)} imports {sorted(bad)}")
     assert offences == []
+
+
+# fleet's sub-packages -> the fleet modules they must never import
+FLEET_FORBIDDEN = {
+    "fleet/plan": {"fleet.attempts", "fleet.costs", "fleet.api", "fleet.jobs", "fleet.records"},
+    "fleet/costs": {"fleet.attempts", "fleet.plan", "fleet.api", "fleet.jobs", "fleet.records"},
+    "fleet/attempts": {"fleet.api", "fleet.jobs", "fleet.records"},
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, by its full dotted name (`from a.b import c` names `a.b.c`
+    too, since `c` may be a module)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("package", sorted(FLEET_FORBIDDEN))
+def test_no_part_of_the_fleet_imports_a_part_above_it(package: str) -> None:
+    offences = []
+    modules = modules_of(package)
+    assert modules, package
+    for module in modules:
+        bad = {
+            name
+            for name in imported_modules(module)
+            for above in FLEET_FORBIDDEN[package]
+            if name == above or name.startswith(above + ".")
+        }
+        if bad:
+            offences.append(f"{module.relative_to(ROOT)} imports {sorted(bad)}")
+    assert offences == []
+
+
+def test_the_checker_sees_an_import_of_a_sibling_part(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from fleet import attempts\nfrom fleet.costs.spend import Spend\n")
+    assert {"fleet.attempts", "fleet.costs.spend"} <= imported_modules(module)
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import nh3
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from fleet.costs import Spend, money_text
+from fleet.costs.spend import Spend, money_text
 
 register = template.Library()
 

@@ -11,9 +11,9 @@ from django.views.decorators.http import require_POST
 from apikit.errors import GroundControlError
 from dashboard.forms import BudgetForm, RunIdleForm
 from dashboard.views.base import dashboard_view, show_refusal
-from fleet import selectors
-from fleet.services import budgets as budget_services
-from fleet.services import plan as plan_services
+from fleet.costs import budgets as budget_services
+from fleet.plan import selectors as plan_selectors
+from fleet.plan import services as plan_services
 from hands.models import Membership, Role
 from hands.selectors import lane_get
 
@@ -26,7 +26,7 @@ def _form_errors(request: HttpRequest, form: BudgetForm | RunIdleForm) -> None:
 @require_POST
 @dashboard_view(Role.SUPERVISOR)
 def run_idle(request: HttpRequest, membership: Membership, pk: int) -> HttpResponse:
-    run = selectors.run_get(workspace_id=membership.workspace_id, run_id=pk)
+    run = plan_selectors.run_get(workspace_id=membership.workspace_id, run_id=pk)
     form = RunIdleForm(request.POST)
     if not form.is_valid():
         _form_errors(request, form)

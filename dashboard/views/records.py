@@ -25,8 +25,8 @@ from dashboard.views.base import (
     render_page,
     show_refusal,
 )
-from fleet.services import attempts as attempt_services
-from fleet.services import handoffs as handoff_services
+from fleet.attempts import handoffs as handoff_services
+from fleet.attempts import services as attempt_services
 from hands.models import Membership, Role
 from leases import engine, handoffs, queue
 

@@ -45,11 +45,11 @@ from dashboard.views.base import (
     render_page,
     show_refusal,
 )
-from fleet import selectors
+from fleet.attempts import services as attempt_services
+from fleet.attempts.selectors import last_report_at
 from fleet.models import Directive, PlanState
-from fleet.selectors import last_report_at
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
+from fleet.plan import selectors as plan_selectors
+from fleet.plan import services as plan_services
 from hands.models import Membership, Role
 from leases import handoffs
 from leases.clock import db_now
@@ -267,7 +267,7 @@ def _confirm_run_change(
 ) -> HttpResponse:
     """A supervisor's change to a run, asked first with its form; `change` makes it through a
     service with the cleaned data and says what it did."""
-    run = selectors.run_get(workspace_id=membership.workspace_id, run_id=pk)
+    run = plan_selectors.run_get(workspace_id=membership.workspace_id, run_id=pk)
     if request.method == "POST" and form.is_valid():
         try:
             messages.success(request, change(form.cleaned_data))

@@ -11,13 +11,13 @@ from apikit.api import paginated, statement_missed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
-from fleet import selectors
 from fleet.api.inputs import ClaimIn, DirectiveIn, ReleaseIn, ReportIn
 from fleet.api.presenters import attempt_json
 from fleet.api.records import int_param
 from fleet.api.schemas import AttemptOut, BriefOut, ReportOut
-from fleet.services import attempts as attempt_services
-from fleet.services import reports as report_services
+from fleet.attempts import reports as report_services
+from fleet.attempts import selectors as attempt_selectors
+from fleet.attempts import services as attempt_services
 from hands.views import READ_ATTEMPT, SUPERVISE, WORK, HandAPIView
 from leases import handoffs
 
@@ -66,10 +66,10 @@ class AttemptApi(HandAPIView):
         tags=["hand"], responses={200: AttemptOut, **error_responses("scope_denied", "not_found")}
     )
     def get(self, request: Request, attempt_id: int) -> Response:
-        attempt = selectors.attempt_get(
+        attempt = attempt_selectors.attempt_get(
             workspace_id=self.workspace_id, attempt_id=attempt_id, lane_id=self.lane_id
         )
-        return Response(attempt_json(selectors.attempt_view(attempt)))
+        return Response(attempt_json(attempt_selectors.attempt_view(attempt)))
 
 
 class BriefApi(HandAPIView):
@@ -81,13 +81,13 @@ class BriefApi(HandAPIView):
         tags=["hand"], responses={200: BriefOut, **error_responses("scope_denied", "not_found")}
     )
     def get(self, request: Request, attempt_id: int) -> Response:
-        attempt = selectors.attempt_get(
+        attempt = attempt_selectors.attempt_get(
             workspace_id=self.workspace_id, attempt_id=attempt_id, lane_id=self.lane_id
         )
         run, package = attempt.run, attempt.run.work_package
         return Response(
             {
-                "attempt": attempt_json(selectors.attempt_view(attempt)),
+                "attempt": attempt_json(attempt_selectors.attempt_view(attempt)),
                 "run": {
                     "id": run.pk,
                     "title": run.title,
@@ -191,7 +191,7 @@ class AttemptsApi(HandAPIView):
     @extend_schema(
         tags=["supervisor"],
         parameters=[
-            OpenApiParameter("state", str, enum=selectors.ATTEMPT_STATES),
+            OpenApiParameter("state", str, enum=attempt_selectors.ATTEMPT_STATES),
             OpenApiParameter("lane", str, description="A lane's slug."),
             OpenApiParameter("hand", str, description="A hand's name."),
             OpenApiParameter("run", int, description="A run's id."),
@@ -209,9 +209,9 @@ class AttemptsApi(HandAPIView):
     @replica_list
     def get(self, request: Request) -> Response:
         params = request.query_params
-        attempts = selectors.attempts_list(
+        attempts = attempt_selectors.attempts_list(
             workspace_id=self.workspace_id,
-            state=choice_param(request, "state", selectors.ATTEMPT_STATES),
+            state=choice_param(request, "state", attempt_selectors.ATTEMPT_STATES),
             lane_slug=params.get("lane", ""),
             hand_name=params.get("hand", ""),
             run_id=int_param(request, "run"),
@@ -221,7 +221,9 @@ class AttemptsApi(HandAPIView):
             ],
         )
         return paginated(
-            request, attempts, lambda rows: [attempt_json(v) for v in selectors.attempt_views(rows)]
+            request,
+            attempts,
+            lambda rows: [attempt_json(v) for v in attempt_selectors.attempt_views(rows)],
         )
 
 
@@ -242,7 +244,7 @@ class DirectiveApi(HandAPIView):
     def post(self, request: Request, attempt_id: int) -> Response:
         data = valid(DirectiveIn, request)
         # Looked up first so a lane-limited key cannot steer another lane's attempt.
-        selectors.attempt_get(
+        attempt_selectors.attempt_get(
             workspace_id=self.workspace_id, attempt_id=attempt_id, lane_id=self.lane_id
         )
         view = attempt_services.attempt_set_directive(

@@ -15,17 +15,17 @@ from rest_framework.response import Response
 from apikit.errors import ValidationFailed
 from apikit.inputs import StrictIntegerField, choice_param, text_param, valid
 from apikit.openapi import error_responses
-from fleet import costs
+from fleet.costs import budgets as budget_services
+from fleet.costs import spend
 from fleet.models import BudgetAction, BudgetPeriod
-from fleet.services import budgets as budget_services
 from hands import selectors as hand_selectors
 from hands.views import MAX_NAME, PLAN, PLAN_READ, HandAPIView
 from leases.clock import db_now
 
-MONEY = {"max_digits": 14, "decimal_places": costs.COST_PLACES}
+MONEY = {"max_digits": 14, "decimal_places": spend.COST_PLACES}
 
 
-_money = costs.money_text
+_money = spend.money_text
 
 
 def _time_param(request: Request, name: str) -> datetime | None:
@@ -58,7 +58,7 @@ class CostRowOut(SpendOut):
 
 
 class CostsOut(serializers.Serializer):
-    by = serializers.ChoiceField(choices=list(costs.GROUPS))
+    by = serializers.ChoiceField(choices=list(spend.GROUPS))
     since = serializers.DateTimeField(allow_null=True)
     until = serializers.DateTimeField(allow_null=True)
     total = SpendOut()
@@ -77,7 +77,7 @@ class CostsApi(HandAPIView):
     @extend_schema(
         tags=["supervisor"],
         parameters=[
-            OpenApiParameter("by", str, enum=list(costs.GROUPS), description="Default lane."),
+            OpenApiParameter("by", str, enum=list(spend.GROUPS), description="Default lane."),
             OpenApiParameter("since", str, description="ISO 8601 time: reports at or after."),
             OpenApiParameter("until", str, description="ISO 8601 time: reports before."),
             OpenApiParameter("lane", str, description="A lane's slug: only its reports."),
@@ -88,7 +88,7 @@ class CostsApi(HandAPIView):
         },
     )
     def get(self, request: Request) -> Response:
-        by = choice_param(request, "by", list(costs.GROUPS)) or "lane"
+        by = choice_param(request, "by", list(spend.GROUPS)) or "lane"
         since, until = _time_param(request, "since"), _time_param(request, "until")
         lane_id = self.lane_id
         slug = text_param(request, "lane", max_length=MAX_NAME)
@@ -96,7 +96,7 @@ class CostsApi(HandAPIView):
             lane_id = hand_selectors.lane_get(
                 workspace_id=self.workspace_id, slug=slug, lane_id=self.lane_id
             ).pk
-        rows = costs.costs_by(
+        rows = spend.costs_by(
             workspace_id=self.workspace_id, by=by, since=since, until=until, lane_id=lane_id
         )
         total = _spend_json(
@@ -156,7 +156,7 @@ class BudgetPatchIn(serializers.Serializer):
         return attrs
 
 
-def budget_json(status: costs.BudgetStatus) -> dict[str, Any]:
+def budget_json(status: spend.BudgetStatus) -> dict[str, Any]:
     budget, spent = status.budget, status.spent
     return {
         "id": budget.pk,
@@ -174,7 +174,7 @@ def budget_json(status: costs.BudgetStatus) -> dict[str, Any]:
 
 def _one(budget_id: int, workspace_id: int) -> dict[str, Any]:
     budget = budget_services.budget_get(workspace_id=workspace_id, budget_id=budget_id)
-    return budget_json(costs.budgets_status([budget], db_now())[0])
+    return budget_json(spend.budgets_status([budget], db_now())[0])
 
 
 class BudgetsApi(HandAPIView):
@@ -192,13 +192,13 @@ class BudgetsApi(HandAPIView):
     )
     def get(self, request: Request) -> Response:
         budgets = list(
-            costs.budgets_list(
+            spend.budgets_list(
                 workspace_id=self.workspace_id,
                 lane_id=self.lane_id,
                 lane_slug=text_param(request, "lane", max_length=MAX_NAME),
             )[:500]
         )
-        return Response([budget_json(s) for s in costs.budgets_status(budgets, db_now())])
+        return Response([budget_json(s) for s in spend.budgets_status(budgets, db_now())])
 
     @extend_schema(
         tags=["plan"],

@@ -18,7 +18,7 @@ from apikit.openapi import error_responses
 from fleet.api.inputs import resource_field
 from fleet.api.presenters import lease_json
 from fleet.api.schemas import LeaseOut
-from fleet.services import handoffs as handoff_services
+from fleet.attempts import handoffs as handoff_services
 from hands import services as hand_services
 from hands.views import LEASES, SUPERVISE, WORK, HandAPIView, reason_field
 from leases import handoffs

@@ -15,7 +15,7 @@ from apikit.inputs import (
     StrictFloatField,
     StrictIntegerField,
 )
-from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
+from fleet.costs.spend import COST_PLACES, MAX_COST_USD, MAX_TOKENS
 from fleet.models import (
     GRADE_ORDER,
     Directive,
@@ -25,7 +25,7 @@ from fleet.models import (
     RunState,
     SlotState,
 )
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import capabilities as hand_capabilities
 from hands.api import capabilities_field
 from hands.views import MAX_INTERVAL, name_field, reason_field

@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fleet import selectors
-from fleet.costs import budget_notice_now
-from fleet.idle import is_idle
+from fleet.attempts import selectors as attempt_selectors
+from fleet.attempts.idle import is_idle
+from fleet.attempts.selectors import AttemptView
+from fleet.costs.spend import budget_notice_now
 from fleet.models import Run, WorkPackage
-from fleet.selectors import AttemptView, SlotView
-from fleet.services import plan as plan_services
+from fleet.plan import selectors as plan_selectors
+from fleet.plan import services as plan_services
+from fleet.plan.selectors import SlotView
 from hands import selectors as hand_selectors
 from leases import handoffs
 from leases import services as lease_services
@@ -108,7 +110,7 @@ def attempt_json(view: AttemptView) -> dict[str, Any]:
         deadline=lease.deadline if current else None,
         now=lease.server_time,
         claimed_at=attempt.claimed_at,
-        last_report_at=selectors.last_report_at(attempt, lease),
+        last_report_at=attempt_selectors.last_report_at(attempt, lease),
         progress_percent=attempt.progress_percent,
         ended_at=attempt.ended_at,
         end_reason=attempt.end_reason,
@@ -130,11 +132,11 @@ def report_row_json(
     recorded_at: datetime | None = None,
 ) -> dict[str, Any]:
     """`attempt_json(report_view(...))`, read straight off the row of a renewing report that
-    selects only what its answer shows (`fleet.services.reports.report_statement`,
+    selects only what its answer shows (`fleet.attempts.reports.report_statement`,
     `answer_only`): the hot view's answer to the fleet's most frequent call, without the view's
     objects (their cost, docs/performance.md). `attempt_id` and `fence`: the report's own, which
     the statement matched, in `workspace_id`. `recorded_at`: the report record written after the
-    row was read (`fleet.services.reports.heartbeat_record`), if one was."""
+    row was read (`fleet.attempts.reports.heartbeat_record`), if one was."""
     (
         resource,
         holder,
@@ -171,7 +173,7 @@ def report_row_json(
         lane=hand_selectors.lane_slug(workspace_id=workspace_id, lane_id=lane_id),
         process_id=process_id,
         fence=fence,
-        state=selectors.tenure_state(
+        state=attempt_selectors.tenure_state(
             None, fence, fence, status=LeaseStatus.HELD, deadline=deadline, grace_s=grace_s, now=now
         ),
         directive=directive,
@@ -182,7 +184,7 @@ def report_row_json(
         deadline=deadline,
         now=now,
         claimed_at=claimed_at,
-        last_report_at=selectors.latest_report_at(
+        last_report_at=attempt_selectors.latest_report_at(
             recorded_at or last_recorded, fence, fence, renewed_at, acquired_at
         ),
         progress_percent=progress_percent,
@@ -296,7 +298,7 @@ def work_package_json(package: WorkPackage) -> dict[str, Any]:
     }
 
 
-def run_json(run: Run, counts: selectors.SlotCounts | None = None) -> dict[str, Any]:
+def run_json(run: Run, counts: plan_selectors.SlotCounts | None = None) -> dict[str, Any]:
     """A run; with `counts`, also how its slots stand now (`slots_by_state`)."""
     extra = (
         {"slots_by_state": {"open": counts.open, "held": counts.held, "done": counts.done}}
@@ -328,7 +330,7 @@ def run_json(run: Run, counts: selectors.SlotCounts | None = None) -> dict[str, 
 
 def runs_json(runs: list[Run]) -> list[dict[str, Any]]:
     """A page of runs with their slots counted (one query for the page)."""
-    counts = selectors.runs_slot_counts(runs)
+    counts = plan_selectors.runs_slot_counts(runs)
     return [run_json(run, counts[run.pk]) for run in runs]
 
 

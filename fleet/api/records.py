@@ -14,7 +14,7 @@ from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
-from fleet import selectors
+from fleet import records as fleet_records
 from fleet.api.presenters import event_json, refusal_json
 from fleet.api.schemas import EventOut, RefusalOut
 from hands.views import SUPERVISE, HandAPIView
@@ -41,7 +41,7 @@ class RefusalsApi(HandAPIView):
     )
     @replica_list
     def get(self, request: Request) -> Response:
-        refusals = selectors.refusals_list(
+        refusals = fleet_records.refusals_list(
             workspace_id=self.workspace_id,
             code=request.query_params.get("code", ""),
             hand_name=request.query_params.get("hand", ""),
@@ -78,7 +78,7 @@ class EventsApi(HandAPIView):
     @replica_list
     def get(self, request: Request) -> Response:
         since_at, since_id = since_param(request)
-        events = selectors.events_list(
+        events = fleet_records.events_list(
             workspace_id=self.workspace_id,
             kind=choice_param(request, "kind", [kind.value for kind in EventKind]),
             since=since_at,

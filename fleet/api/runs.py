@@ -10,7 +10,6 @@ from rest_framework.response import Response
 from apikit.api import paginated
 from apikit.inputs import PAGE_PARAMS, choice_param, created_or_found, text_param, valid
 from apikit.openapi import error_responses
-from fleet import selectors
 from fleet.api.inputs import (
     RUN_STATES,
     SLOT_STATES,
@@ -23,7 +22,8 @@ from fleet.api.inputs import (
 from fleet.api.presenters import run_json, runs_json, slot_json, work_package_json
 from fleet.api.schemas import RunOut, SlotOut, WorkPackageOut
 from fleet.models import WorkPackage
-from fleet.services import plan as plan_services
+from fleet.plan import selectors as plan_selectors
+from fleet.plan import services as plan_services
 from hands import selectors as hand_selectors
 from hands.idempotency import idempotent
 from hands.models import Lane
@@ -56,8 +56,12 @@ class SlotsApi(HandAPIView):
     )
     def get(self, request: Request, run_id: int) -> Response:
         state = choice_param(request, "state", SLOT_STATES)
-        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
-        return Response([slot_json(view) for view in selectors.run_slots(run=run, state=state)])
+        run = plan_selectors.run_get(
+            workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id
+        )
+        return Response(
+            [slot_json(view) for view in plan_selectors.run_slots(run=run, state=state)]
+        )
 
     @extend_schema(
         tags=["plan"],
@@ -133,7 +137,7 @@ class RunsIndexApi(HandAPIView):
     def get(self, request: Request) -> Response:
         return paginated(
             request,
-            selectors.runs_of_workspace(
+            plan_selectors.runs_of_workspace(
                 workspace_id=self.workspace_id,
                 state=choice_param(request, "state", RUN_STATES),
                 lane_slug=text_param(request, "lane", max_length=MAX_NAME),
@@ -171,7 +175,7 @@ class WorkPackagesApi(HandAPIView):
     def get(self, request: Request, slug: str) -> Response:
         return paginated(
             request,
-            selectors.work_packages_list(lane=self._lane(slug)),
+            plan_selectors.work_packages_list(lane=self._lane(slug)),
             lambda rows: [work_package_json(x) for x in rows],
         )
 
@@ -208,7 +212,7 @@ class RunsApi(HandAPIView):
     required_scope = {"GET": PLAN_READ, "POST": PLAN}
 
     def _package(self, work_package_id: int) -> WorkPackage:
-        return selectors.work_package_get(
+        return plan_selectors.work_package_get(
             workspace_id=self.workspace_id, work_package_id=work_package_id, lane_id=self.lane_id
         )
 
@@ -223,7 +227,7 @@ class RunsApi(HandAPIView):
     def get(self, request: Request, work_package_id: int) -> Response:
         return paginated(
             request,
-            selectors.runs_list(work_package=self._package(work_package_id)),
+            plan_selectors.runs_list(work_package=self._package(work_package_id)),
             lambda rows: [run_json(x) for x in rows],
         )
 
@@ -258,7 +262,9 @@ class RunApi(HandAPIView):
         tags=["plan"], responses={200: RunOut, **error_responses("scope_denied", "not_found")}
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
+        run = plan_selectors.run_get(
+            workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id
+        )
         return Response(run_json(run))
 
     @extend_schema(
@@ -272,7 +278,9 @@ class RunApi(HandAPIView):
     def patch(self, request: Request, run_id: int) -> Response:
         data = valid(RunPatchIn, request)
         # Looked up first so a lane-limited key cannot touch another lane's run.
-        run = selectors.run_get(workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id)
+        run = plan_selectors.run_get(
+            workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id
+        )
         if "capabilities" in data:
             plan_services.run_set_capabilities(
                 workspace_id=self.workspace_id,
@@ -290,4 +298,6 @@ class RunApi(HandAPIView):
                 state=data["state"],
                 actor=self.hand.name,
             )
-        return Response(run_json(selectors.run_get(workspace_id=self.workspace_id, run_id=run.pk)))
+        return Response(
+            run_json(plan_selectors.run_get(workspace_id=self.workspace_id, run_id=run.pk))
+        )

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from fleet import selectors
 from fleet.api.inputs import SLOT_STATES
+from fleet.attempts import selectors as attempt_selectors
 from fleet.models import GRADE_ORDER, Directive, PlanState, RunState
+from leases import selectors as lease_selectors
 from leases.models import EventKind, LeaseMode
 
 
@@ -48,7 +49,7 @@ class AttemptOut(serializers.Serializer):
     lane = serializers.CharField()
     process_id = serializers.CharField()
     fence = serializers.IntegerField()
-    state = serializers.ChoiceField(choices=selectors.ATTEMPT_STATES)
+    state = serializers.ChoiceField(choices=attempt_selectors.ATTEMPT_STATES)
     directive = serializers.ChoiceField(choices=Directive.choices)
     lease = AttemptLeaseOut()
     claimed_at = serializers.DateTimeField()
@@ -83,7 +84,7 @@ class LeaseOut(serializers.Serializer):
     holder = serializers.CharField(allow_null=True)
     process_id = serializers.CharField(allow_null=True)
     fence = serializers.IntegerField()
-    state = serializers.ChoiceField(choices=selectors.LEASE_STATES)
+    state = serializers.ChoiceField(choices=lease_selectors.LEASE_STATES)
     ttl_s = serializers.FloatField()
     grace_s = serializers.FloatField()
     acquired_at = serializers.DateTimeField(allow_null=True)

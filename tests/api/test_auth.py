@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from fleet.models import Attempt
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import HandKey
 from leases import clock

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from fleet.models import Attempt, Run
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import Hand
 from leases.models import Event, Lease, Refusal

@@ -14,10 +14,10 @@ from unittest import mock
 import pytest
 from django.db import connection
 
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
+from fleet.costs import budgets as budget_services
 from fleet.models import Attempt, BudgetHit, Report
-from fleet.services import attempts as attempt_services
-from fleet.services import budgets as budget_services
-from fleet.services import reports as report_services
 from hands import services as hand_services
 from leases import clock, engine
 from leases.models import Event

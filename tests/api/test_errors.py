@@ -97,7 +97,7 @@ def test_each_refusal_is_recorded_exactly_once(api_a: Api, run) -> None:
 
 
 def test_a_bug_answers_internal_error_in_the_uniform_body(api_a: Api, monkeypatch) -> None:
-    from fleet import selectors
+    from fleet.plan import selectors
 
     def broken(**kwargs: object) -> None:
         raise RuntimeError("a bug")

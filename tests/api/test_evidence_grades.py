@@ -262,7 +262,7 @@ def test_a_hands_own_attestation_posted_first_does_not_grade_its_finish(
 def test_a_lane_limited_attest_key_regrades_only_its_lanes_evidence(
     workspace: Workspace, lane: Any, api_a: Api, make_run: Any
 ) -> None:
-    from fleet.services import plan as plan_services
+    from fleet.plan import services as plan_services
 
     other, _ = hand_services.lane_create(workspace=workspace, slug="other", name="Other")
     package, _ = plan_services.work_package_create(lane=other, key="o", title="O")

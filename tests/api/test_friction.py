@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from fleet.models import Run
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from friction.models import FrictionRefusal, FrictionReport
 from hands import services as hand_services
 from hands.models import Hand, Workspace

@@ -219,7 +219,7 @@ def test_a_grant_of_a_tenure_that_ended_breaks_nothing(api_a: Api, api_b: Api, b
     api_a.post("/leases/release", {"resource": "src/auth/", "fence": lease["fence"]})
     HandoffRequest.objects.filter(pk=request.pk).update(status="open")  # as if read before
     take(api_b)
-    from fleet.services import attempts as attempt_services
+    from fleet.attempts import services as attempt_services
     from leases.errors import HandoffAnswered
 
     with pytest.raises(HandoffAnswered):

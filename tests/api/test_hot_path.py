@@ -18,8 +18,8 @@ import pytest
 from django.db import DatabaseError, OperationalError
 from django.test import override_settings
 
+from fleet.attempts import reports as report_services
 from fleet.models import Report
-from fleet.services import reports as report_services
 from hands import selectors as hand_selectors
 from hands import services as hand_services
 from hands.models import HandKey, Lane

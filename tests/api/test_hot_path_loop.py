@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from fleet.idle_sweep import attempts_flag_idle
+from fleet.attempts.idle_sweep import attempts_flag_idle
+from fleet.costs import budgets as budget_services
 from fleet.models import Attempt, Report
-from fleet.services import budgets as budget_services
 from leases import clock
 from tests.api.conftest import Api
 from tests.api.test_hand_calls import claim, report

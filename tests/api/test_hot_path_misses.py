@@ -15,7 +15,7 @@ from unittest import mock
 
 import pytest
 
-from fleet.services import reports as report_services
+from fleet.attempts import reports as report_services
 from leases import engine
 from leases.models import Lease
 from leasing import hot

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pglast import prettify
 
-from fleet.services import reports as report_services
+from fleet.attempts import reports as report_services
 from leases import clock, engine, tree
 from leasing import hot
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from fleet.idle_sweep import attempts_flag_idle
+from fleet.attempts.idle_sweep import attempts_flag_idle
 from fleet.models import Run
 from leases import clock
 from tests.api.conftest import Api, error_of
@@ -98,7 +98,7 @@ def test_the_attempt_views_show_the_idle_flag_and_filter_by_it(
 def test_listing_idle_attempts_costs_the_same_queries_however_many(
     boss: Api, owner, make_run, django_assert_num_queries, frozen_clock
 ) -> None:  # noqa: ANN001
-    from fleet.services import attempts as attempt_services
+    from fleet.attempts import services as attempt_services
 
     run = make_run(slots=8, heartbeat_interval_s=100, grace_s=60, progress_timeout_s=60)
     for i in range(8):

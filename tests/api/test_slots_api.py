@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fleet.models import Run
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import Hand
 from leases.models import Event

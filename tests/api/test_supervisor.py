@@ -285,7 +285,7 @@ def test_lists_paginate_with_cursors_newest_first(boss: Api, workspace) -> None:
 def test_listing_attempts_costs_the_same_queries_for_one_or_many(
     boss: Api, workspace, make_run, django_assert_num_queries
 ) -> None:
-    from fleet.services import attempts as attempt_services
+    from fleet.attempts import services as attempt_services
     from hands import services as hand_services
 
     run = make_run(slots=6)

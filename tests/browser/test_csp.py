@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

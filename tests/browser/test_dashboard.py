@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from evidence.services import attempt_finish
-from fleet.services import attempts as attempt_services
-from fleet.services import reports as report_services
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
 from hands import services as hand_services
 from leases import engine
 from leases.models import Event

@@ -8,10 +8,10 @@ from decimal import Decimal
 
 import pytest
 
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
+from fleet.costs import budgets as budget_services
 from fleet.models import Attempt
-from fleet.services import attempts as attempt_services
-from fleet.services import budgets as budget_services
-from fleet.services import reports as report_services
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

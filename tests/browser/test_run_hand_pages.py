@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 
 from apikit.errors import GroundControlError
-from fleet.services import attempts as attempt_services
-from fleet.services import reports as report_services
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

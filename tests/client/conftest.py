@@ -93,7 +93,7 @@ def wait_for(condition: Callable[[], Any], timeout: float = 15.0, step: float = 
 
 
 def assert_heartbeats_kept_the_claim(record: Attempt, *, for_s: float) -> None:
-    """A bare heartbeat is on record once a minute (`fleet.services.reports.HEARTBEAT_RECORD_S`):
+    """A bare heartbeat is on record once a minute (`fleet.attempts.reports.HEARTBEAT_RECORD_S`):
     the first one is, with the claim's process, and the slot lease's latest renewal in the attempt's
     tenure shows that the hand kept renewing for `for_s` seconds."""
     heartbeats = Report.objects.filter(attempt=record, kind="heartbeat", renewed=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from evidence.models import Evidence
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt, AttemptEnd, Report
-from fleet.services import attempts as attempt_services
 from hands import services as hand_services
 from hands.models import Hand
 from leases import clock

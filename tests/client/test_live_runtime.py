@@ -21,8 +21,8 @@ from groundcontrol_client import Evidence as GcEvidence
 from groundcontrol_client.errors import describe_denial
 
 from evidence.models import Evidence
+from fleet.attempts import services as attempt_services
 from fleet.models import AttemptEnd
-from fleet.services import attempts as attempt_services
 from tests.client.conftest import (
     GRACE_S,
     INTERVAL_S,

@@ -12,8 +12,8 @@ from groundcontrol_client import BudgetReached, Client
 from groundcontrol_client.errors import Denied
 from groundcontrol_client.loop import attempt_notices, cost_fields, cost_usd_text
 
+from fleet.costs import budgets as budget_services
 from fleet.models import Attempt, BudgetHit, Report
-from fleet.services import budgets as budget_services
 from tests.client.conftest import Fleet, attempts_of
 from tests.client.test_mcp import drive, stdio, text
 

@@ -22,7 +22,7 @@ from mcp.types import CallToolResult
 
 from evidence.models import Evidence
 from fleet.models import AttemptEnd
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import Hand, Lane
 from tests.client.conftest import (

@@ -318,8 +318,8 @@ def test_a_revoked_key_ends_the_wrapped_server_and_the_proxy_within_a_heartbeat(
 def test_a_stop_directive_ends_the_wrapped_server_and_the_proxy(gc: Fleet) -> None:
     """Stop means stop (issue 21, item 6): the supervisor says stop to the session's claim, and
     the proxy ends CMD and itself within a heartbeat, saying why."""
+    from fleet.attempts import services as attempt_services
     from fleet.models import Attempt
-    from fleet.services import attempts as attempt_services
 
     run = gc.run()
     dying = (sys.executable, str(HERE / "mcp_dying_server.py"))
@@ -367,8 +367,8 @@ def test_a_stop_directive_ends_the_proxy_though_the_host_says_nothing_more(gc: F
 
     from mcp.types import LATEST_PROTOCOL_VERSION
 
+    from fleet.attempts import services as attempt_services
     from fleet.models import Attempt
-    from fleet.services import attempts as attempt_services
 
     run = gc.run()
     params = proxy(gc, gc.key_a, sys.executable, str(HERE / "mcp_dying_server.py"))

@@ -18,8 +18,8 @@ from evidence import services as evidence_services
 from evidence.errors import EvidenceMissing
 from evidence.models import Attestation, Evidence
 from evidence.services import attempt_finish, attestation_record
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
+from fleet.attempts import services as attempt_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from schedules import github
 from tests.concurrency.test_done_slots import together

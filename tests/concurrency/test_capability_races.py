@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 
 from apikit.errors import GroundControlError
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from leases import engine
 

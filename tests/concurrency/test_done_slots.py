@@ -11,10 +11,10 @@ from django.db import connection
 
 from apikit.errors import GroundControlError
 from evidence.services import attempt_finish
-from fleet import selectors
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt, AttemptEnd, RunState
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
+from fleet.plan import selectors as plan_selectors
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from leases.models import Event
 
@@ -76,7 +76,7 @@ def test_the_last_finishes_racing_make_the_run_done_exactly_once(workspace, lane
         finish_all_at_once(hands, run)
         run.refresh_from_db()
         assert run.state == RunState.DONE, f"round {round_}: the run stayed {run.state}"
-        assert [v.state for v in selectors.run_slots(run=run)] == ["done"] * SLOTS
+        assert [v.state for v in plan_selectors.run_slots(run=run)] == ["done"] * SLOTS
         done = Event.objects.filter(kind="run_done", data__run=run.pk)
         assert done.count() == 1, f"round {round_}: {done.count()} run_done events"
 

@@ -5,7 +5,7 @@ with its own PostgreSQL connection:
   many callers ask for the same resource at the same instant; exactly one is granted each time,
   with the next fence and one event; every other caller is answered by the DRF view with
   lease_held;
-- a bare heartbeat's once-a-minute record (`fleet.services.reports.heartbeat_record`): many
+- a bare heartbeat's once-a-minute record (`fleet.attempts.reports.heartbeat_record`): many
   heartbeats of one attempt find it due at once; every one renews, and one report row is written."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from fleet.attempts import services as attempt_services
 from fleet.models import Report
-from fleet.services import attempts as attempt_services
 from hands import services as hand_services
 from leases import services as leases
 from leases.models import Event, Lease

@@ -9,8 +9,8 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
+from fleet.attempts import services as attempt_services
+from fleet.plan import services as plan_services
 from leases.models import Lease
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,7 +19,7 @@ import pytest
 from django.db import connection, transaction
 
 from apikit.errors import GroundControlError
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 from hands import services as hand_services
 from leases import engine, tree
 from leases import services as leases

@@ -20,7 +20,7 @@ import pytest
 from django.test import Client
 
 from fleet.models import Attempt
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import HandKey
 from leases.clock import now_expression

@@ -1,4 +1,4 @@
-"""The run's lock (`fleet.services.plan.lock_run`) serializes the paths that change which of a
+"""The run's lock (`fleet.plan.services.lock_run`) serializes the paths that change which of a
 run's slots are done, and holds up nothing else: in particular not the key check a claim's new
 attempt makes on its run at commit (FOR KEY SHARE), which it makes after taking its slot's lease.
 With FOR UPDATE, a claim that took over a lost slot and a finish of that slot's old tenure (which
@@ -12,7 +12,7 @@ import threading
 import pytest
 from django.db import OperationalError, connection, connections, transaction
 
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -92,7 +92,7 @@ KILLED = textwrap.dedent(
     import django
     django.setup()
     from leases import clock
-    from fleet.services import plan
+    from fleet.plan import services as plan
     from schedules import jobs
 
     real = plan.run_create
@@ -175,7 +175,7 @@ def test_a_connection_lost_mid_period_is_recorded_and_retried_on_the_next_tick(
     period's transaction is open): the period is not made; Django drops the dead connection
     when its rollback fails, so the failed try is written at once on a new one (the database
     itself is up); the next tick makes the period."""
-    from fleet.services import plan as plan_services
+    from fleet.plan import services as plan_services
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from fleet.models import Attempt, AttemptEnd, Run, Slot, WorkPackage
-from fleet.services.plan import slot_resource
+from fleet.plan.services import slot_resource
 from hands import services as hand_services
 from hands.models import Hand, Lane, Role, Workspace
 from leases.clock import db_now

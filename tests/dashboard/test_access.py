@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 from hands import services as hand_services
 from hands.models import Role
 from leases.models import Event

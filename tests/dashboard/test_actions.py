@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt, Run
-from fleet.services import attempts as attempt_services
 from hands import services as hand_services
 from hands.errors import KeyRevoked
 from hands.models import HandKey

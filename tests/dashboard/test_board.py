@@ -9,8 +9,8 @@ import pytest
 
 from dashboard import pages as dashboard
 from dashboard.pages import BoardFilters
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
+from fleet.attempts import services as attempt_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from leases import clock
 

@@ -17,8 +17,8 @@ from django.test import Client, override_settings
 from redis.exceptions import RedisError
 
 from dashboard import pages
-from fleet.services import attempts as attempt_services
-from fleet.services.attempts import AttemptView as Claimed
+from fleet.attempts import services as attempt_services
+from fleet.attempts.services import AttemptView as Claimed
 from hands.models import Hand, Workspace
 from tests.api.conftest import Api, mint
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from evidence.services import attempt_finish, attestation_record
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 from hands import services as hand_services
 from hands.models import Hand
 

@@ -12,12 +12,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.cost_charts import cost_chart_svg
-from fleet.costs import Spend
-from fleet.idle_sweep import attempts_flag_idle
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
+from fleet.attempts.idle_sweep import attempts_flag_idle
+from fleet.costs import budgets as budget_services
+from fleet.costs.spend import Spend
 from fleet.models import Budget, Report, Run
-from fleet.services import attempts as attempt_services
-from fleet.services import budgets as budget_services
-from fleet.services import reports as report_services
 from leases import clock
 
 pytestmark = pytest.mark.django_db

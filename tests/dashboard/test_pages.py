@@ -9,10 +9,10 @@ import pytest
 
 from dashboard.templatetags.dashboard import iso
 from evidence.services import attempt_finish
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
 from fleet.models import Report
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
-from fleet.services import reports as report_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from leases import clock
 from leases.errors import LeaseHeld

@@ -1,5 +1,5 @@
 """Cost on the run and hand pages (issue 22, part 4): the run's and the hand's totals, each
-shown attempt's total, the run's chart per UTC day; all sums `fleet.costs`'s, escaped, in a
+shown attempt's total, the run's chart per UTC day; all sums `fleet.costs.spend`'s, escaped, in a
 fixed number of queries however many attempts and reports."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fleet import costs
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
+from fleet.costs import spend
 from fleet.models import Attempt, Report
-from fleet.services import attempts as attempt_services
-from fleet.services import reports as report_services
 from hands.models import Hand
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +56,7 @@ def test_the_run_page_shows_the_run_s_total_and_each_attempt_s(viewer_client, co
     html = viewer_client.get(f"/runs/{run.pk}/").content.decode()
     total = html.split("<dt>Cost</dt><dd>")[1].split("</dd>")[0]
     assert 'data-cost-usd="1.004000"' in total
-    by_run = {row["id"]: row for row in costs.costs_by(workspace_id=run.workspace_id, by="run")}
+    by_run = {row["id"]: row for row in spend.costs_by(workspace_id=run.workspace_id, by="run")}
     assert by_run[run.pk]["cost_usd"] == Decimal("1.004")  # the same sum as GET /costs?by=run
     assert "$1.00, 1330 tokens (1300 in, 30 out)</span> over all its attempts" in total
     assert 'data-cost-usd="0.754000"' in cell(html, mine.pk)
@@ -89,7 +89,7 @@ def test_the_run_total_counts_every_day_and_the_chart_only_the_latest(
     assert 'data-cost-usd="3.754000"' in cell(html, mine.pk)
     chart = html.split('id="run-cost-chart"')[1].split("</figure>")[0]
     assert "14 days, $1.00 and 1330 tokens in all" in chart
-    assert costs.spend_total(costs.run_daily(run_id=run.pk).values()).cost_usd == Decimal("4.004")
+    assert spend.spend_total(spend.run_daily(run_id=run.pk).values()).cost_usd == Decimal("4.004")
 
 
 def test_the_hand_page_shows_the_hand_s_total_over_its_runs_and_each_attempt_s(

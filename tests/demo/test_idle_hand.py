@@ -15,7 +15,7 @@ from dashboard import pages as dashboard
 from dashboard.pages import BoardFilters
 from demo import fleet as demo
 from demo import loop as demo_loop
-from fleet.idle_sweep import attempts_flag_idle
+from fleet.attempts.idle_sweep import attempts_flag_idle
 from fleet.models import Attempt, Report
 from hands.models import HandKey
 

@@ -10,12 +10,12 @@ from apikit.errors import NotFound, ValidationFailed
 from evidence.errors import EvidenceMissing
 from evidence.models import Evidence
 from evidence.services import attempt_finish
-from fleet import selectors
+from fleet.attempts import reports as report_services
+from fleet.attempts import selectors as attempt_selectors
+from fleet.attempts import services as attempt_services
 from fleet.errors import NoOpenSlot, RunClosed, SlotTaken
 from fleet.models import Attempt, Report
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
-from fleet.services import reports as report_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from leases import clock
 from leases.errors import LeaseLost, NotHolder, ProcessMismatch, StaleFence
@@ -168,11 +168,11 @@ def test_a_bare_heartbeat_renews_every_time_and_is_recorded_once_a_minute(owner,
     assert attempt.last_report_at == beats[3]
     # Between records the answer's last_report_at is the latest renewal, not the record.
     report(owner, view)
-    current = selectors.attempt_view(
-        selectors.attempt_get(workspace_id=run.workspace_id, attempt_id=view.attempt.pk)
+    current = attempt_selectors.attempt_view(
+        attempt_selectors.attempt_get(workspace_id=run.workspace_id, attempt_id=view.attempt.pk)
     )
     assert Attempt.objects.get(pk=view.attempt.pk).last_report_at == beats[3]
-    assert selectors.last_report_at(current.attempt, current.lease) == clock.db_now()
+    assert attempt_selectors.last_report_at(current.attempt, current.lease) == clock.db_now()
     # A report with anything in it is recorded every time.
     report(owner, view, kind="progress", percent=10)
     report(owner, view, message="tests pass")

@@ -1,6 +1,6 @@
-"""One table of boundary cases through every form of the idle rule (fleet/idle.py): Python (as
-the answers compute it), SQL text (the sweep's) and the ORM filter (lists). Timestamps are
-written by SQL from the engine's clock, as production writes them."""
+"""One table of boundary cases through every form of the idle rule (fleet/attempts/idle.py):
+Python (as the answers compute it), SQL text (the sweep's) and the ORM filter (lists).
+Timestamps are written by SQL from the engine's clock, as production writes them."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from datetime import datetime
 import pytest
 from django.db import connection
 
-from fleet import selectors
 from fleet.api.presenters import attempt_json
-from fleet.idle import idle_q, idle_sql, is_idle
+from fleet.attempts import selectors as attempt_selectors
+from fleet.attempts import services as attempt_services
+from fleet.attempts.idle import idle_q, idle_sql, is_idle
 from fleet.models import Attempt, AttemptEnd
-from fleet.services import attempts as attempt_services
 from leases.clock import now_expression, now_sql, plus_seconds_sql
 from leases.models import Lease
 
@@ -71,7 +71,9 @@ def test_every_form_of_the_idle_rule_agrees_at_every_boundary(
     ids = {attempt.pk: name for name, attempt in rows.items()}
     expected = {name: want for name, *_, want in CASES}
     # Python, as every answer computes it.
-    views = selectors.attempt_views(list(selectors.attempts_base().filter(pk__in=ids)))
+    views = attempt_selectors.attempt_views(
+        list(attempt_selectors.attempts_base().filter(pk__in=ids))
+    )
     by_python = {ids[v.attempt.pk]: attempt_json(v)["idle"] for v in views}
     by_function = {
         ids[v.attempt.pk]: is_idle(
@@ -84,7 +86,7 @@ def test_every_form_of_the_idle_rule_agrees_at_every_boundary(
         for v in views
     }
     # SQL, as the sweep's statement.
-    state = selectors.tenure_state_sql(now_sql(), attempt="a", lease="l")
+    state = attempt_selectors.tenure_state_sql(now_sql(), attempt="a", lease="l")
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT a.id, {idle_sql(now_sql(), attempt='a', state=state)} "

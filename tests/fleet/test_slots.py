@@ -11,11 +11,11 @@ import pytest
 from apikit.errors import ValidationFailed
 from evidence.errors import EvidenceMissing
 from evidence.services import attempt_finish
-from fleet import selectors
+from fleet.attempts import services as attempt_services
 from fleet.errors import NoOpenSlot, RunClosed, SlotNotDone, SlotTaken
 from fleet.models import Attempt, Run, RunState
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
+from fleet.plan import selectors as plan_selectors
+from fleet.plan import services as plan_services
 from leases import clock
 from leases.models import Event, Lease, Refusal
 
@@ -49,7 +49,7 @@ def release(hand, view, process: str = "host:1"):  # noqa: ANN001, ANN201
 
 
 def states(run: Run) -> list[str]:
-    return [view.state for view in selectors.run_slots(run=run)]
+    return [view.state for view in plan_selectors.run_slots(run=run)]
 
 
 def events(kind: str) -> list[Event]:

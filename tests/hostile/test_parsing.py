@@ -105,7 +105,7 @@ def test_the_strict_parser_reads_what_json_writes_or_refuses_with_a_value_error(
 
 @pytest.mark.parametrize("hot_path", [True, False], ids=["hot view", "DRF view"])
 def test_report_details_over_their_size_are_refused(api_a: Api, run, hot_path: bool) -> None:
-    from fleet.services.reports import MAX_DETAILS_BYTES
+    from fleet.attempts.reports import MAX_DETAILS_BYTES
 
     api = Api(api_a.key, api_a.hand, hot_path=hot_path)
     attempt = claim(api, run)

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 from groundcontrol.wsgi import application
 from hands import services as hand_services
 from tests.reliability.live import ROOT

@@ -17,9 +17,9 @@ from django.forms import BaseForm
 from django.test import Client
 
 from evidence.services import MAX_EVIDENCE_ITEMS, MAX_URL_LENGTH
+from fleet.attempts.reports import MAX_DETAILS_BYTES
 from fleet.models import Run
-from fleet.services import plan as plan_services
-from fleet.services.reports import MAX_DETAILS_BYTES
+from fleet.plan import services as plan_services
 from friction import services as friction_services
 from hands import capabilities
 from hands import services as hand_services

@@ -21,7 +21,7 @@ def _no_enqueue() -> Iterator[None]:
 
 @pytest.fixture
 def claim():  # noqa: ANN201
-    from fleet.services import attempts as attempt_services
+    from fleet.attempts import services as attempt_services
 
     def claim(hand, run, process: str = "host:1", **kwargs):  # noqa: ANN001, ANN202
         return attempt_services.attempt_claim(

@@ -163,7 +163,8 @@ def _claim_script(hand: str, process: str) -> str:
     return (
         "import json\n"
         "from fleet.models import Run\n"
-        "from fleet.services import attempts, plan\n"
+        "from fleet.attempts import services as attempts\n"
+        "from fleet.plan import services as plan\n"
         "from hands import services as hands\n"
         "ws = hands.workspace_get_or_create(name='laptop')\n"
         "lane, _ = hands.lane_create(workspace=ws, slug='demo')\n"

@@ -1,6 +1,6 @@
-"""The idle sweep (fleet/idle_sweep.py): a hand that heartbeats but reports no progress for its
-run's progress_timeout_s is flagged once per idle spell, with its `idle` event (a webhook kind)
-and the directive its run names, never weakening a stop."""
+"""The idle sweep (fleet/attempts/idle_sweep.py): a hand that heartbeats but reports no progress
+for its run's progress_timeout_s is flagged once per idle spell, with its `idle` event (a webhook
+kind) and the directive its run names, never weakening a stop."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from fleet.idle_sweep import attempts_flag_idle
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
+from fleet.attempts.idle_sweep import attempts_flag_idle
 from fleet.models import Attempt
-from fleet.services import attempts as attempt_services
-from fleet.services import reports as report_services
 from leases import clock
 from leases.models import Event
 from ops import jobs as ops_jobs
@@ -160,7 +160,7 @@ def test_a_run_without_a_timeout_is_never_idle(owner, make_run, claim, frozen_cl
 
 
 def test_the_timeout_is_the_run_s_at_the_claim(owner, make_run, claim, frozen_clock) -> None:  # noqa: ANN001
-    from fleet.services import plan as plan_services
+    from fleet.plan import services as plan_services
 
     run = make_run(slots=2, heartbeat_interval_s=100, grace_s=60, progress_timeout_s=60)
     first = claim(owner, run)

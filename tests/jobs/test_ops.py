@@ -10,8 +10,8 @@ from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from evidence.services import attempt_finish
-from fleet.services import attempts as attempt_services
-from fleet.services import reports as report_services
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
 from leases import clock
 from leases import services as leases
 from leases.errors import LeaseHeld

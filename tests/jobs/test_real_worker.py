@@ -16,9 +16,9 @@ import pytest
 import redis
 from django.conf import settings
 
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt
-from fleet.selectors import run_slots
-from fleet.services import attempts as attempt_services
+from fleet.plan.selectors import run_slots
 from leases.models import Event
 from ops.models import JobRun
 from tests.reliability.live import database_url as live_database_url

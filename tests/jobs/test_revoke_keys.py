@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from evidence.services import attempt_finish
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 from hands import services as hand_services
 from hands.errors import KeyRevoked
 from hands.models import HandKey

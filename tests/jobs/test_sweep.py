@@ -8,9 +8,9 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from fleet.attempts import reports as report_services
 from fleet.models import Attempt
-from fleet.selectors import run_slots
-from fleet.services import reports as report_services
+from fleet.plan.selectors import run_slots
 from leases import clock
 from leases import services as leases
 from leases.errors import LeaseLost

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 
 from fleet import jobs
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt
-from fleet.services import attempts as attempt_services
 from leases import clock
 from leases import services as leases
 from leases.models import Event, Lease

@@ -17,8 +17,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from fleet import jobs
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt, Run
-from fleet.services import attempts as attempt_services
 from leases import clock
 from leases import services as leases
 from leases.models import Event, Lease

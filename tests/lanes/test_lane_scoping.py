@@ -10,7 +10,7 @@ import pytest
 from django.apps import apps
 
 from fleet.models import Run, WorkPackage
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import Hand, Lane, Workspace
 from hands.scoping import InLane

@@ -1,6 +1,7 @@
 """One table of boundary cases through every form of the lease-state rule (leases/state.py) and
-of the tenure rule built on it (fleet.selectors.tenure_state): Python, SQL text, ORM expression,
-ORM filters, and the engine's own conditions. A form that drifts from the others fails here.
+of the tenure rule built on it (fleet.attempts.selectors.tenure_state): Python, SQL text, ORM
+expression, ORM filters, and the engine's own conditions. A form that drifts from the others fails
+here.
 
 Deadlines are written as the engine writes them (SQL `now + seconds`)."""
 
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.db import connection
 
-from fleet import selectors
+from fleet.attempts import selectors as attempt_selectors
 from fleet.models import Attempt
 from leases import engine, state
 from leases.clock import now_expression, now_sql, parse_timestamp, plus_seconds_sql
@@ -165,25 +166,25 @@ def test_every_form_of_the_tenure_state_agrees(frozen_clock, owner, make_run) ->
     now = frozen_clock
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT a.id, {selectors.tenure_state_sql(now_sql(), attempt='a', lease='l')} "
+            f"SELECT a.id, {attempt_selectors.tenure_state_sql(now_sql(), attempt='a', lease='l')} "
             f"FROM {Attempt._meta.db_table} a JOIN {Lease._meta.db_table} l ON l.id = a.lease_id",
             [],
         )
         by_sql = {int(i): value for i, value in cursor.fetchall()}
     by_orm = dict(
-        Attempt.objects.annotate(s=selectors.tenure_state_expression(now_expression())).values_list(
-            "id", "s"
-        )
+        Attempt.objects.annotate(
+            s=attempt_selectors.tenure_state_expression(now_expression())
+        ).values_list("id", "s")
     )
     by_q: dict[int, list[str]] = {}
-    for name in selectors.ATTEMPT_STATES:
+    for name in attempt_selectors.ATTEMPT_STATES:
         for attempt_id in Attempt.objects.filter(
-            selectors.tenure_state_q(name, now_expression())
+            attempt_selectors.tenure_state_q(name, now_expression())
         ).values_list("id", flat=True):
             by_q.setdefault(attempt_id, []).append(name)
     for name, *_, expected in TENURES:
         attempt = Attempt.objects.select_related("lease").get(pk=attempts[name].pk)
-        python = selectors.attempt_state(
+        python = attempt_selectors.attempt_state(
             attempt, engine.LeaseSnapshot.from_model(attempt.lease, now)
         )
         forms = {

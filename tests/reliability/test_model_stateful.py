@@ -25,10 +25,10 @@ from hypothesis.stateful import (
 )
 
 from apikit.errors import GroundControlError
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
 from fleet.models import Attempt, Run
-from fleet.services import attempts as attempt_services
-from fleet.services import plan as plan_services
-from fleet.services import reports as report_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import Hand
 from leases import clock, engine, names, nodes

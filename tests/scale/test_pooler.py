@@ -24,7 +24,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.test import Client, override_settings
 
 from bench import pgservers
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 from hands import services as hand_services
 from hands.models import Workspace
 from leases import services as leases

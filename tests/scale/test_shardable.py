@@ -22,8 +22,8 @@ from django.apps import apps
 from django.db import connection
 
 from evidence import services as evidence_services
-from fleet.services import attempts as attempt_services
-from fleet.services import reports as report_services
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
 from hands.models import Hand, Workspace
 from leases import queue, verification
 from leases import services as leases

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from fleet.models import Run, WorkPackage
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from leases import clock
 from ops import jobs as ops_jobs
 from ops.models import JobRun

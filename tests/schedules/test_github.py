@@ -15,8 +15,8 @@ import pytest
 
 from evidence.models import Attestation, Evidence
 from evidence.services import attempt_finish
+from fleet.attempts import services as attempt_services
 from fleet.models import WorkPackage
-from fleet.services import attempts as attempt_services
 from hands import services as hand_services
 from leases.models import Event
 from schedules.models import GitHubDelivery, GitHubIntegration
@@ -278,7 +278,7 @@ def test_nothing_crosses_workspaces(
     anonymous: Api, integration, outsider_workspace, outsider
 ) -> None:
     lane, _ = hand_services.lane_create(workspace=outsider_workspace, slug="rewalk", name="R")
-    from fleet.services import plan as plan_services
+    from fleet.plan import services as plan_services
 
     package, _ = plan_services.work_package_create(lane=lane, key="x", title="x")
     run = plan_services.run_create(work_package=package, title="r", evidence_required=["pr"])

@@ -14,7 +14,7 @@ import pytest
 from apikit.errors import ScopeDenied
 from evidence.models import Attestation, Evidence
 from fleet.models import Attempt
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from schedules import github
 from schedules.models import GitHubDelivery, GitHubIntegration

@@ -10,7 +10,7 @@ from unittest import mock
 import pytest
 from django.db import OperationalError
 
-from fleet.services import plan as plan_services
+from fleet.plan import services as plan_services
 from hands import services as hand_services
 from leases import clock
 from schedules import jobs

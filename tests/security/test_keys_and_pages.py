@@ -18,8 +18,8 @@ from django.core import serializers
 from django.db import connection
 from django.test import Client
 
-from fleet.services import attempts as attempt_services
-from fleet.services import reports as report_services
+from fleet.attempts import reports as report_services
+from fleet.attempts import services as attempt_services
 from hands import services as hand_services
 from hands.models import HandKey, Role
 from leases.models import AddressRefusal, Event, Refusal

@@ -28,7 +28,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
 
-from fleet.services import attempts as attempt_services
+from fleet.attempts import services as attempt_services
 from groundcontrol import secret_key as keys
 from hands import services as hand_services
 from hands.models import Role

@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Value, When
 
 from apikit.errors import NotFound, ValidationFailed
-from fleet.costs import (
+from fleet.costs.spend import (
     MAX_COST_USD,
     MAX_TOKENS,
     Spend,

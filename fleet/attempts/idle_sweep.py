@@ -1,9 +1,9 @@
 """The idle sweep (issue 22, part 3): flag newly idle attempts once, with their `idle` event and
 the directive their run names, in one statement per batch.
 
-Idle itself is computed on read (fleet/idle.py); the flag `idle_since` is what makes the
+Idle itself is computed on read (fleet/attempts/idle.py); the flag `idle_since` is what makes the
 transition sticky, so the webhook fires once per idle spell: the sweep sets it only where it is
-NULL and the rule holds, and a progress report clears it (fleet/services/reports.py), so a later
+NULL and the rule holds, and a progress report clears it (fleet/attempts/reports.py), so a later
 spell fires again. The candidates are locked with `FOR UPDATE SKIP LOCKED`, so sweeps
 running at once split the rows, and the UPDATE's own `idle_since IS NULL`
 makes a second pass over the same row write nothing. The directive never weakens: `pause` only
@@ -17,9 +17,9 @@ from typing import Any
 
 from django.db import transaction
 
-from fleet.idle import idle_sql
+from fleet.attempts.idle import idle_sql
+from fleet.attempts.selectors import tenure_state_sql
 from fleet.models import Attempt, Directive, IdleDirective, Run
-from fleet.selectors import tenure_state_sql
 from hands.models import Hand
 from leases.audit import event, record_events
 from leases.clock import now_sql, parse_timestamp

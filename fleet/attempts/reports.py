@@ -15,12 +15,12 @@ from django.db import connection, transaction
 
 from apikit.errors import ValidationFailed
 from apikit.retries import retried
-from fleet.costs import COST_PLACES, MAX_COST_USD, MAX_TOKENS
+from fleet.attempts.selectors import AttemptView, Named, ReportedAttempt
+from fleet.attempts.services import attempt_for_hand, refuse_ended, tenure_error
+from fleet.costs.budgets import budgets_enforce, budgets_lock
+from fleet.costs.spend import COST_PLACES, MAX_COST_USD, MAX_TOKENS
 from fleet.models import Attempt, Report, ReportKind
-from fleet.selectors import AttemptView, Named, ReportedAttempt
-from fleet.services.attempts import attempt_for_hand, refuse_ended, tenure_error
-from fleet.services.budgets import budgets_enforce, budgets_lock
-from fleet.services.plan import slot_index
+from fleet.plan.services import slot_index
 from hands.models import Hand
 from hands.selectors import lane_slug
 from leases import engine
@@ -34,15 +34,15 @@ from leases.services import validate_choice, validate_name, validate_reason
 # per attempt, like a key's last_used_at: the timeline still shows that the hand was alive
 # without a row per beat, and a heartbeat writes what a resource renewal writes (one row) almost
 # always. The lease's renewed_at is the exact time of the latest one
-# (`fleet.selectors.last_report_at`).
+# (`fleet.attempts.selectors.last_report_at`).
 HEARTBEAT_RECORD_S = 60
 
 
 def is_bare_heartbeat(
     kind: str, message: str, percent: float | None, details: dict[str, Any] | None
 ) -> bool:
-    """A heartbeat that says nothing. Every other report is progress (fleet/idle.py): a note
-    counts, as a hand that writes one is doing something a person can read; a cost does not
+    """A heartbeat that says nothing. Every other report is progress (fleet/attempts/idle.py): a
+    note counts, as a hand that writes one is doing something a person can read; a cost does not
     (a hand can spend tokens going round in circles), and a costed heartbeat is recorded at
     once, though still no progress."""
     return kind == ReportKind.HEARTBEAT and not message and percent is None and not details
@@ -185,7 +185,7 @@ def _report_template(
         "SELECT workspace_id, attempt_id, %(kind)s, server_time, %(process_id)s, true, "
         "%(message)s, %(percent)s, CAST(%(details)s AS jsonb) FROM renewed), "
         # The attempt as the statement leaves it.
-        # Not a bare heartbeat: progress (fleet/idle.py), which ends an idle spell.
+        # Not a bare heartbeat: progress (fleet/attempts/idle.py), which ends an idle spell.
         f"stamped AS (UPDATE {attempt_table} SET last_report_at = renewed.server_time, "
         f"last_progress_at = renewed.server_time, idle_since = NULL{percent} "
         f"FROM renewed WHERE {attempt_table}.id = renewed.attempt_id "
@@ -458,7 +458,7 @@ def attempt_report(
     Without a process identity the report is recorded but renews nothing (so a helper script
     cannot keep a stuck hand's lease alive); with another identity it is refused (rule 6).
     A report with a cost (tokens, cost_usd) also judges the lane's budgets, in its transaction
-    (fleet/services/budgets.py): it takes the step-by-step path, so a heartbeat without one
+    (fleet/costs/budgets.py): it takes the step-by-step path, so a heartbeat without one
     costs what it did.
 
     A renewing report without a cost is one statement (`_report_renewing`); when it matches
@@ -570,7 +570,8 @@ def attempt_report(
             if percent is not None:
                 updates["progress_percent"] = percent
             if progress:
-                # Progress ends an idle spell (fleet/idle.py), as the renewing statement does.
+                # Progress ends an idle spell (fleet/attempts/idle.py), as the renewing statement
+                # does.
                 updates |= {"last_progress_at": lease.server_time, "idle_since": None}
             Attempt.objects.filter(pk=attempt.pk).update(**updates)
             for name, value in updates.items():

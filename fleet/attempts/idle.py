@@ -1,11 +1,11 @@
 """Idle: a hand that keeps its lease live but reports no progress (issue 22, part 3), computed
 on read from stored timestamps by one rule, written once:
 
-    idle   the tenure is live (fleet.selectors.tenure_state), the attempt has a progress timeout
-           (the run's progress_timeout_s, copied at the claim), and
+    idle   the tenure is live (fleet.attempts.selectors.tenure_state), the attempt has a
+           progress timeout (the run's progress_timeout_s, copied at the claim), and
            now > COALESCE(last_progress_at, claimed_at) + progress_timeout_s
 
-"Progress" is every report that is not a bare heartbeat (fleet.services.reports
+"Progress" is every report that is not a bare heartbeat (fleet.attempts.reports
 is_bare_heartbeat): a progress, blocker or note report, or a heartbeat with a message, a percent
 or details. A late, stalled or lost hand is not idle: it is missing, which its state says.
 
@@ -59,7 +59,7 @@ def is_idle(
 
 def idle_sql(now: str, *, attempt: str, state: str) -> str:
     """`is_idle` as SQL over the attempt alias `attempt`, whose tenure state is the SQL `state`
-    (fleet.selectors.tenure_state_sql)."""
+    (fleet.attempts.selectors.tenure_state_sql)."""
     since = f"COALESCE({attempt}.{PROGRESS_SINCE[0]}, {attempt}.{PROGRESS_SINCE[1]})"
     bound = plus_seconds_sql(since, f"{attempt}.progress_timeout_s")
     return (

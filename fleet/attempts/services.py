@@ -13,18 +13,12 @@ from django.db import transaction
 
 from apikit.errors import NotFound, ValidationFailed
 from apikit.retries import retried
+from fleet.attempts.selectors import AttemptView, attempt_get, attempt_view
+from fleet.costs.budgets import refuse_over_budget
 from fleet.errors import CapabilityMissing, NoOpenSlot, RunClosed, SlotTaken
 from fleet.models import Attempt, AttemptEnd, Directive, PlanState, Run, RunState, Slot, SlotState
-from fleet.selectors import (
-    AttemptView,
-    SlotCounts,
-    attempt_get,
-    attempt_view,
-    run_get,
-    run_slot_counts,
-)
-from fleet.services.budgets import refuse_over_budget
-from fleet.services.plan import lock_run, mark_run_done_if_finished, slot_resource
+from fleet.plan.selectors import SlotCounts, run_get, run_slot_counts
+from fleet.plan.services import lock_run, mark_run_done_if_finished, slot_resource
 from hands import capabilities as hand_capabilities
 from hands import services as hand_services
 from hands.models import Hand, HandKey

@@ -3,17 +3,17 @@
 A hand asks for a slot of a run in its reach (its workspace, and its key's lane for a
 lane-limited key) whose claim would be refused because another hand holds it; a supervisor
 grants a request by breaking the lease, through the same break as everywhere
-(`fleet.services.attempts.lease_break`: a broken slot's attempt ends as lost), which marks the
+(`fleet.attempts.services.lease_break`: a broken slot's attempt ends as lost), which marks the
 request granted in its transaction.
 """
 
 from __future__ import annotations
 
 from apikit.errors import NotFound, ValidationFailed
+from fleet.attempts import services as attempt_services
 from fleet.models import Slot
-from fleet.selectors import run_get
-from fleet.services import attempts as attempt_services
-from fleet.services.plan import slot_resource
+from fleet.plan.selectors import run_get
+from fleet.plan.services import slot_resource
 from hands.models import Hand
 from leases import engine, handoffs
 from leases.audit import refusals_recorded

@@ -23,12 +23,7 @@ from fleet.models import (
     Slot,
     WorkPackage,
 )
-from fleet.selectors import (
-    SlotView,
-    run_get,
-    run_slot_counts,
-    slot_state,
-)
+from fleet.plan.selectors import SlotView, run_get, run_slot_counts, slot_state
 from hands import capabilities as hand_capabilities
 from hands.models import Lane
 from leases import engine
@@ -213,8 +208,8 @@ MAX_PROGRESS_TIMEOUT_S = 7 * 86400
 
 
 def validate_idle(progress_timeout_s: object, idle_directive: object) -> tuple[int | None, str]:
-    """A run's idle settings (fleet/idle.py): the timeout (None: never idle) and the directive
-    its idle attempts get."""
+    """A run's idle settings (fleet/attempts/idle.py): the timeout (None: never idle) and the
+    directive its idle attempts get."""
     if progress_timeout_s is not None and (
         isinstance(progress_timeout_s, bool)
         or not isinstance(progress_timeout_s, int)
@@ -302,7 +297,7 @@ def run_set_capabilities(
 ) -> Run:
     """Replace the tags a hand needs to claim the run's slots, in one statement. Attempts
     already claimed go on; a claim running at the same moment judges by the row its own
-    statement reads (`fleet.services.attempts.attempt_claim`)."""
+    statement reads (`fleet.attempts.services.attempt_claim`)."""
     tags = hand_capabilities.normalise(capabilities)
     run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
     if not Run.objects.filter(pk=run.pk).update(capabilities=tags):

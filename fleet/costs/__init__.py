@@ -1,0 +1,1 @@
+"""What the work cost: spend summed on read from reports, and the lanes' budgets."""

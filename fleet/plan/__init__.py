@@ -1,0 +1,1 @@
+"""The plan: work packages in lanes, their runs and the runs' slots."""
