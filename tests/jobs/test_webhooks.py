@@ -30,7 +30,7 @@ SECRET = "whsec_test_0123456789abcdef"
 @pytest.fixture(autouse=True)
 def _local_receivers() -> Iterator[None]:
     # The receivers here listen on 127.0.0.1, which webhooks refuse unless the operator allows
-    # it (tests/security/test_webhook_targets.py); so these tests allow it, as an operator would.
+    # it (tests/webhooks/test_webhook_targets.py); so these tests allow it, as an operator would.
     with override_settings(GC_WEBHOOK_ALLOWED_HOSTS=["127.0.0.1"]):
         yield
 
