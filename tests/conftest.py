@@ -88,6 +88,14 @@ def make_run(lane):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
+def one_slot(make_run) -> Run:  # noqa: ANN001
+    """A run of one slot whose finish needs a pull request, with a 100 s window and 60 s grace."""
+    return make_run(
+        slots=1, heartbeat_interval_s=100, grace_s=60, evidence_required=["pull_request"]
+    )
+
+
+@pytest.fixture
 def owner(workspace: Workspace) -> Hand:
     return hand_services.hand_create(workspace=workspace, name="hand-a")[0]
 

@@ -35,13 +35,6 @@ def finish(api: Api, attempt: dict[str, Any], process: str = "a:1") -> None:
     assert response.status_code == 200, response.content
 
 
-@pytest.fixture
-def one_slot(make_run: Any) -> Run:
-    return make_run(
-        slots=1, heartbeat_interval_s=100, grace_s=60, evidence_required=["pull_request"]
-    )
-
-
 def test_a_claim_on_a_done_run_says_the_run_is_done(api_a: Api, api_b: Api, one_slot: Run):
     finish(api_a, claim(api_a, one_slot))
     error = error_of(
@@ -164,3 +157,35 @@ def test_the_schema_documents_done_slots_and_the_new_calls(boss: Api) -> None:
     components = schema["components"]["schemas"]
     assert components["SlotStateEnum"]["enum"] == ["open", "held", "done"]
     assert components["RunStateEnum"]["enum"] == ["open", "closed", "done"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/runs/{run}/slots", {"count": "5", "reason": "more"}, "count"),
+        ("/runs/{run}/slots", {"count": 5.0, "reason": "more"}, "count"),
+        ("/runs/{run}/slots/0/reopen", {"reason": 5}, "reason"),
+    ],
+)
+def test_the_new_supervisor_calls_refuse_a_value_of_the_wrong_json_type(
+    boss: Api, api_a: Api, one_slot: Run, path: str, body: dict[str, Any], field: str
+) -> None:
+    """JSON's types are kept here as everywhere (POST /runs refuses `"slots": "5"`): `"count":
+    "5"` adds no slots and `"reason": 5` reopens nothing; DRF's coercing fields would."""
+    finish(api_a, claim(api_a, one_slot))
+    response = boss.post(path.format(run=one_slot.pk), body)
+    assert field in error_of(response, 400, "validation_error")["fields"]
+
+
+def test_a_run_that_becomes_done_when_reopened_from_closed_says_run_done(
+    boss: Api, api_a: Api, one_slot: Run
+) -> None:
+    """A supervisor closes a run while its last slot is held; the holder finishes (the run stays
+    closed); opened again, the run is `done`, with its one `run_done` event (and so its
+    webhook): a subscriber hears this run is done."""
+    attempt = claim(api_a, one_slot)
+    assert boss.patch(f"/runs/{one_slot.pk}", {"state": "closed"}).status_code == 200
+    finish(api_a, attempt)
+    reopened = boss.patch(f"/runs/{one_slot.pk}", {"state": "open"})
+    assert reopened.status_code == 200 and reopened.json()["state"] == "done"
+    assert Event.objects.filter(kind="run_done", data__run=one_slot.pk).count() == 1

@@ -653,3 +653,75 @@ def test_it_waits_for_a_slot_when_asked(fake: FakeServer, session: Session) -> N
     assert text(claimed).startswith("Claimed run 12 slot 0 as attempt 41 (fence 2).")
     assert len(fake.calls("/claim")) >= 2
     session.close()
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [[{"kind": 5, "url": PR_URL}], [None], [[1, 2]], [{"kind": "pull_request"}]],
+)
+def test_mcp_never_answers_pydantics_own_text_for_an_evidence_item(evidence: Any) -> None:
+    """Errors inside a list or object are passed on as pydantic's `msg`, lowercased: "input
+    should be a valid dictionary or instance of evidenceitem" (an internal class name),
+    "input should be a valid string", "field required". Issue 17.4: pydantic's raw text never
+    reaches a model; the top-level parameters already get a sentence of the project's own."""
+    session = Session(FakeServer(interval_s=0.3).client(), process_id="mcp-1")
+    _, answer = drive(build_server(session), [("finish", {"evidence": evidence})])
+    said = text(answer).lower()
+    assert answer.is_error
+    assert "evidenceitem" not in said and "input should be" not in said
+    assert "field required" not in said
+
+
+def test_mcp_refuses_true_as_a_run_id_instead_of_claiming_run_1() -> None:
+    """`run_id: true` (a model's slip) passes pydantic's lax mode as 1, and the session claims
+    run 1: a wrong type acts on another run instead of being refused in a sentence."""
+    server = FakeServer(interval_s=0.3)
+    session = Session(server.client(), process_id="mcp-1")
+    _, answer = drive(build_server(session), [("claim", {"run_id": True})])
+    session.close()
+    assert answer.is_error
+    assert [p for _, p, _ in server.requests if p.endswith("/claim")] == []
+
+
+def test_one_mcp_session_never_claims_two_slots_of_a_run_with_parallel_tool_calls() -> None:
+    """Issue 17.5: 'one session claims at most one slot of a run unless it asks for more'. A
+    model that emits two tool calls at once (parallel tool use) gets two slots: the check of
+    what the session holds and the claim are not one step (the session's lock is let go before
+    `attempt.open()`), and the SDK runs sync tools in worker threads, concurrently."""
+    server = FakeServer(interval_s=5.0)
+    claims: list[httpx.Request] = []
+    lock = threading.Lock()
+    original = server.handle
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/runs/12/claim"):
+            with lock:
+                claims.append(request)
+                n = len(claims)
+            time.sleep(0.3)  # a claim takes a moment over the network
+            data = server.attempt()
+            data.update(id=40 + n, slot=n - 1, fence=1)
+            data["lease"] = dict(data["lease"], resource=f"run/12/slot/{n - 1}", fence=1)
+            return httpx.Response(201, json=data)
+        return original(request)
+
+    client = Client(URL, KEY, transport=httpx.MockTransport(handle), retry=RetryPolicy(retries=0))
+    session = Session(client, process_id="mcp-1")
+    answers: list[Any] = []
+
+    async def both() -> None:
+        async with McpClient(build_server(session)) as mcp:
+
+            async def one() -> None:
+                answers.append(await mcp.call_tool("claim", {"run_id": 12}))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(one)
+                group.start_soon(one)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(anyio.run, both).result()
+    held = sorted(session.attempts)
+    for attempt in list(session.attempts.values()):
+        attempt._stop_renewing()
+    assert (len(claims), held) == (1, [41]), [text(a) for a in answers]

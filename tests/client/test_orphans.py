@@ -324,6 +324,33 @@ def test_gctl_run_replaces_a_dead_watchdog_and_says_so(
     assert not list(tmp.glob("gc-evidence-*"))
 
 
+def test_grandchildren_die_with_the_wrapper_even_when_its_watchdog_died_first(
+    gc: Fleet, tmp_path: Path, tmp: Path
+) -> None:
+    """'Make its death certain when the wrapper dies by any means': only the watchdog reaches
+    grandchildren (the death signal reaches the command alone), and nothing watches the
+    watchdog. Once it is gone (an OOM kill, a `kill -9` of the wrong pid, a sweep of stray
+    python processes) the wrapper carries on as if covered, and a later `kill -9` of the
+    wrapper leaves the command's children running with no lease."""
+    run = gc.run()
+    pids = tmp_path / "pids"
+    wrapper = start(
+        gc, tmp, "run", "--run", str(run.pk), "--kill-after", "1", "--",
+        "sh", "-c", FAMILY.format(pids=pids, seen=tmp_path / "seen"),
+    )  # fmt: skip
+    family = read_pids(pids, 3)
+    (watchdog,) = [p for p in children_of(wrapper.pid) if b"watch" in cmdline(p)]
+    os.kill(watchdog, signal.SIGKILL)
+    time.sleep(0.5)
+    killed_at = kill_9(wrapper)
+    # Ended by the kernel's death signal or a replaced watchdog, whichever was there: allowed
+    # the grace and what two loaded cores take to start and schedule a replacement, as above.
+    allowed = lifeline.ORPHAN_GRACE_S + 5
+    wait_for(lambda: not any(map(alive, family)), timeout=allowed)
+    assert time.monotonic() - killed_at < allowed
+    assert [pid for pid in family if alive(pid)] == []
+
+
 def cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()

@@ -14,6 +14,7 @@ import anyio
 import httpx
 import pytest
 from groundcontrol_client import (
+    Client,
     Evidence,
     EvidenceMissing,
     Hand,
@@ -30,7 +31,7 @@ from groundcontrol_client.tenure import LeaseUnconfirmed, TenureClock, safety_ma
 from mcp import Client as McpClient
 from mcp.types import CallToolResult
 
-from tests.client.fakes import FakeServer, error
+from tests.client.fakes import KEY, URL, FakeServer, error
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 3.0) -> bool:
@@ -629,3 +630,60 @@ def test_the_mcp_session_rides_out_a_proxys_gateway_errors() -> None:
     assert [a.is_error for a in answers] == [False, False, False], [_text(a) for a in answers]
     assert server.state == "finished" and server.calls("/release") == []
     assert len(server.calls("/finish")) > 1
+
+
+def proxied_hand(server: FakeServer, clock: FakeClock, bad_until: float, status: int) -> Hand:
+    """A hand behind a reverse proxy that answers `status` with an HTML page (as nginx or a
+    cloud load balancer does while the app server restarts) until the fake clock reaches
+    `bad_until`, for reports and finishes; every other call reaches the fake."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if clock.now < bad_until and request.url.path.endswith(("/reports", "/finish")):
+            with server.lock:
+                server.requests.append((request.method, request.url.path, {}))
+            return httpx.Response(
+                status,
+                text=f"<html><body>{status} Bad Gateway</body></html>",
+                headers={"content-type": "text/html"},
+            )
+        return server.handle(request)
+
+    client = Client(
+        URL,
+        KEY,
+        transport=httpx.MockTransport(handle),
+        retry=RetryPolicy(retries=2, backoff_s=0.5, max_backoff_s=8.0),
+        sleep=clock.sleep,
+    )
+    return Hand(client, process_id="p", heartbeat_fraction=1000, sleep=clock.sleep)
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_report_rides_out_a_proxy_outage_inside_the_grace(clock: FakeClock, status: int):
+    """3 s of 502 (504) from the proxy in front of the server, interval 15 s and grace 15 s:
+    the runtime retries only `Unavailable` (503, 429, a failed connection), so the first 502
+    raises `ServerError` out of `attempt.report()`, the `with` block ends with it, and the
+    slot is released "because" of it (the release gets through): a brief outage ended a
+    valid tenure."""
+    server = FakeServer(interval_s=15.0, grace_s=15.0)
+    hand = proxied_hand(server, clock, bad_until=1000.0 + 3.0, status=status)
+    raised = None
+    try:
+        with hand.claim(12) as attempt:
+            attempt.report("halfway", percent=50)
+            attempt.attach("pull_request", "https://git.test/pr/7")
+    except Exception as error:  # noqa: BLE001 - what ended the tenure, in the assertion
+        raised = error
+    assert (server.state, server.calls("/release"), raised) == ("finished", [], None)
+
+
+def test_a_finish_rides_out_a_proxy_outage_inside_the_grace(clock: FakeClock) -> None:
+    server = FakeServer(interval_s=15.0, grace_s=15.0)
+    hand = proxied_hand(server, clock, bad_until=1000.0 + 3.0, status=502)
+    raised = None
+    try:
+        with hand.claim(12) as attempt:
+            attempt.attach("pull_request", "https://git.test/pr/7")
+    except Exception as error:  # noqa: BLE001
+        raised = error
+    assert (server.state, raised) == ("finished", None)

@@ -57,13 +57,6 @@ def events(kind: str) -> list[Event]:
 
 
 @pytest.fixture
-def one_slot(make_run):  # noqa: ANN001, ANN201
-    return make_run(
-        slots=1, heartbeat_interval_s=100, grace_s=60, evidence_required=["pull_request"]
-    )
-
-
-@pytest.fixture
 def two_slots(make_run):  # noqa: ANN001, ANN201
     return make_run(
         slots=2, heartbeat_interval_s=100, grace_s=60, evidence_required=["pull_request"]
