@@ -11,66 +11,33 @@ lists them. `Client` and `AsyncClient` both have these calls (`FrictionCalls`,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from groundcontrol_client.models import _int, _parsing, _time
+from groundcontrol_client.wire import OrDefault, Text, Time, WholeNumber, WireModel
 
 
-@dataclass(frozen=True)
-class LinkedRefusal:
+class LinkedRefusal(WireModel, title="friction report's refusal"):
     """A refused call a report refers to, as it was recorded: its code and time."""
 
-    request_id: str
-    code: str
-    at: datetime | None
-    method: str
-    path: str
-    message: str
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> LinkedRefusal:
-        return cls(
-            request_id=str(data.get("request_id") or ""),
-            code=str(data.get("code") or ""),
-            at=_time(data.get("at")),
-            method=str(data.get("method") or ""),
-            path=str(data.get("path") or ""),
-            message=str(data.get("message") or ""),
-        )
+    request_id: Text = ""
+    code: Text = ""
+    at: Time = None
+    method: Text = ""
+    path: Text = ""
+    message: Text = ""
 
 
-@dataclass(frozen=True)
-class FrictionReport:
-    id: int
-    at: datetime | None
-    lane: str | None
-    run: int | None
-    attempt: int | None
-    hand: str
-    what: str
-    instead: str
-    minutes: int
-    refusals: list[LinkedRefusal]
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    @_parsing("friction report")
-    def from_wire(cls, data: dict[str, Any]) -> FrictionReport:
-        return cls(
-            id=_int(data, "id"),
-            at=_time(data.get("at")),
-            lane=str(data["lane"]) if data.get("lane") else None,
-            run=data.get("run") if isinstance(data.get("run"), int) else None,
-            attempt=data.get("attempt") if isinstance(data.get("attempt"), int) else None,
-            hand=str(data.get("hand") or ""),
-            what=str(data.get("what") or ""),
-            instead=str(data.get("instead") or ""),
-            minutes=int(data.get("minutes") or 0),
-            refusals=[LinkedRefusal.from_wire(item) for item in data.get("refusals") or []],
-            raw=data,
-        )
+class FrictionReport(WireModel, title="friction report"):
+    id: WholeNumber
+    at: Time = None
+    lane: Text | None = None
+    run: WholeNumber | None = None
+    attempt: WholeNumber | None = None
+    hand: Text = ""
+    what: Text = ""
+    instead: Text = ""
+    minutes: WholeNumber = 0
+    refusals: OrDefault[list[LinkedRefusal]] = []
 
 
 def friction_body(

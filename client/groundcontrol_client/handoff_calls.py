@@ -7,6 +7,14 @@ from typing import Any
 
 from groundcontrol_client.handoffs import Handoff
 from groundcontrol_client.models import Lease
+from groundcontrol_client.wire import WireModel
+
+
+class Granted(WireModel, title="handoff grant"):
+    """A supervisor's grant: the request, answered, and the lease as the break left it."""
+
+    handoff: Handoff
+    lease: Lease
 
 
 class HandoffCalls:
@@ -72,4 +80,5 @@ class HandoffCalls:
             json={"reason": reason},
             idempotent=False,
         )
-        return Handoff.from_wire(data.get("handoff")), Lease.from_wire(data.get("lease"))
+        granted = Granted.from_wire(data)
+        return granted.handoff, granted.lease

@@ -7,59 +7,23 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from groundcontrol_client.errors import MalformedAnswer
+from pydantic import Field
+
+from groundcontrol_client.wire import Text, Time, WholeNumber, WireModel
 
 
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _id(data: dict[str, Any]) -> int:
-    value = data.get("id")
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise MalformedAnswer(
-            "the server's answer is not a valid handoff request: its id is not an integer",
-            fields={"what": "handoff request"},
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class PendingHandoff:
+class PendingHandoff(WireModel, title="handoff request"):
     """An open request on a tenure this hand holds, as its renewal or heartbeat showed it."""
 
-    id: int
-    asker: str
-    resource: str
-    wanted: str
-    reason: str
-    at: datetime | None
-
-    @classmethod
-    def from_wire(cls, data: Any) -> PendingHandoff:
-        if not isinstance(data, dict):
-            raise MalformedAnswer(
-                "the server's answer is not a valid handoff request: an object was expected",
-                fields={"what": "handoff request"},
-            )
-        resource = str(data.get("resource") or "")
-        return cls(
-            id=_id(data),
-            asker=str(data.get("from") or ""),
-            resource=resource,
-            wanted=str(data.get("wanted") or resource),
-            reason=str(data.get("reason") or ""),
-            at=_time(data.get("at")),
-        )
+    id: WholeNumber
+    asker: Text = Field("", alias="from")
+    resource: Text = ""
+    # What the asker wants under it (absent: the resource itself).
+    wanted: Text = Field(default_factory=lambda data: data.get("resource", ""))
+    reason: Text = ""
+    at: Time = None
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -82,62 +46,22 @@ class PendingHandoff:
         )
 
 
-def pending_list(data: Any) -> tuple[PendingHandoff, ...]:
-    """`handoff_requests` of an answer (absent from an older server's: none)."""
-    if not isinstance(data, dict):
-        return ()
-    items = data.get("handoff_requests")
-    if items is None:
-        return ()
-    if not isinstance(items, list):
-        raise MalformedAnswer(
-            "the server's answer is not valid: handoff_requests is not a list",
-            fields={"what": "handoff requests"},
-        )
-    return tuple(PendingHandoff.from_wire(item) for item in items)
-
-
-@dataclass(frozen=True)
-class Handoff:
+class Handoff(WireModel, title="handoff request"):
     """A handoff request and its answer (`status`: open, released, declined, granted,
     withdrawn, lapsed); `message` says both in a sentence."""
 
-    id: int
-    resource: str
-    kind: str
-    fence: int
-    holder: str
-    asker: str
-    wanted: str
-    reason: str
-    status: str
-    ended_by: str
-    answer: str
-    message: str
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_wire(cls, data: Any) -> Handoff:
-        if not isinstance(data, dict):
-            raise MalformedAnswer(
-                "the server's answer is not a valid handoff request: an object was expected",
-                fields={"what": "handoff request"},
-            )
-        return cls(
-            id=_id(data),
-            resource=str(data.get("resource") or ""),
-            kind=str(data.get("kind") or "resource"),
-            fence=int(data.get("fence") or 0),
-            holder=str(data.get("holder") or ""),
-            asker=str(data.get("from") or ""),
-            wanted=str(data.get("wanted") or ""),
-            reason=str(data.get("reason") or ""),
-            status=str(data.get("status") or ""),
-            ended_by=str(data.get("ended_by") or ""),
-            answer=str(data.get("answer") or ""),
-            message=str(data.get("message") or ""),
-            raw=data,
-        )
+    id: WholeNumber
+    resource: Text = ""
+    kind: Text = "resource"
+    fence: WholeNumber = 0
+    holder: Text = ""
+    asker: Text = Field("", alias="from")
+    wanted: Text = ""
+    reason: Text = ""
+    status: Text = ""
+    ended_by: Text = ""
+    answer: Text = ""
+    message: Text = ""
 
     @property
     def answered(self) -> bool:

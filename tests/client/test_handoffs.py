@@ -93,8 +93,8 @@ def test_the_mcp_session_says_a_request_once_and_declines_it(gc: Fleet) -> None:
 
 def test_notices_say_each_request_once() -> None:
     notices = HandoffNotices()
-    first = PendingHandoff(1, "b", "src/auth/", "src/auth/", "bug", None)
-    second = PendingHandoff(2, "c", "src/auth/", "src/auth/x.py", "", None)
+    first = PendingHandoff(id=1, asker="b", resource="src/auth/", wanted="src/auth/", reason="bug")
+    second = PendingHandoff(id=2, asker="c", resource="src/auth/", wanted="src/auth/x.py")
     assert notices.observe([first], "src/auth/") == [
         "hand b asks for `src/auth/`: release when you can (bug; request 1)"
     ]

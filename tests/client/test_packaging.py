@@ -11,12 +11,12 @@ from packaging.requirements import Requirement
 CLIENT = Path(__file__).resolve().parents[2] / "client" / "pyproject.toml"
 
 
-def test_it_declares_version_ranges_for_httpx_and_mcp_not_pins() -> None:
+def test_it_declares_version_ranges_for_httpx_mcp_and_pydantic_not_pins() -> None:
     requirements = {
         r.name: r
         for r in map(Requirement, tomllib.loads(CLIENT.read_text())["project"]["dependencies"])
     }
-    assert set(requirements) == {"httpx", "mcp"}
+    assert set(requirements) == {"httpx", "mcp", "pydantic"}
     for requirement in requirements.values():
         operators = {spec.operator for spec in requirement.specifier}
         assert operators == {">=", "<"}, requirement
@@ -25,3 +25,7 @@ def test_it_declares_version_ranges_for_httpx_and_mcp_not_pins() -> None:
     assert requirements["mcp"].specifier.contains("2.3.0")
     assert not requirements["mcp"].specifier.contains("1.27.0")
     assert not requirements["mcp"].specifier.contains("3.0")
+    # The wire models' ConfigDict(validate_by_name=...) is 2.11's.
+    assert requirements["pydantic"].specifier.contains("2.14.4")
+    assert not requirements["pydantic"].specifier.contains("2.10.6")
+    assert not requirements["pydantic"].specifier.contains("3.0")
