@@ -54,10 +54,13 @@ from groundcontrol_client.loop import cost_fields
 from groundcontrol_client.models import (
     Attempt,
     Brief,
+    Checked,
     Evidence,
     FenceAnswer,
+    FencesVerified,
     Lease,
     Me,
+    Released,
     RenewedAll,
     ReportResult,
     Run,
@@ -394,12 +397,12 @@ class AsyncClient(AsyncFrictionCalls):
         if process_id is not None:
             body["process_id"] = process_id
         data = await self.request("POST", "leases/release", json=body)
-        return bool(data.get("released")) if isinstance(data, dict) else True
+        return Released.from_wire(data).released
 
     async def lease_check(self, resource: str, *, fence: int) -> Lease:
         body = {"resource": resource, "fence": fence}
         data = await self.request("POST", "leases/check", json=body, decision=True)
-        return Lease.from_wire(data["lease"])
+        return Checked.from_wire(data).lease
 
     async def leases(
         self,
@@ -449,4 +452,4 @@ class AsyncClient(AsyncFrictionCalls):
         the order given: `current`, `superseded` or `unknown` (at most 500 in one call)."""
         body = {"fences": list(fences)}
         data = await self.request("POST", "fences/verify", json=body, decision=True)
-        return [FenceAnswer.from_wire(item) for item in data["fences"]]
+        return FencesVerified.from_wire(data).fences

@@ -44,10 +44,13 @@ from groundcontrol_client.loop import cost_fields
 from groundcontrol_client.models import (
     Attempt,
     Brief,
+    Checked,
     Evidence,
     FenceAnswer,
+    FencesVerified,
     Lease,
     Me,
+    Released,
     RenewedAll,
     ReportResult,
     Run,
@@ -574,14 +577,14 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         if process_id is not None:
             body["process_id"] = process_id
         data = self.request("POST", "leases/release", json=body)
-        return bool(data.get("released")) if isinstance(data, dict) else True
+        return Released.from_wire(data).released
 
     def lease_check(self, resource: str, *, fence: int) -> Lease:
         """The lease if `fence` is its current, unlost tenure; else `StaleFence` or `LeaseLost`.
         Ask this right before a write that must not come from a stale holder."""
         body = {"resource": resource, "fence": fence}
         data = self.request("POST", "leases/check", json=body, decision=True)
-        return Lease.from_wire(data["lease"])
+        return Checked.from_wire(data).lease
 
     def leases(
         self,
@@ -630,4 +633,4 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         the order given: `current`, `superseded` or `unknown` (at most 500 in one call)."""
         body = {"fences": list(fences)}
         data = self.request("POST", "fences/verify", json=body, decision=True)
-        return [FenceAnswer.from_wire(item) for item in data["fences"]]
+        return FencesVerified.from_wire(data).fences

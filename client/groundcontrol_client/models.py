@@ -116,6 +116,25 @@ class FenceAnswer(WireModel, title="fence answer"):
         return self.status == "current"
 
 
+class Released(WireModel, title="release answer"):
+    """A resource lease's release: whether it ended the tenure, and its row as it stands."""
+
+    released: Flag
+    lease: Lease | None = None
+
+
+class Checked(WireModel, title="check answer"):
+    """A fence check that passed: the lease as it stands (a stale or lost fence is an error)."""
+
+    lease: Lease
+
+
+class FencesVerified(WireModel, title="fence verification"):
+    """Where each fence asked about stands, in the order asked."""
+
+    fences: list[FenceAnswer]
+
+
 class NotRenewed(WireModel, title="renew-all answer's not_renewed item"):
     """A tenure a renew-all did not renew (`resource`, `fence`), and why (its `code`:
     `lease_lost`, also for one taken over by another process of this hand). `lease` is its row

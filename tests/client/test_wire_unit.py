@@ -12,6 +12,7 @@ import pydantic
 import pytest
 from groundcontrol_client import Attempt, Lease, RenewedAll, ReportResult, Slot
 from groundcontrol_client.errors import MalformedAnswer, ServerError
+from groundcontrol_client.models import Checked, FencesVerified, Released
 
 LEASE: dict[str, Any] = {"resource": "runs/12/slots/0", "fence": 3, "heartbeat_interval_s": 30}
 ATTEMPT: dict[str, Any] = {"id": 41, "run": 12, "slot": 0, "lease": LEASE}
@@ -123,3 +124,19 @@ def test_a_value_made_in_code_fails_as_pydantic_does_not_as_the_servers_answer()
     with pytest.raises(pydantic.ValidationError):
         Slot(index="first")  # type: ignore[arg-type]
     assert Slot(index=0, state="open").raw == {}
+
+
+@pytest.mark.parametrize(
+    ("parse", "data", "said"),
+    [
+        (Released.from_wire, {"released": "yes"}, "released is 'yes', not true or false"),
+        (Checked.from_wire, {"valid": True}, "it has no lease"),
+        (FencesVerified.from_wire, {"fences": {"a@1": "current"}}, "fences is"),
+    ],
+)
+def test_a_release_a_check_and_a_verification_are_read_as_models_too(
+    parse: Any, data: Any, said: str
+) -> None:
+    """The answers the clients once indexed by hand (`data["lease"]`, `data["fences"]`): a
+    malformed one is a `MalformedAnswer`, never a KeyError's traceback."""
+    assert said in malformed(parse, data).message
