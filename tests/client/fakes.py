@@ -3,8 +3,10 @@ for unit tests of the client and its runtime (the live-server tests use the real
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +36,9 @@ class FakeServer:
         self.grace_s = grace_s
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        # When each of `requests` reached the fake (time.monotonic), to judge a runtime's renewals
+        # by the windows they kept, not by how many fit in a stretch of wall clock.
+        self.arrivals: list[float] = []
         self.directive = "continue"
         self.evidence_required: list[str] = []
         self.down = False
@@ -57,6 +62,21 @@ class FakeServer:
                 body
                 for _, path, body in self.requests
                 if path.endswith(path_end) and (kind is None or body.get("kind") == kind)
+            ]
+
+    def record(self, method: str, path: str, body: dict[str, Any]) -> None:
+        """A call that reached the fake (or a proxy in front of it), and when."""
+        with self.lock:
+            self.requests.append((method, path, body))
+            self.arrivals.append(time.monotonic())
+
+    def times(self, *path_ends: str, **fields: Any) -> list[float]:
+        """When the calls to any of `path_ends` whose body holds `fields` arrived, in order."""
+        with self.lock:
+            return [
+                at
+                for (_, path, body), at in zip(self.requests, self.arrivals, strict=True)
+                if path.endswith(path_ends) and all(body.get(k) == v for k, v in fields.items())
             ]
 
     def attempt(self) -> dict[str, Any]:
@@ -138,8 +158,7 @@ class FakeServer:
     def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else {}
         path = request.url.path
-        with self.lock:
-            self.requests.append((request.method, path, body))
+        self.record(request.method, path, body)
         if self.before_answer is not None:
             self.before_answer(request)
         if self.down:
@@ -219,3 +238,8 @@ class FakeServer:
             lease["holder"] = ""
             return httpx.Response(200, json={"released": True})
         return error(404, "not_found", action)
+
+
+def gaps(times: list[float]) -> list[float]:
+    """The time between each call and the next."""
+    return [later - earlier for earlier, later in itertools.pairwise(times)]
