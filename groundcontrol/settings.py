@@ -349,6 +349,8 @@ if REDIS_URL:
     # Redis is advisory for the request path (rate-limit counts): a Redis that hangs must cost a
     # request at most a second, never stall it.
     CACHES["default"].setdefault("OPTIONS", {"socket_connect_timeout": 1.0, "socket_timeout": 1.0})
+# Installs that share one Redis keep their counts (rate limits, login throttle) apart.
+CACHES["default"]["KEY_PREFIX"] = env_str("GC_CACHE_KEY_PREFIX", "")
 
 
 def _every(task: str, interval_s: float) -> dict[str, object]:

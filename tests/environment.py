@@ -23,5 +23,9 @@ if not os.environ.get("DATABASE_URL", "").strip():
     if not embedded_postgres.running(_var):
         atexit.register(embedded_postgres.stop, _var)
     os.environ["DATABASE_URL"] = embedded_postgres.database_url(_var)
+# Each test process (and every server it starts, which inherits its environment) counts in a
+# cache namespace of its own: Redis is shared by every test process on the machine, and one
+# run's failed logins or rate-limit counts must not throttle another's.
+os.environ["GC_CACHE_KEY_PREFIX"] = f"tests-{os.getpid()}-{secrets.token_hex(4)}"
 if not os.environ.get("SECRET_KEY", "").strip():
     os.environ["SECRET_KEY"] = "tests-" + secrets.token_urlsafe(40)
