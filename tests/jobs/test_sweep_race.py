@@ -64,8 +64,10 @@ def test_two_sweeps_racing_record_each_transition_exactly_once(
 
     clock.advance(101)  # every slot late, every resource lease expired
     results = race()
+    # Between them every due row was claimed once. How they shared the rows is the scheduler's
+    # choice (alone on a machine, one thread has taken all 22 batches before the other's first),
+    # so it is not asserted; that each transition is recorded once is, below.
     assert sum(r.processed for r in results) == SLOTS + RESOURCES
-    assert all(r.processed > 0 for r in results), "both sweeps should have claimed rows"
     clock.advance(30)  # every slot stalled
     race()
     clock.advance(30)  # every slot lost
