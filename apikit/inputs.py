@@ -78,7 +78,12 @@ def created_or_found(created: bool) -> int:
 
 def valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
     """The request body, validated; invalid input answers validation_error with `fields`."""
-    serializer = serializer_class(data=request.data)
+    return valid_data(serializer_class, request.data)
+
+
+def valid_data(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """`data` (a body as read), validated by `serializer_class` (see `valid`)."""
+    serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
 

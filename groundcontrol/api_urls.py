@@ -1,7 +1,7 @@
 """The REST API, mounted at /api/v1/ (CONTRACT.md). Paths carry no trailing slash, as written in
 the contract; the schema and the docs are at schema/ and docs/. Any other path under /api/v1/
-answers not_found with the uniform error body. The three hot calls are `leasing.hot.serving`: one
-statement, else their DRF view."""
+answers not_found with the uniform error body. The hot calls (acquire, renew, renew-all, a report)
+are `leasing.hot.HotCallView`s: their POST is one statement, outside DRF's request machinery."""
 
 from django.urls import URLPattern, URLResolver, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -17,7 +17,6 @@ from fleet.api import runs as runs_api
 from friction import api as friction_api
 from hands import api as hands_api
 from leasing import api as resources_api
-from leasing import hot
 from pools import api as pools_api
 from schedules import api as schedules_api
 
@@ -36,7 +35,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("attempts/<int:attempt_id>/brief", attempts_api.BriefApi.as_view(), name="api-brief"),
     path(
         "attempts/<int:attempt_id>/reports",
-        hot.serving(attempts_api.ReportApi, hot.report),
+        resources_api.ReportApi.as_view(),
         name="api-reports",
     ),
     path("attempts/<int:attempt_id>/finish", evidence.FinishApi.as_view(), name="api-finish"),
@@ -53,16 +52,14 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("leases", resources_api.LeaseListApi.as_view(), name="api-leases"),
     path(
         "leases/acquire",
-        hot.serving(resources_api.LeaseAcquireApi, hot.acquire),
+        resources_api.LeaseAcquireApi.as_view(),
         name="api-lease-acquire",
     ),
-    path(
-        "leases/renew", hot.serving(resources_api.LeaseRenewApi, hot.renew), name="api-lease-renew"
-    ),
+    path("leases/renew", resources_api.LeaseRenewApi.as_view(), name="api-lease-renew"),
     path("leases/queue", resources_api.LeaseQueueApi.as_view(), name="api-lease-queue"),
     path(
         "leases/renew-all",
-        hot.serving(resources_api.LeaseRenewAllApi, hot.renew_all),
+        resources_api.LeaseRenewAllApi.as_view(),
         name="api-lease-renew-all",
     ),
     path("leases/release", resources_api.LeaseReleaseApi.as_view(), name="api-lease-release"),

@@ -47,51 +47,71 @@ def describe_call(request: HttpRequest, **fields: Any) -> None:
         stack.enter_context(call_context(**fields))
 
 
-def _describe_call(request: Request, **fields: Any) -> None:
-    describe_call(request._request, **fields)
+def authenticate(request: HttpRequest) -> HandKey:
+    """The usable key behind the request's bearer token (`hands.services.key_authenticate`),
+    with the call described by it; a call that turns out unauthenticated is counted against its
+    address's limit, and answered 429 once that is spent. The DRF views' authentication and the
+    hot views' explanation of a refusal (leasing/hot.py) both ask here."""
+    try:
+        return _authenticate(request)
+    except KeyInvalid:
+        over = unauthenticated_refusal(client_address(request))
+        if over is not None:
+            raise over from None
+        raise
+
+
+def bearer_token(request: HttpRequest) -> str:
+    """The raw token of the Authorization header, or KeyInvalid saying how to send one."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, raw = header.partition(" ")
+    if not header:
+        raise KeyInvalid("send a key: Authorization: Bearer gc_<prefix>_<secret>")
+    if scheme.lower() != BEARER or not raw.strip():
+        raise KeyInvalid("the Authorization header must be 'Bearer gc_<prefix>_<secret>'")
+    return raw.strip()
+
+
+def _authenticate(request: HttpRequest) -> HandKey:
+    raw = bearer_token(request)
+    prefix = prefix_of(raw)
+    describe_call(request, key_prefix=prefix)
+    try:
+        key = key_authenticate(raw)
+    except (KeyRevoked, KeyExpired):
+        # A key that no longer authenticates counts against its address's limit like an
+        # unknown one: else a leaked, revoked key could be sent without end, each call
+        # writing a refusal row. Past the limit the 429 names no workspace, so it is counted.
+        over = unauthenticated_refusal(client_address(request))
+        if over is not None:
+            raise over from None
+        # The secret matched, so the refusal may name the key's hand and workspace (a
+        # supervisor then sees its revoked hand still calling). Only the refusal path pays
+        # this second query.
+        owner = (
+            HandKey.objects.filter(prefix=prefix)
+            .values_list("hand__workspace_id", "hand__name")
+            .first()
+        )
+        if owner is not None:
+            describe_call(request, workspace_id=owner[0], hand=owner[1])
+        raise
+    describe_call(request, workspace_id=key.hand.workspace_id, hand=key.hand.name)
+    return key
+
+
+def require_scope(key: HandKey, required: str | tuple[str, ...] | None) -> None:
+    """`required`: one scope, or a tuple of which any one will do (None: any valid key)."""
+    if required is None:
+        return
+    options = (required,) if isinstance(required, str) else tuple(required)
+    if not any(scope in key.scopes for scope in options):
+        key_require_scope(key, options[0])
 
 
 class HandKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[Hand, HandKey]:
-        try:
-            return self._authenticate(request)
-        except KeyInvalid:
-            over = unauthenticated_refusal(client_address(request))
-            if over is not None:
-                raise over from None
-            raise
-
-    def _authenticate(self, request: Request) -> tuple[Hand, HandKey]:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        scheme, _, raw = header.partition(" ")
-        if not header:
-            raise KeyInvalid("send a key: Authorization: Bearer gc_<prefix>_<secret>")
-        if scheme.lower() != BEARER or not raw.strip():
-            raise KeyInvalid("the Authorization header must be 'Bearer gc_<prefix>_<secret>'")
-        raw = raw.strip()
-        prefix = prefix_of(raw)
-        _describe_call(request, key_prefix=prefix)
-        try:
-            key = key_authenticate(raw)
-        except (KeyRevoked, KeyExpired):
-            # A key that no longer authenticates counts against its address's limit like an
-            # unknown one: else a leaked, revoked key could be sent without end, each call
-            # writing a refusal row. Past the limit the 429 names no workspace, so it is counted.
-            over = unauthenticated_refusal(client_address(request))
-            if over is not None:
-                raise over from None
-            # The secret matched, so the refusal may name the key's hand and workspace (a
-            # supervisor then sees its revoked hand still calling). Only the refusal path pays
-            # this second query.
-            owner = (
-                HandKey.objects.filter(prefix=prefix)
-                .values_list("hand__workspace_id", "hand__name")
-                .first()
-            )
-            if owner is not None:
-                _describe_call(request, workspace_id=owner[0], hand=owner[1])
-            raise
-        _describe_call(request, workspace_id=key.hand.workspace_id, hand=key.hand.name)
+        key = authenticate(request._request)
         return key.hand, key
 
     def authenticate_header(self, request: Request) -> str:
@@ -113,11 +133,7 @@ class ScopeRequired(BasePermission):
         required = getattr(view, "required_scope", None)
         if isinstance(required, dict):  # by method
             required = required.get(request.method or "GET")
-        if required is None:
-            return True
-        options = (required,) if isinstance(required, str) else tuple(required)
-        if not any(scope in key.scopes for scope in options):
-            key_require_scope(key, options[0])
+        require_scope(key, required)
         return True
 
 

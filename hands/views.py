@@ -12,8 +12,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from apikit import reads
-from apikit.api import RATE_COUNTED, LimitedJSONParser, check_body_size
-from apikit.errors import RateLimited
+from apikit.api import LimitedJSONParser, check_body_size
 from apikit.inputs import StrictCharField
 from apikit.ratelimit import rate_caller, rate_limit
 from hands.authentication import HandKeyAuthentication, ScopeRequired, lane_id_of
@@ -57,13 +56,7 @@ class HandAPIView(APIView):
 
     def perform_authentication(self, request: Request) -> None:
         super().perform_authentication(request)
-        # A hot view (leasing/hot.py) may have counted this call already before handing it over:
-        # count each call once.
-        counted = request._request.META.get(RATE_COUNTED)
-        if isinstance(counted, RateLimited):
-            raise counted
-        if counted is None:
-            rate_limit(rate_caller(request.auth.prefix, request.auth.secret_hash))
+        rate_limit(rate_caller(request.auth.prefix, request.auth.secret_hash))
         check_body_size(request)
 
     @property

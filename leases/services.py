@@ -307,6 +307,29 @@ def refuse_reserved_for_acquire(resource: str) -> None:
         )
 
 
+def validate_acquire(
+    *, resource: object, process_id: object, mode: object, ttl_s: object, take_over: object
+) -> tuple[str, float, bool]:
+    """An acquire's values, checked as every way of acquiring checks them: its mode, ttl_s and
+    take_over as kept."""
+    validate_resource(resource)
+    refuse_reserved_for_acquire(resource)  # type: ignore[arg-type]
+    validate_name(process_id, field="process_id")
+    return (
+        validate_choice(mode, field="mode", choices=list(LeaseMode.values)),
+        validate_seconds(ttl_s, field="ttl_s", minimum=1),
+        validate_flag(take_over, field="take_over"),
+    )
+
+
+def validate_renewal(*, resource: object, fence: object, process_id: object) -> None:
+    """A renewal's values, checked as every way of renewing checks them."""
+    validate_resource(resource)
+    refuse_slot_resource(resource)  # type: ignore[arg-type]
+    validate_fence(fence)
+    validate_name(process_id, field="process_id")
+
+
 @refusals_recorded
 @retried
 def lease_acquire(
@@ -329,12 +352,9 @@ def lease_acquire(
     granting statement also checks it, and a grant it prevented raises what it explains (a key
     revoked meanwhile: `key_revoked`). A denial says what is in the way and where the request
     stands in the queue."""
-    validate_resource(resource)
-    refuse_reserved_for_acquire(resource)
-    validate_name(process_id, field="process_id")
-    mode = validate_choice(mode, field="mode", choices=list(LeaseMode.values))
-    ttl_s = validate_seconds(ttl_s, field="ttl_s", minimum=1)
-    take_over = validate_flag(take_over, field="take_over")
+    mode, ttl_s, take_over = validate_acquire(
+        resource=resource, process_id=process_id, mode=mode, ttl_s=ttl_s, take_over=take_over
+    )
     options = {
         "workspace_id": workspace_id,
         "resource": resource,
@@ -590,31 +610,18 @@ def key_tenures_end(*, key_ids: list[int], actor: str) -> list[LeaseSnapshot]:
 @refusals_recorded
 @retried
 def lease_renew(
-    *,
-    workspace_id: int,
-    resource: str,
-    holder: str,
-    fence: int,
-    process_id: str,
-    statement_missed: bool = False,
+    *, workspace_id: int, resource: str, holder: str, fence: int, process_id: str
 ) -> LeaseSnapshot:
-    """Push the tenure's deadline to now + its ttl_s. `statement_missed`: the caller ran this
-    renewal's statement already (a hot view, with its key check) and it matched nothing, so it
-    is refused, and said why, without running it again (a renewal that missed never matches
-    later: a tenure once lost, superseded or another process's stays so)."""
-    validate_resource(resource)
-    refuse_slot_resource(resource)
-    validate_fence(fence)
-    validate_name(process_id, field="process_id")
-    lease = None
-    if not statement_missed:
-        lease = engine.renew(
-            workspace_id=workspace_id,
-            resource=resource,
-            holder=holder,
-            fence=fence,
-            process_id=process_id,
-        )
+    """Push the tenure's deadline to now + its ttl_s (refused, and said why, when the statement
+    matches nothing: `renewal_refusal`)."""
+    validate_renewal(resource=resource, fence=fence, process_id=process_id)
+    lease = engine.renew(
+        workspace_id=workspace_id,
+        resource=resource,
+        holder=holder,
+        fence=fence,
+        process_id=process_id,
+    )
     if lease is None:
         raise renewal_refusal(
             workspace_id=workspace_id,
@@ -685,33 +692,41 @@ def lost_of(lease: LeaseSnapshot, holder: str) -> NotRenewed:
 @refusals_recorded
 @retried
 def lease_renew_all(
-    *,
-    workspace_id: int,
-    holder: str,
-    process_id: str,
-    held: object = None,
-    statement_missed: bool = False,
+    *, workspace_id: int, holder: str, process_id: str, held: object = None
 ) -> RenewedAll:
     """Renew every live resource lease `holder` holds with `process_id`, in one statement (a
     renewal is no event); say which ones it still holds on paper but has lost. A lease broken,
     released or taken over is the process's no longer, so it is in neither list, unless the
     caller names it in `held` (the tenures it believes it holds, `{resource, fence}` each): then
-    each of those not renewed is in `lost` with its reason (taken over by the hand's other
-    process: `lease_lost`).
-
-    `statement_missed`: a hot view ran this call's one statement (renewed and lost together,
-    `held` not named) and it matched nothing: none renewed and none lost, answered so without
-    running it again."""
+    each of those not renewed is in `lost` with its reason (`held_not_renewed`)."""
     validate_name(process_id, field="process_id")
-    if statement_missed and held is None:
-        return RenewedAll(renewed=[], lost=[])
     held = validate_held(held) if held is not None else []
     scope = {"workspace_id": workspace_id, "holder": holder, "process_id": process_id}
     renewed = engine.renew_all(**scope)
     lost = [lost_of(lease, holder) for lease in engine.held_lost(**scope)]
+    lost += held_not_renewed(**scope, held=held, renewed=renewed, lost=lost)
+    return RenewedAll(
+        renewed=sorted(renewed, key=lambda lease: lease.resource),
+        lost=sorted(lost, key=lambda item: (item.resource, item.fence)),
+    )
+
+
+def held_not_renewed(
+    *,
+    workspace_id: int,
+    holder: str,
+    process_id: str,
+    held: list[tuple[str, int]],
+    renewed: list[LeaseSnapshot],
+    lost: list[NotRenewed],
+) -> list[NotRenewed]:
+    """Each tenure of `held` that a renew-all neither renewed nor found lost, with the reason a
+    renewal of it would have been refused (taken over by the hand's other process:
+    `lease_lost`), read from the lease as it stands."""
     answered = {(names.node_of(lease.resource), lease.fence) for lease in renewed} | {
         (names.node_of(item.resource), item.fence) for item in lost
     }
+    explained = []
     for resource, fence in dict.fromkeys(held):
         if (names.node_of(resource), fence) in answered:
             continue
@@ -724,11 +739,8 @@ def lease_renew_all(
             fence=fence,
             process_id=process_id,
         )
-        lost.append(NotRenewed(resource=resource, fence=fence, lease=now, error=error))
-    return RenewedAll(
-        renewed=sorted(renewed, key=lambda lease: lease.resource),
-        lost=sorted(lost, key=lambda item: (item.resource, item.fence)),
-    )
+        explained.append(NotRenewed(resource=resource, fence=fence, lease=now, error=error))
+    return explained
 
 
 @refusals_recorded

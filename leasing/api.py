@@ -5,17 +5,17 @@ knows nothing of."""
 
 from __future__ import annotations
 
-from functools import partial
-
+from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import paginated, statement_missed
+from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
+from fleet.api import attempts as attempts_api
 from fleet.api.inputs import (
     AcquireIn,
     BreakIn,
@@ -23,24 +23,25 @@ from fleet.api.inputs import (
     LeaseReleaseIn,
     RenewAllIn,
     RenewIn,
+    ReportIn,
 )
-from fleet.api.presenters import lease_json, not_renewed_json, renewed_json
+from fleet.api.presenters import lease_json
 from fleet.api.schemas import (
     CheckOut,
     LeaseOut,
     ReleasedOut,
     RenewedAllOut,
     RenewedLeaseOut,
+    ReportOut,
     WaiterOut,
 )
 from fleet.attempts import services as attempt_services
-from hands import services as hand_services
-from hands.views import LEASES, SUPERVISE, HandAPIView
+from hands.views import LEASES, SUPERVISE, WORK, HandAPIView
 from leases import names, queue
 from leases import selectors as lease_selectors
 from leases import services as lease_services
-from leases.waiting import lease_acquire_waiting
-from leasing.waits import wait_permit
+from leasing import hot
+from leasing.hot import HotCallView
 
 MAX_COVERING = 100
 
@@ -56,10 +57,11 @@ def covering_param(request: Request) -> list[str]:
     return [names.validate_resource(name, field="covering") for name in covering]
 
 
-class LeaseAcquireApi(HandAPIView):
+class LeaseAcquireApi(HotCallView):
     """Take a resource lease (see the operation's description)."""
 
     required_scope = LEASES
+    call = hot.acquire
 
     @extend_schema(
         tags=["leases"],
@@ -75,30 +77,18 @@ class LeaseAcquireApi(HandAPIView):
             **error_responses("scope_denied", "lease_held", "rate_limited", body=True),
         },
     )
-    def post(self, request: Request) -> Response:
-        data = valid(AcquireIn, request)
-        lease = lease_acquire_waiting(
-            workspace_id=self.workspace_id,
-            resource=data["resource"],
-            holder=self.hand.name,
-            process_id=data["process_id"],
-            ttl_s=data["ttl_s"],
-            mode=data["mode"],
-            wait_s=data["wait_s"],
-            take_over=data["take_over"],
-            guard=hand_services.key_guard(self.key),
-            permit=partial(wait_permit, key_id=self.key.pk, workspace_id=self.workspace_id),
-        )
-        return Response(lease_json(lease), status=201)
+    def post(self, request: HttpRequest) -> HttpResponse:
+        return self.serve(request)
 
 
 FENCED_LEASE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", "stale_fence")
 
 
-class LeaseRenewApi(HandAPIView):
+class LeaseRenewApi(HotCallView):
     """Push the lease's deadline to now + ttl_s, for the current fence and process."""
 
     required_scope = LEASES
+    call = hot.renew
 
     @extend_schema(
         tags=["leases"],
@@ -108,23 +98,15 @@ class LeaseRenewApi(HandAPIView):
             **error_responses(*FENCED_LEASE_ERRORS, "process_mismatch", body=True),
         },
     )
-    def post(self, request: Request) -> Response:
-        data = valid(RenewIn, request)
-        lease = lease_services.lease_renew(
-            workspace_id=self.workspace_id,
-            resource=data["resource"],
-            holder=self.hand.name,
-            fence=data["fence"],
-            process_id=data["process_id"],
-            statement_missed=statement_missed(request, workspace_id=self.workspace_id) is not None,
-        )
-        return Response(renewed_json([lease])[0])
+    def post(self, request: HttpRequest) -> HttpResponse:
+        return self.serve(request)
 
 
-class LeaseRenewAllApi(HandAPIView):
+class LeaseRenewAllApi(HotCallView):
     """Renew every live resource lease this hand holds with one process identity, at once."""
 
     required_scope = LEASES
+    call = hot.renew_all
 
     @extend_schema(
         tags=["leases"],
@@ -136,22 +118,8 @@ class LeaseRenewAllApi(HandAPIView):
         "a lease released, broken or taken over and not named in held is in neither list.",
         responses={200: RenewedAllOut, **error_responses("scope_denied", body=True)},
     )
-    def post(self, request: Request) -> Response:
-        data = valid(RenewAllIn, request)
-        held = data.get("held")
-        done = lease_services.lease_renew_all(
-            workspace_id=self.workspace_id,
-            holder=self.hand.name,
-            process_id=data["process_id"],
-            held=None if held is None else [dict(item) for item in held],
-            statement_missed=statement_missed(request, workspace_id=self.workspace_id) is not None,
-        )
-        return Response(
-            {
-                "renewed": renewed_json(done.renewed),
-                "not_renewed": [not_renewed_json(item) for item in done.lost],
-            }
-        )
+    def post(self, request: HttpRequest) -> HttpResponse:
+        return self.serve(request)
 
 
 class LeaseReleaseApi(HandAPIView):
@@ -287,3 +255,23 @@ class LeaseBreakApi(HandAPIView):
             lane_id=self.lane_id,
         )
         return Response(lease_json(lease))
+
+
+class ReportApi(HotCallView):
+    """Heartbeat, progress, blocker or note. With the claim's process_id it renews the lease
+    (renewed: true); without, it is recorded only; another process_id is refused.
+    """
+
+    required_scope = WORK
+    call = hot.report
+
+    @extend_schema(
+        tags=["hand"],
+        request=ReportIn,
+        responses={
+            200: ReportOut,
+            **error_responses(*attempts_api.TENURE_ERRORS, "process_mismatch", body=True),
+        },
+    )
+    def post(self, request: HttpRequest, attempt_id: int) -> HttpResponse:
+        return self.serve(request, attempt_id=attempt_id)

@@ -1,59 +1,50 @@
-"""The hot calls (a resource renew or acquire, a renewing report): ordinary Django views behind
-Django's own middleware, URL routing and security headers, each answered on PostgreSQL by one
-prepared statement that checks the key and makes the change together.
+"""The hot calls (a resource renew or acquire, a renew-all, a report): one way through each.
 
-`serving(ApiView, call)` is the view routed at the endpoint: it runs `call` and, when `call`
-answers None, the endpoint's DRF view, which is the same service the rest of the API uses, and
-which explains and records the refusal. `call` answers None only when nothing was applied: when
-the request is not plain (a query string, an Accept or Content-Type to negotiate, an
-Idempotency-Key, a body the serializer would coerce or refuse), when the statement matched
-nothing (a statement that matches nothing writes nothing), or when the database refused the
-statement itself; a database out of reach answers 503, never the DRF view's second try. A renew,
-renew-all or report whose statement matched nothing is refused without running it again: the
-DRF view authenticates the key (whose refusal it explains) and its service says why from what it
-reads (`STATEMENT_MISSED`); only a denied acquire is tried again by the service.
+A POST to a hot endpoint is answered by its view here (`HotCallView`), not by DRF's request
+machinery: the view reads the key's token and the body as every API view does
+(`hands.authentication`, `apikit.api.json_body`), validates the body with the endpoint's input
+serializer (which also documents it), and runs the call's one statement, which checks the key and
+makes the change together, prepared (`run_statement`). When the statement matches nothing, the
+refusal is explained by one read of the key (its own refusal, if the key is the reason: revoked,
+expired, another scope, another lane) and then by the service's reading of the lease or attempt
+as it stands; the change is never tried again. A refusal before the statement (a body, a limit)
+reads the key first too, so that a bad key is told so before a bad body is.
+
+What a statement cannot decide is the service's, after the key is read: an acquire that was
+denied (the caller may hold the name already, a lost tenure on its line may need its end
+recorded, or it waits in line: `leases.services.lease_acquire`), a shared or take-over acquire,
+a renew-all naming `held`, and a report with a cost (it judges the lane's budgets) or without
+a process identity (it renews nothing).
+
 Once the statement has matched, the call is done: what follows (stamping the key's last use,
-the heartbeat's once-a-minute record) is bookkeeping that never sends the call to Django again.
-The rate limit's count taken here travels with the request (`RATE_COUNTED`), so no call is
-counted twice.
+the heartbeat's once-a-minute record, reading handoff requests) is bookkeeping whose failure is
+logged and never answered as the call's.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import math
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import psycopg
 from django.conf import settings
-from django.db import (
-    DEFAULT_DB_ALIAS,
-    DatabaseError,
-    connections,
-)
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.csrf import csrf_exempt
+from rest_framework import serializers
 
 from apikit import reads
-from apikit.api import (
-    RATE_COUNTED,
-    STATEMENT_MISSED,
-    MissedStatement,
-    json_shape_refusal,
-    max_body_bytes,
-    may_repeat_a_key,
-)
-from apikit.errors import GroundControlError, RateLimited
-from apikit.outages import is_database_outage
+from apikit.api import json_answer, json_body, refusal_body, refusal_of
+from apikit.errors import KeyInvalid
+from apikit.inputs import valid_data
 from apikit.ratelimit import rate_caller, rate_limit
-from apikit.retries import is_conflict
+from apikit.retries import retried
+from fleet.api.inputs import AcquireIn, RenewAllIn, RenewIn, ReportIn
 from fleet.api.presenters import (
+    attempt_json,
     lease_json,
     not_renewed_json,
     pending_of_leases,
@@ -61,42 +52,20 @@ from fleet.api.presenters import (
     report_row_json,
 )
 from fleet.attempts import reports as report_services
-from fleet.models import ReportKind
 from hands import keys
 from hands import services as hand_services
+from hands.authentication import authenticate, require_scope
 from hands.models import Hand, HandKey, Scope
-from hands.views import MAX_NAME, MAX_REASON
-from leases import engine, names, tree
-from leases import handoffs as lease_handoffs
+from hands.views import HandAPIView
+from leases import engine, handoffs, names, tree
 from leases import services as lease_services
 from leases.audit import event_insert_sql
 from leases.clock import now_sql
-from leases.fences import as_fence
 from leases.models import EventKind, LeaseKind, LeaseMode
-from leases.waiting import MAX_WAIT_S
+from leases.waiting import lease_acquire_waiting
+from leasing.waits import wait_permit
 
 logger = logging.getLogger(__name__)
-
-
-# --- Plain values: a request's value its DRF serializer would keep unchanged, so the one
-# statement may take it as sent; anything else goes to the serializer ----------------------------
-
-
-def plain_text(value: object, *, max_length: int, trimmed: bool = True) -> str | None:
-    """`value` if a DRF CharField would keep it exactly (printable, within its length, and, for a
-    trimming field, without surrounding spaces); None if the serializer must decide."""
-    if type(value) is not str or not 0 < len(value) <= max_length or not value.isprintable():
-        return None
-    if trimmed and value != value.strip():
-        return None
-    return value
-
-
-def plain_float(value: object, *, minimum: float, maximum: float) -> float | None:
-    """As a DRF FloatField would return it (a float), if it is a plain in-range number."""
-    if type(value) not in (int, float) or not math.isfinite(value):
-        return None
-    return float(value) if minimum <= value <= maximum else None
 
 
 # --- What the hot path remembers per process: facts that never change once true, so that its
@@ -140,20 +109,6 @@ def key_workspace(db: Any, prefix: str, secret_hash: str) -> int | None:
         return None
     remember(KEY_WORKSPACES, prefix, row[0])
     return row[0]
-
-
-JSON = "application/json"
-# What DRF's negotiation settles on JSON for without parameters (an indent would change it).
-_PLAIN_ACCEPT = frozenset({None, "*/*", JSON, "application/*"})
-_PLAIN_CONTENT_TYPES = frozenset({JSON, "application/json; charset=utf-8"})
-_REPORT_KINDS = frozenset(ReportKind.values)
-_HEARTBEAT = ReportKind.HEARTBEAT.value
-_COST_FIELDS = frozenset({"tokens_in", "tokens_out", "cost_usd"})
-_UTC_Z = orjson.OPT_UTC_Z
-# 2**63 has 19 digits: a run this long may be an integer orjson would read as a float.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
-# Tests turn the statements off to compare an answer with the DRF view's own.
-ENABLED = True
 
 
 # --- The key check, as SQL in front of each statement ------------------------------------------
@@ -340,205 +295,345 @@ _REPORT_HANDOFFS = report_services.REPORT_ANSWER_LEASE.index("handoff_open")
 _LEASE_TIME = len(engine.COLUMNS)
 _COLUMN = {name: i for i, name in enumerate(engine.COLUMNS)}
 
-# --- The three calls ------------------------------------------------------------------------------
-# Each parses the body into its statement and parameters (None: not plain, for the DRF view) and
-# turns the statement's row into the answer. Parsing runs before anything is applied, so any
-# failure in it hands the call to the DRF view; answering runs after, so nothing in it does.
+
+# --- The caller ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Caller:
+    """Who calls: the key's token as sent (its prefix and its secret's hash, which the statement
+    checks) and the scope the endpoint needs. `key()` reads the key when a refusal must be
+    explained, once per call."""
+
+    request: HttpRequest
+    prefix: str
+    secret_hash: str
+    scope: Any
+    _key: HandKey | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, request: HttpRequest, scope: Any) -> Caller:
+        scheme, _, raw = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        token = keys.parse_token(raw.strip()) if scheme.lower() == "bearer" else None
+        caller = cls(request, "", "", scope)
+        if token is None:
+            caller.key()  # no key, or a malformed one: refused (and counted) as everywhere
+            raise KeyInvalid("the key is missing or malformed")
+        caller.prefix, secret = token
+        caller.secret_hash = keys.hash_secret(secret)
+        return caller
+
+    def key(self) -> HandKey:
+        """The caller's key, usable and of the endpoint's scope: else its refusal is raised."""
+        if self._key is None:
+            key = authenticate(self.request)
+            require_scope(key, self.scope)
+            self._key = key
+        return self._key
+
+    @property
+    def hand(self) -> Hand:
+        return self.key().hand
+
+    def params(self) -> dict[str, Any] | None:
+        """The statement's parameters naming the caller, or None when there is no such key (the
+        caller's workspace is read once per process: `key_workspace`)."""
+        workspace_id = key_workspace(connections[DEFAULT_DB_ALIAS], self.prefix, self.secret_hash)
+        if workspace_id is None:
+            return None
+        return {
+            "key_prefix": self.prefix,
+            "key_secret_hash": self.secret_hash,
+            "workspace_id": workspace_id,
+        }
+
+    def missed(self) -> None:
+        """The statement matched nothing: the key is read again next time, whatever the reason."""
+        KEY_WORKSPACES.pop(self.prefix, None)
+
+
+def _run(name: str, caller: Caller, params: dict[str, Any], **options: Any) -> Any:
+    """Statement `name` for `caller` with `params`: its row (rows, with `many`), or None when it
+    matched nothing (or there is no such key).
+
+    The statement names the caller's workspace as remembered (`KEY_WORKSPACES`), and checks it:
+    a miss forgets it, and when the key's workspace read afresh is another (a memory gone wrong;
+    a key never changes hand), the miss proved nothing and the statement runs in that one."""
+    db = connections[DEFAULT_DB_ALIAS]
+    named = caller.params()
+    if named is None:
+        return None
+    sql = statement(name, now_sql())
+    row = run_statement(db, sql, {**named, **params}, **options)
+    if not row:
+        caller.missed()
+        fresh = caller.params()
+        if fresh is None or fresh["workspace_id"] == named["workspace_id"]:
+            return None
+        row = run_statement(db, sql, {**fresh, **params}, **options)
+        if not row:
+            caller.missed()
+            return None
+    return row
+
+
+# --- The calls ----------------------------------------------------------------------------------
+# Each reads its validated body (`parse`, pure: a refusal there reads the key first) and runs
+# (`run`): the statement, and what a miss needs to be explained, or what the service decides.
 
 Answer = tuple[int, Any]
 
 
-@dataclass(frozen=True)
-class Prepared:
-    name: str  # the statement (`statement`)
-    params: dict[str, Any]
-
-
 class HotCall:
-    def parse(self, data: dict[str, Any], **kwargs: Any) -> Prepared | None:
+    body: type[serializers.Serializer]  # the input serializer: it validates and documents
+
+    def parse(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return data
+
+    def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
         raise NotImplementedError
-
-    def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
-        raise NotImplementedError
-
-    def missed(self, prepared: Prepared) -> None:
-        """The statement matched nothing."""
-
-    # A miss is the call's answer: the DRF view's service explains it without running the
-    # statement again (`apikit.api.STATEMENT_MISSED`), for a call that cannot match later what
-    # it missed now.
-    miss_is_final = True
-
-    # A statement to run first, in one transaction with the call's (the locks it needs).
-    prelude: str | None = None
-    # Its statement answers many rows (`answer` gets the list; none at all: the DRF view).
-    many = False
 
 
 class Renew(HotCall):
-    def parse(self, data: dict[str, Any], **kwargs: Any) -> Prepared | None:
-        resource = resource_of(data.get("resource"))
-        fence = as_fence(data.get("fence"))
-        process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
-        if resource is None or fence is None or process_id is None:
-            return None
-        return Prepared(
-            "renew", {"node": names.node_of(resource), "fence": fence, "process_id": process_id}
-        )
+    body = RenewIn
 
-    def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
+    def parse(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        lease_services.validate_renewal(
+            resource=data["resource"], fence=data["fence"], process_id=data["process_id"]
+        )
+        return data
+
+    @retried
+    def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
+        resource, fence, process_id = data["resource"], data["fence"], data["process_id"]
+        row = _run(
+            "renew",
+            caller,
+            {"node": names.node_of(resource), "fence": fence, "process_id": process_id},
+        )
+        if row is None:
+            hand = caller.hand
+            # Explained from the lease as it stands, never renewed again: a renewal that missed
+            # never matches later (a tenure once lost, superseded or another process's stays so).
+            raise lease_services.renewal_refusal(
+                workspace_id=hand.workspace_id,
+                resource=resource,
+                holder=hand.name,
+                fence=fence,
+                process_id=process_id,
+            )
         lease = engine.snapshot(_stamp_key(row, _LEASE_TIME))
         return 200, renewed_json([lease], _pending(lease_handoffs_of=[lease]))[0]
 
 
-def is_slot(resource: str) -> bool:
-    """A slot's lease is renewed by its attempt's report, never as a resource: the DRF view
-    refuses it (`leases.services.refuse_slot_resource`)."""
-    try:
-        lease_services.refuse_slot_resource(resource)
-    except GroundControlError:
-        return True
-    return False
-
-
-def resource_of(value: object) -> str | None:
-    """`value` if it is a resource the DRF view would take as it is: a plain string, a canonical
-    name (`leases.names`, the service's own rule) and no slot's; else None, and the DRF view
-    refuses it, with the message that says how to fix it."""
-    resource = plain_text(value, max_length=lease_services.MAX_RESOURCE_LENGTH, trimmed=False)
-    if resource is None or not names.is_canonical(resource) or is_slot(resource):
-        return None
-    return resource
-
-
 class Acquire(HotCall):
-    def parse(self, data: dict[str, Any], **kwargs: Any) -> Prepared | None:
-        resource = resource_of(data.get("resource"))
-        ttl_s = plain_float(data.get("ttl_s"), minimum=1, maximum=lease_services.MAX_TTL_S)
-        process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
-        wait_s = plain_float(data.get("wait_s", 0), minimum=0, maximum=MAX_WAIT_S)
-        exclusive = data.get("mode", LeaseMode.EXCLUSIVE.value) == LeaseMode.EXCLUSIVE.value
-        if resource is None or ttl_s is None or process_id is None or wait_s is None:
-            return None
-        if data.get("take_over", False) is not False:
-            return None  # a take-over (or a body the serializer refuses): the DRF view
-        if not exclusive or _reserved(resource):
-            return None
-        return Prepared(
+    body = AcquireIn
+
+    def parse(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        mode, ttl_s, take_over = lease_services.validate_acquire(
+            resource=data["resource"],
+            process_id=data["process_id"],
+            mode=data["mode"],
+            ttl_s=data["ttl_s"],
+            take_over=data["take_over"],
+        )
+        return {**data, "mode": mode, "ttl_s": ttl_s, "take_over": take_over}
+
+    # The grant's conflicting set is serialized as the service's is (`leases.tree.lock_tree`),
+    # in the transaction the statement runs in.
+    prelude = tree.lock_tree_sql("CAST(%(workspace_id)s AS text)")
+
+    @retried
+    def _granted(self, caller: Caller, data: dict[str, Any]) -> Any:
+        resource, ttl_s, process_id = data["resource"], data["ttl_s"], data["process_id"]
+        mode = LeaseMode.EXCLUSIVE.value
+        return _run(
             "acquire",
+            caller,
             {
                 "resource": resource,
                 "kind": LeaseKind.RESOURCE.value,
                 "process_id": process_id,
                 "interval_s": ttl_s,
                 "grace_s": 0.0,
-                "mode": LeaseMode.EXCLUSIVE.value,
+                "mode": mode,
                 **tree.tree_params(resource),
                 **tree.lineage_locks(resource),
                 "event_data": orjson.dumps(
-                    {"ttl_s": ttl_s, "process_id": process_id, "mode": LeaseMode.EXCLUSIVE.value}
+                    {"ttl_s": ttl_s, "process_id": process_id, "mode": mode}
                 ).decode(),
             },
+            prelude=self.prelude,
         )
 
-    # The grant's conflicting set is serialized as the service's is (`leases.tree.lock_tree`),
-    # in the transaction the statement runs in.
-    prelude = tree.lock_tree_sql("CAST(%(workspace_id)s AS text)")
-    # A denied acquire may be granted a moment later (its holder let go), and one with wait_s
-    # waits in line: the DRF view's service tries again, and its denial names the holder it met.
-    miss_is_final = False
-
-    def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
-        return 201, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
-
-
-def _reserved(resource: str) -> bool:
-    try:
-        lease_services.refuse_reserved_for_acquire(resource)
-    except GroundControlError:
-        return True
-    return False
+    def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
+        if data["mode"] == LeaseMode.EXCLUSIVE.value and not data["take_over"]:
+            row = self._granted(caller, data)
+            if row is not None:
+                return 201, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
+        # Denied, shared or a take-over: the service decides (the caller may hold the name, a
+        # lost tenure on its line may need its end recorded first, or the call waits in line),
+        # with the key as a condition of its grant (`hands.services.key_guard`).
+        key = caller.key()
+        lease = lease_acquire_waiting(
+            workspace_id=key.hand.workspace_id,
+            resource=data["resource"],
+            holder=key.hand.name,
+            process_id=data["process_id"],
+            ttl_s=data["ttl_s"],
+            mode=data["mode"],
+            wait_s=data["wait_s"],
+            take_over=data["take_over"],
+            guard=hand_services.key_guard(key),
+            permit=functools.partial(
+                wait_permit, key_id=key.pk, workspace_id=key.hand.workspace_id
+            ),
+        )
+        return 201, lease_json(lease)
 
 
 class RenewAll(HotCall):
-    """A process's leases renewed in one call. None renewed and none lost answers nothing here:
-    the DRF view says so (or refuses the key); so does a body naming `held`, which the service
-    explains tenure by tenure."""
+    """A process's leases renewed, and those it has lost, in one statement; each tenure named in
+    `held` that is in neither is explained by the service, from the leases as they stand."""
 
-    many = True
+    body = RenewAllIn
 
-    def parse(self, data: dict[str, Any], **kwargs: Any) -> Prepared | None:
-        process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
-        if process_id is None or set(data) != {"process_id"}:
-            return None
-        return Prepared("renew_all", {"process_id": process_id})
+    def parse(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        lease_services.validate_name(data["process_id"], field="process_id")
+        held = data.get("held")
+        if held is not None:
+            data["held"] = lease_services.validate_held([dict(item) for item in held])
+        return data
 
-    def answer(self, rows: Any, prepared: Prepared) -> Answer:
-        first = rows[0]
-        _stamp_key(first, _LEASE_TIME)
+    @retried
+    def _rows(self, caller: Caller, process_id: str) -> Any:
+        return _run("renew_all", caller, {"process_id": process_id}, many=True)
+
+    def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
+        process_id = data["process_id"]
+        rows = self._rows(caller, process_id) or []
+        if rows:
+            _stamp_key(rows[0], _LEASE_TIME)
+            holder = rows[0][_COLUMN["holder"]]
+            workspace_id = rows[0][_COLUMN["workspace_id"]]
+        else:
+            hand = caller.hand  # none renewed and none lost: the key may be the reason
+            holder, workspace_id = hand.name, hand.workspace_id
         renewed: list[engine.LeaseSnapshot] = []
-        lost: list[engine.LeaseSnapshot] = []
-        for row in sorted(rows, key=lambda row: row[_COLUMN["resource"]]):
+        lost: list[lease_services.NotRenewed] = []
+        for row in rows:
             lease = engine.snapshot(row[: _LEASE_TIME + 1])
-            (renewed if row[_LEASE_TIME + 1] else lost).append(lease)
+            if row[_LEASE_TIME + 1]:
+                renewed.append(lease)
+            else:
+                lost.append(lease_services.lost_of(lease, holder))
+        held = data.get("held")
+        if held is not None:
+            lost += lease_services.held_not_renewed(
+                workspace_id=workspace_id,
+                holder=holder,
+                process_id=process_id,
+                held=held,
+                renewed=renewed,
+                lost=lost,
+            )
+        renewed.sort(key=lambda lease: lease.resource)
+        lost.sort(key=lambda item: (item.resource, item.fence))
         return 200, {
             "renewed": renewed_json(renewed, _pending(lease_handoffs_of=renewed)),
-            # Explained as a renewal of it would be (the DRF view's `lease_renew_all` words).
-            "not_renewed": [
-                not_renewed_json(lease_services.lost_of(lease, lease.holder)) for lease in lost
-            ],
+            "not_renewed": [not_renewed_json(item) for item in lost],
         }
 
 
 class Report(HotCall):
-    def parse(self, data: dict[str, Any], *, attempt_id: int, **kwargs: Any) -> Prepared | None:
-        fence, kind = as_fence(data.get("fence")), data.get("kind")
-        # Without a process identity a report renews nothing: the DRF view records it.
-        process_id = plain_text(data.get("process_id"), max_length=MAX_NAME)
-        if fence is None or type(kind) is not str or kind not in _REPORT_KINDS:
-            return None
-        if process_id is None or not 0 < attempt_id < 2**63:
-            return None
-        lease_id = ATTEMPT_LEASES.get(attempt_id)
-        params = {
-            "attempt_id": attempt_id,
-            "lease_id": lease_id,
-            "fence": fence,
-            "process_id": process_id,
-        }
-        if kind == _HEARTBEAT and len(data) == 3:  # the fleet's most frequent call: nothing else
-            return Prepared("heartbeat", params)
-        if not _COST_FIELDS.isdisjoint(data):
-            # A costed report judges the lane's budgets (fleet/costs/budgets.py): the DRF view.
-            return None
-        message, percent, details = data.get("message"), data.get("percent"), data.get("details")
-        if (
-            (message is not None and plain_text(message, max_length=MAX_REASON) is None)
-            or (percent is not None and plain_float(percent, minimum=0, maximum=100) is None)
-            or (details is not None and type(details) is not dict)
-            or report_services.details_refusal(details) is not None
-        ):
-            return None
-        params |= report_services.report_params(
+    """A report that renews (the claim's process identity, no cost) is one statement; a costed
+    one (it judges the lane's budgets) or one without a process identity is the service's."""
+
+    body = ReportIn
+
+    def parse(self, data: dict[str, Any], *, attempt_id: int, **kwargs: Any) -> dict[str, Any]:
+        message = report_services.validate_report(
+            kind=data["kind"],
+            process_id=data.get("process_id"),
+            message=data.get("message") or "",
+            percent=data.get("percent"),
+            details=data.get("details"),
+            tokens_in=data.get("tokens_in"),
+            tokens_out=data.get("tokens_out"),
+            cost_usd=data.get("cost_usd"),
+        )
+        return {**data, "message": message, "attempt_id": attempt_id}
+
+    @retried
+    def _renewed(self, caller: Caller, data: dict[str, Any]) -> Any:
+        attempt_id, fence = data["attempt_id"], data["fence"]
+        message, percent, details = (
+            data.get("message") or "",
+            data.get("percent"),
+            data.get("details"),
+        )
+        params = report_services.report_params(
             attempt_id=attempt_id,
             fence=fence,
-            kind=kind,
-            process_id=process_id,
-            message=message or "",
-            percent=None if percent is None else float(percent),
+            kind=data["kind"],
+            process_id=data["process_id"],
+            message=message,
+            percent=percent,
             details=details,
-            lease_id=lease_id,
+            lease_id=ATTEMPT_LEASES.get(attempt_id),
         )
-        if report_services.is_bare_heartbeat(kind, message or "", percent, details):
-            return Prepared("heartbeat", params)
-        return Prepared("report_percent" if percent is not None else "report", params)
+        if report_services.is_bare_heartbeat(data["kind"], message, percent, details):
+            name = "heartbeat"
+        else:
+            name = "report_percent" if percent is not None else "report"
+        row = _run(name, caller, params)
+        if row is None:
+            # Whatever the reason, the statement is tried without the remembered lease next time.
+            ATTEMPT_LEASES.pop(attempt_id, None)
+        return row, params
 
-    def missed(self, prepared: Prepared) -> None:
-        # Whatever the reason, the statement is tried without the remembered lease next time.
-        ATTEMPT_LEASES.pop(prepared.params["attempt_id"], None)
+    def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
+        costed = any(data.get(name) for name in ("tokens_in", "tokens_out", "cost_usd"))
+        # An attempt id out of range matches no attempt: the service says so.
+        renewing = data.get("process_id") is not None and not costed
+        renewing = renewing and 0 < data["attempt_id"] < 2**63
+        missed_lease_id = None
+        if renewing:
+            row, params = self._renewed(caller, data)
+            if row is not None:
+                return 200, self._answer(row, params)
+            missed_lease_id = params["lease_id"]
+        key = caller.key()
+        renewed, view = report_services.attempt_report(
+            hand=key.hand,
+            attempt_id=data["attempt_id"],
+            fence=data["fence"],
+            kind=data["kind"],
+            process_id=data.get("process_id"),
+            message=data.get("message") or "",
+            percent=data.get("percent"),
+            details=data.get("details"),
+            lane_id=key.lane_id,
+            tokens_in=data.get("tokens_in"),
+            tokens_out=data.get("tokens_out"),
+            cost_usd=data.get("cost_usd"),
+            # The statement ran (with the lease it remembered, if any) and matched nothing.
+            statement_missed=renewing,
+            missed_lease_id=missed_lease_id,
+        )
+        return 200, {
+            "renewed": renewed,
+            "attempt": attempt_json(view),
+            "handoff_requests": handoffs.pending_of(
+                workspace_id=view.lease.workspace_id,
+                lease_id=view.lease.id,
+                fence=view.attempt.fence,
+                count=view.lease.handoff_open if view.lease.fence == view.attempt.fence else 0,
+            ),
+        }
 
-    def answer(self, row: tuple[Any, ...], prepared: Prepared) -> Answer:
-        attempt_id, fence = prepared.params["attempt_id"], prepared.params["fence"]
+    def _answer(self, row: tuple[Any, ...], params: dict[str, Any]) -> dict[str, Any]:
+        attempt_id, fence = params["attempt_id"], params["fence"]
         *answer, record_due, workspace_id, lease_id = _stamp_key(row, _REPORT_TIME)
         remember(ATTEMPT_LEASES, attempt_id, lease_id)
         recorded_at = None
@@ -551,7 +646,7 @@ class Report(HotCall):
                 attempt_id=attempt_id,
                 fence=fence,
                 at=at,
-                process_id=prepared.params["process_id"],
+                process_id=params["process_id"],
             )
             recorded_at = at if written else None
         attempt = report_row_json(
@@ -563,134 +658,51 @@ class Report(HotCall):
         )
         requests = _bookkeeping(
             "reading the handoff requests",
-            lease_handoffs.pending_of,
+            handoffs.pending_of,
             workspace_id=workspace_id,
             lease_id=lease_id,
             fence=fence,
             count=answer[_REPORT_HANDOFFS],
         )
-        return 200, {"renewed": True, "attempt": attempt, "handoff_requests": requests or []}
+        return {"renewed": True, "attempt": attempt, "handoff_requests": requests or []}
 
 
 # --- The views ------------------------------------------------------------------------------------
 
 
-def _plain(request: HttpRequest) -> bool:
-    """A request the DRF view would read and answer as JSON without negotiating anything."""
-    meta = request.META
-    return (
-        not meta.get("QUERY_STRING")
-        and meta.get("HTTP_ACCEPT") in _PLAIN_ACCEPT
-        and meta.get("CONTENT_TYPE") in _PLAIN_CONTENT_TYPES
-        and "HTTP_IDEMPOTENCY_KEY" not in meta
-    )
+class HotCallView(HandAPIView):
+    """A hot endpoint: its POST is `call` (one way, above), answered without DRF's request
+    machinery; any other method, and the OpenAPI schema, are the DRF view's. A subclass names its
+    `call` and documents its `post`, which is `serve`."""
 
+    call: HotCall
 
-def _bearer(request: HttpRequest) -> tuple[str, str] | None:
-    scheme, _, raw = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    return keys.parse_token(raw.strip()) if scheme.lower() == "bearer" else None
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if request.method != "POST":
+            return super().dispatch(request, *args, **kwargs)
+        with reads.primary():  # its statements are raw SQL on the primary already
+            try:
+                return self.post(request, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - every error gets the API's one answer
+                error, headers = refusal_of(exc, request)
+                response = json_answer(refusal_body(error, request), status=error.http_status)
+                for name, value in headers.items():
+                    response[name] = value
+                return response
 
-
-def _json_body(request: HttpRequest) -> dict[str, Any] | None:
-    """The body as a JSON object, or None (the DRF view reads it again from the same request)."""
-    length = request.META.get("CONTENT_LENGTH") or ""
-    if not length.isdigit() or int(length) > max_body_bytes():
-        return None
-    raw = request.body
-    try:
-        # orjson reads strict JSON in UTF-8 (no NaN, no lone surrogates) to the values the
-        # standard parser reads, at a fraction of the cost; what it refuses goes to the DRF view.
-        # It reads an integer beyond 64 bits as a float, though, so a body with such a long run
-        # of digits (a report's details keep whatever they are given) is read by the standard one.
-        data = json.loads(raw.decode()) if _LONG_DIGITS.search(raw) else orjson.loads(raw)
-    except (ValueError, RecursionError):  # orjson's, json's own, a UnicodeDecodeError too
-        return None
-    # What the strict parser would refuse (too deep, a key twice) is the DRF view's to refuse.
-    if type(data) is not dict or json_shape_refusal(data) or may_repeat_a_key(raw, data):
-        return None
-    return data
-
-
-def _answer(request: HttpRequest, call: HotCall, kwargs: Any) -> HttpResponse | None:
-    db = connections[DEFAULT_DB_ALIAS]
-    if not ENABLED or not _plain(request):
-        return None
-    # A malformed key is refused before the body is read (the DRF view refuses it unread).
-    token = _bearer(request)
-    if token is None:
-        return None
-    data = _json_body(request)
-    if data is None:
-        return None
-    try:
-        prepared = call.parse(data, **kwargs)
-    except Exception:  # noqa: BLE001 - nothing applied yet: the DRF view decides
-        logger.warning("a hot call could not parse its body", exc_info=True)
-        return None
-    if prepared is None:
-        return None
-    prefix, secret = token
-    secret_hash = keys.hash_secret(secret)
-    try:
-        rate_limit(rate_caller(prefix, secret_hash))
-    except RateLimited as refused:
-        request.META[RATE_COUNTED] = refused
-        return None
-    request.META[RATE_COUNTED] = True
-    params = {"key_prefix": prefix, "key_secret_hash": secret_hash, **prepared.params}
-    try:
-        # Every statement names the caller's workspace as a value (docs/scale.md).
-        params["workspace_id"] = key_workspace(db, prefix, secret_hash)
-        if params["workspace_id"] is None:
-            return None  # no such key: the DRF view refuses it
-        row = run_statement(
-            db, statement(prepared.name, now_sql()), params, prelude=call.prelude, many=call.many
-        )
-    except DatabaseError as error:
-        if is_conflict(error):
-            # Aborted for a deadlock or a serialization failure: rolled back, nothing applied.
-            # The DRF view runs the call again through its service, which retries a conflict a
-            # few times and then answers 503 busy (`apikit.retries`), never a 500.
-            logger.info("a hot statement met a conflict; the DRF view runs the call", exc_info=True)
-            return None
-        if is_database_outage(error):
-            # The database is out of reach (perhaps after applying the statement) or read-only:
-            # answered 503 by the middleware (apikit.api), never tried again by the DRF view.
+    def serve(self, request: HttpRequest, **kwargs: Any) -> HttpResponse:
+        call = self.call
+        caller = Caller.of(request, self.required_scope)
+        try:
+            rate_limit(rate_caller(caller.prefix, caller.secret_hash))
+            data = call.parse(valid_data(call.body, json_body(request)), **kwargs)
+        except Exception:
+            caller.key()  # the key's own refusal comes first, and names the caller
             raise
-        # The statement itself was refused, so nothing was applied: the DRF view explains.
-        logger.warning("a hot statement failed; the DRF view answers", exc_info=True)
-        return None
-    if row is None:
-        KEY_WORKSPACES.pop(prefix, None)  # read again next time, whatever the reason
-        call.missed(prepared)
-        if call.miss_is_final:
-            request.META[STATEMENT_MISSED] = MissedStatement(
-                workspace_id=params["workspace_id"], lease_id=prepared.params.get("lease_id")
-            )
-        return None
-    status, payload = call.answer(row, prepared)
-    # orjson writes what DRF's JSONRenderer writes for these answers (compact, UTF-8, a UTC time
-    # with Z), at a tenth of the cost; the tests compare the two.
-    response = HttpResponse(orjson.dumps(payload, option=_UTC_Z), status=status, content_type=JSON)
-    response["Allow"] = "POST, OPTIONS"
-    return response
-
-
-def serving(api_view: Any, call: HotCall) -> Callable[..., HttpResponse]:
-    """The view for one hot endpoint: `call`'s statement, else `api_view` (a DRF APIView), which
-    also stays the endpoint's view for everything else (other methods, the OpenAPI schema)."""
-    full = api_view.as_view()
-
-    @functools.wraps(full)  # keeps `cls` and `initkwargs`: the schema reads the DRF view
-    def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if request.method == "POST":
-            with reads.primary():  # its statements are raw SQL on the primary already
-                answered = _answer(request, call, kwargs)
-            if answered is not None:
-                return answered
-        return full(request, *args, **kwargs)
-
-    return csrf_exempt(view)
+        status, payload = call.run(caller, data)
+        response = json_answer(payload, status=status)
+        response["Allow"] = ", ".join(self.allowed_methods)
+        return response
 
 
 renew, acquire, report, renew_all = Renew(), Acquire(), Report(), RenewAll()

@@ -7,19 +7,17 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import paginated, statement_missed
+from apikit.api import paginated
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
-from fleet.api.inputs import ClaimIn, DirectiveIn, ReleaseIn, ReportIn
+from fleet.api.inputs import ClaimIn, DirectiveIn, ReleaseIn
 from fleet.api.presenters import attempt_json
 from fleet.api.records import int_param
-from fleet.api.schemas import AttemptOut, BriefOut, ReportOut
-from fleet.attempts import reports as report_services
+from fleet.api.schemas import AttemptOut, BriefOut
 from fleet.attempts import selectors as attempt_selectors
 from fleet.attempts import services as attempt_services
 from hands.views import READ_ATTEMPT, SUPERVISE, WORK, HandAPIView
-from leases import handoffs
 
 
 class ClaimApi(HandAPIView):
@@ -107,54 +105,6 @@ class BriefApi(HandAPIView):
 
 
 TENURE_ERRORS = ("scope_denied", "not_found", "not_holder", "lease_lost", "stale_fence")
-
-
-class ReportApi(HandAPIView):
-    """Heartbeat, progress, blocker or note. With the claim's process_id it renews the lease
-    (renewed: true); without, it is recorded only; another process_id is refused.
-    """
-
-    required_scope = WORK
-
-    @extend_schema(
-        tags=["hand"],
-        request=ReportIn,
-        responses={
-            200: ReportOut,
-            **error_responses(*TENURE_ERRORS, "process_mismatch", body=True),
-        },
-    )
-    def post(self, request: Request, attempt_id: int) -> Response:
-        data = valid(ReportIn, request)
-        missed = statement_missed(request, workspace_id=self.workspace_id)
-        renewed, view = report_services.attempt_report(
-            hand=self.hand,
-            attempt_id=attempt_id,
-            fence=data["fence"],
-            kind=data["kind"],
-            process_id=data.get("process_id"),
-            message=data.get("message") or "",
-            percent=data.get("percent"),
-            details=data.get("details"),
-            lane_id=self.lane_id,
-            tokens_in=data.get("tokens_in"),
-            tokens_out=data.get("tokens_out"),
-            cost_usd=data.get("cost_usd"),
-            statement_missed=missed is not None,
-            missed_lease_id=missed.lease_id if missed is not None else None,
-        )
-        return Response(
-            {
-                "renewed": renewed,
-                "attempt": attempt_json(view),
-                "handoff_requests": handoffs.pending_of(
-                    workspace_id=view.lease.workspace_id,
-                    lease_id=view.lease.id,
-                    fence=view.attempt.fence,
-                    count=view.lease.handoff_open if view.lease.fence == view.attempt.fence else 0,
-                ),
-            }
-        )
 
 
 class ReleaseApi(HandAPIView):

@@ -434,6 +434,36 @@ def _report_renewing(
     return view
 
 
+def validate_report(
+    *,
+    kind: str,
+    process_id: str | None,
+    message: str,
+    percent: float | None,
+    details: dict[str, Any] | None,
+    tokens_in: int | None,
+    tokens_out: int | None,
+    cost_usd: Decimal | None,
+) -> str:
+    """A report's values, checked as every way of reporting checks them; its message as kept."""
+    validate_choice(kind, field="kind", choices=[k.value for k in ReportKind])
+    if process_id is not None:
+        validate_name(process_id, field="process_id")
+    message = validate_reason(message, field="message")
+    if percent is not None and (
+        isinstance(percent, bool)
+        or not isinstance(percent, int | float)
+        or not (0 <= percent <= 100)
+    ):
+        raise ValidationFailed(
+            "percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]}
+        )
+    refusal = details_refusal(details) or cost_refusal(tokens_in, tokens_out, cost_usd)
+    if refusal is not None:
+        raise refusal
+    return message
+
+
 @refusals_recorded
 @retried
 def attempt_report(
@@ -464,26 +494,21 @@ def attempt_report(
     A renewing report without a cost is one statement (`_report_renewing`); when it matches
     nothing the report is refused, said from the attempt and its lease as they stand, never by
     renewing again step by step (a renewal that missed never matches later: an attempt once
-    ended, superseded or another process's stays so). `statement_missed`: a hot view ran that
+    ended, superseded or another process's stays so). `statement_missed`: the hot call ran that
     statement already, with its key check, and it matched nothing; if it named a lease
     (`missed_lease_id`) other than the attempt's (its memory gone wrong), it proved nothing, and
     the statement runs.
     """
-    validate_choice(kind, field="kind", choices=[k.value for k in ReportKind])
-    if process_id is not None:
-        validate_name(process_id, field="process_id")
-    message = validate_reason(message, field="message")
-    if percent is not None and (
-        isinstance(percent, bool)
-        or not isinstance(percent, int | float)
-        or not (0 <= percent <= 100)
-    ):
-        raise ValidationFailed(
-            "percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]}
-        )
-    refusal = details_refusal(details) or cost_refusal(tokens_in, tokens_out, cost_usd)
-    if refusal is not None:
-        raise refusal
+    message = validate_report(
+        kind=kind,
+        process_id=process_id,
+        message=message,
+        percent=percent,
+        details=details,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost_usd=cost_usd,
+    )
     costed = bool(tokens_in or tokens_out or cost_usd)
     # A report renews when it carries the claim's process identity and no cost.
     renewing = None if costed else process_id

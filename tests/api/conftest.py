@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from unittest import mock
 
 import pytest
 from django.test import Client
@@ -13,19 +12,17 @@ from fleet.models import Run
 from hands import services as hand_services
 from hands.models import Hand, Workspace
 from leases.models import Refusal
-from leasing import hot
 
 API = "/api/v1"
 PR_URL = "https://github.com/acme/app/pull/7"
 
 
 class Api:
-    """One caller: a test client that sends its key and JSON, and reads JSON back. The hot calls'
-    statements (leasing/hot.py) answer what they can, as in production; `hot_path=False` turns them
-    off, so that the DRF view answers every call."""
+    """One caller: a test client that sends its key and JSON, and reads JSON back. Every call
+    goes the one way production does (a hot call through its view in leasing/hot.py)."""
 
-    def __init__(self, key: str | None, hand: Hand | None = None, *, hot_path: bool = True) -> None:
-        self.client = Client() if hot_path else _DrfOnlyClient()
+    def __init__(self, key: str | None, hand: Hand | None = None) -> None:
+        self.client = Client()
         self.key = key
         self.hand = hand
 
@@ -52,12 +49,6 @@ class Api:
             content_type="application/json",
             headers=self._headers(None),
         )
-
-
-class _DrfOnlyClient(Client):
-    def request(self, **request: Any) -> Any:
-        with mock.patch.object(hot, "ENABLED", False):
-            return super().request(**request)
 
 
 def error_of(response: Any, status: int, code: str) -> dict[str, Any]:

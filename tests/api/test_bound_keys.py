@@ -1,7 +1,7 @@
 """Keys that live as long as their lease (issue 21, item 4): a key minted `bound_to` one tenure
 works only while that tenure is live, and the very next call after it ends (released, lost,
-broken, finished) answers `key_revoked`, on the hot path and the DRF views alike, without any
-job having run."""
+broken, finished) answers `key_revoked`, on the hot calls (leasing/hot.py) and the other calls
+alike, without any job having run."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def held(api: Api, resource: str = "src/auth/", ttl: float = 30) -> dict[str, An
 
 
 def calls(key: str, owner) -> dict[str, Any]:  # noqa: ANN001
-    """One call of each path with `key`: the DRF view (`/me`) and the hot view (a renew of the
+    """One call of each kind with `key`: a DRF view's (`/me`) and a hot call's (a renew of the
     hand's lease on `other`)."""
     api = Api(key, owner)
     return {

@@ -1,10 +1,10 @@
-"""The hot views (leasing/hot.py) under contention, through Django as gunicorn calls it, each thread
+"""The hot calls (leasing/hot.py) under contention, through Django as gunicorn calls it, each thread
 with its own PostgreSQL connection:
 
 - the one-statement acquire (the key check, `insert` and `take` on one snapshot, and the event):
   many callers ask for the same resource at the same instant; exactly one is granted each time,
-  with the next fence and one event; every other caller is answered by the DRF view with
-  lease_held;
+  with the next fence and one event; every other caller's statement matches nothing and its
+  service answers lease_held;
 - a bare heartbeat's once-a-minute record (`fleet.attempts.reports.heartbeat_record`): many
   heartbeats of one attempt find it due at once; every one renews, and one report row is written."""
 
@@ -34,18 +34,18 @@ ROUNDS = 4
 _served = threading.local()
 
 
-def _answer_noting(request, call, kwargs):  # noqa: ANN001, ANN202
-    answered = _real_answer(request, call, kwargs)
-    _served.hot = answered is not None
-    return answered
+def _statement_noting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    matched = _real_statement(*args, **kwargs)
+    _served.hot = bool(matched)
+    return matched
 
 
-_real_answer = hot._answer
+_real_statement = hot.run_statement
 
 
 @pytest.fixture(autouse=True)
 def _note_who_answers() -> Iterator[None]:
-    with mock.patch.object(hot, "_answer", _answer_noting):
+    with mock.patch.object(hot, "run_statement", _statement_noting):
         yield
 
 
@@ -56,7 +56,7 @@ def _acquire(key: str, resource: str) -> tuple[int, dict, bool]:
 
 
 def _post(key: str, path: str, payload: dict) -> tuple[int, dict, bool]:
-    """One call through Django's WSGI handler: status, body, whether the statement answered."""
+    """One call through Django's WSGI handler: status, body, whether its hot statement matched."""
     _served.hot = False
     response = Client().post(
         path,
@@ -107,7 +107,8 @@ def test_one_caller_of_many_gets_a_free_resource_each_time(workspace) -> None:
         assert len(granted) == 1, answers
         winner, _, lease, served_by_hot_path = granted[0]
         assert lease["fence"] == round_number + 1 and lease["holder"] == winner
-        assert served_by_hot_path  # the losers' statements matched nothing: the DRF view answered
+        # The winner's statement granted; the losers' matched nothing, and each service said why.
+        assert served_by_hot_path
         assert all(
             status == 409 and body["error"]["code"] == "lease_held"
             for _, status, body, _ in answers

@@ -31,11 +31,10 @@ def take(api: Api, resource: str, process: str, **extra: Any) -> dict[str, Any]:
     return answer.json()
 
 
-@pytest.fixture(params=[True, False], ids=["hot-path", "drf-view"])
-def hand_a(request: pytest.FixtureRequest, owner: Hand) -> Api:
-    """hand-a's one key, answered by the hot statements or by the DRF view alone: the rule is
-    one definition, which both apply."""
-    return Api(mint(owner, ["work", "leases"]), owner, hot_path=request.param)
+@pytest.fixture
+def hand_a(owner: Hand) -> Api:
+    """hand-a's one key."""
+    return Api(mint(owner, ["work", "leases"]), owner)
 
 
 def test_it_denies_the_same_hand_from_another_process_and_says_so(hand_a: Api) -> None:

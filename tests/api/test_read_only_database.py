@@ -25,11 +25,7 @@ def acquire(api: Api, resource: str) -> object:
     return api.post("/leases/acquire", body)
 
 
-@pytest.mark.parametrize("hot", [True, False], ids=["hot-path", "drf-view"])
-def test_it_answers_503_and_reconnects(api_a: Api, hot: bool, monkeypatch) -> None:  # noqa: ANN001
-    from leasing import hot as hot_path
-
-    monkeypatch.setattr(hot_path, "ENABLED", hot)
+def test_it_answers_503_and_reconnects(api_a: Api) -> None:
     read_only_session()
     refused = acquire(api_a, "migrations")
     error = error_of(refused, 503, "dependency_unavailable")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
+from unittest import mock
 
 import pytest
 from django.db import connection
@@ -13,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from hands.models import HandKey
 from leases import clock
 from leases.models import Lease, LeaseStatus, Refusal
+from leasing import hot
 from tests.api.conftest import Api, error_of, mint
 
 pytestmark = pytest.mark.django_db
@@ -92,26 +94,30 @@ def test_slot_leases_are_renewed_by_their_reports_only(api_a: Api, run) -> None:
     assert [lease["resource"] for lease in renew_all(api_a)["renewed"]] == ["plain"]
 
 
-def test_it_costs_two_statements_however_many_leases(api_a: Api) -> None:
-    """The DRF view's two statements (the hot view's one, through psycopg itself, is out of
-    Django's sight: tests/leases/test_plans.py reads its plan)."""
-    drf = Api(api_a.key, api_a.hand, hot_path=False)
+def test_it_costs_one_statement_however_many_leases(api_a: Api) -> None:
+    """One statement (`leasing.hot.run_statement`, through psycopg itself:
+    tests/leases/test_plans.py reads its plan) renews them all and names the lost, however many
+    there are; nothing reads or writes a lease through Django besides."""
 
-    def statements() -> int:
-        with CaptureQueriesContext(connection) as queries:
-            renew_all(drf)
+    def statements() -> tuple[int, int]:
+        with (
+            mock.patch.object(hot, "run_statement", wraps=hot.run_statement) as ran,
+            CaptureQueriesContext(connection) as queries,
+        ):
+            renew_all(api_a)
         # Leave out authentication's own (the key, with any lease a bound key lives by).
-        return sum(
+        through_django = sum(
             1
             for q in queries.captured_queries
             if Lease._meta.db_table in q["sql"] and HandKey._meta.db_table not in q["sql"]
         )
+        return ran.call_count, through_django
 
     take(api_a, "one")
     few = statements()
     for n in range(40):
         take(api_a, f"many/{n}")
-    assert statements() == few == 2  # the renewal, and the look for lost ones
+    assert statements() == few == (1, 0)  # the renewal and the look for lost ones, together
 
 
 def test_it_refuses_a_bad_process_id_and_a_key_without_the_scope(
@@ -157,18 +163,14 @@ def test_a_renew_all_racing_a_break_never_revives_the_broken_tenure(api_a: Api, 
         api_a.post("/leases/release", {"resource": resource, "fence": held["fence"]})
 
 
-def test_the_hot_view_answers_as_the_drf_view_does(api_a: Api, frozen_clock) -> None:  # noqa: ANN001
-    """The same leases, renewed and lost, through both views: the same answer."""
+def test_it_answers_the_renewed_and_the_lost_in_order(api_a: Api, frozen_clock) -> None:  # noqa: ANN001
+    """The same process's leases, renewed and lost, in one answer: each list in name order."""
     for name in ("b", "a/x", "c"):
         take(api_a, name)
     take(api_a, "d", ttl=1)
     clock.advance(5)
-    answers = []
-    for hot_path in (True, False):
-        caller = Api(api_a.key, api_a.hand, hot_path=hot_path)
-        answers.append(renew_all(caller))
-    assert answers[0] == answers[1]
-    assert [lease["resource"] for lease in answers[0]["renewed"]] == ["a/x", "b", "c"]
-    assert [(lost["lease"]["resource"], lost["code"]) for lost in answers[0]["not_renewed"]] == [
+    answer = renew_all(api_a)
+    assert [lease["resource"] for lease in answer["renewed"]] == ["a/x", "b", "c"]
+    assert [(lost["lease"]["resource"], lost["code"]) for lost in answer["not_renewed"]] == [
         ("d", "lease_lost")
     ]

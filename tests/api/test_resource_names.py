@@ -1,21 +1,25 @@
 """Resource names are canonical (issue 18, item 4; `leases.names`): every other spelling is a
-400 `validation_error` naming `resource`, whose message says what is wrong and how to fix it, on
-the hot view and the DRF view alike, and it writes nothing but its refusal: no lease, no event,
-no renewal or release of the lease it looks like. Good names (unicode letters, dots inside
-segments, one trailing `/`) still work, and a property says the rule is exactly the reference
-predicate below, and that the hot path and the DRF view agree on every generated name."""
+400 `validation_error` naming `resource`, whose message says what is wrong and how to fix it,
+refused by the endpoint's input validation before a hot call's statement runs, and it writes
+nothing but its refusal: no lease, no event, no renewal or release of the lease it looks like.
+Good names (unicode letters, dots inside segments, one trailing `/`) still work, and a property
+says the rule is exactly the reference predicate below, for the hot acquire's body too and over
+HTTP on every generated name."""
 
 from __future__ import annotations
 
 import json
 import unicodedata
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from rest_framework.exceptions import ValidationError
 
 from apikit.errors import ValidationFailed
+from apikit.inputs import valid_data
 from leases import names
 from leases.models import Event, Lease, Refusal
 from leases.services import MAX_RESOURCE_LENGTH
@@ -23,8 +27,6 @@ from leasing import hot
 from tests.api.conftest import Api, error_of
 
 pytestmark = [pytest.mark.hostile, pytest.mark.django_db]
-
-PATHS = ["hot view", "DRF view"]
 
 
 # Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as written there.
@@ -120,8 +122,18 @@ GOOD = [
 ]
 
 
-def caller(api: Api, path: str) -> Api:
-    return Api(api.key, api.hand, hot_path=path == "hot view")
+def accepted(call: hot.HotCall, body: dict[str, Any]) -> bool:
+    """Whether a hot call takes `body`: its input serializer's validation and its own checks."""
+    try:
+        call.parse(valid_data(call.body, body))
+    except (ValidationError, ValidationFailed):
+        return False
+    return True
+
+
+def statements() -> Any:
+    """Counts the hot calls' statements run (`leasing.hot.run_statement`)."""
+    return mock.patch.object(hot, "run_statement", wraps=hot.run_statement)
 
 
 def unwritten() -> tuple[list[dict[str, Any]], int]:
@@ -129,33 +141,31 @@ def unwritten() -> tuple[list[dict[str, Any]], int]:
     return list(Lease.objects.order_by("id").values()), Event.objects.count()
 
 
-@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize(("bad", "meant", "words"), BAD, ids=BAD_IDS)
-def test_it_refuses_a_bad_spelling_on_acquire(
-    api_a: Api, path: str, bad: str, meant: str, words: str
-) -> None:
-    api = caller(api_a, path)
+def test_it_refuses_a_bad_spelling_on_acquire(api_a: Api, bad: str, meant: str, words: str) -> None:
+    api = api_a
     before = unwritten()
     body = {"resource": bad, "ttl_s": 30, "process_id": "p:1"}
-    error = error_of(api.post("/leases/acquire", body), 400, "validation_error")
+    with statements() as ran:
+        error = error_of(api.post("/leases/acquire", body), 400, "validation_error")
     assert words in error["message"], error["message"]
     assert error["message"].startswith("resource "), error["message"]
     assert error["fields"] == {"resource": [error["message"]]}
     assert unwritten() == before
     assert not Lease.objects.exists()
-    # The hot path hands it to the DRF view rather than deciding itself.
-    assert hot.acquire.parse(body) is None
+    # Refused by the body's validation: the acquire's statement never ran.
+    assert not accepted(hot.acquire, body)
+    assert ran.call_count == 0
     refusal = Refusal.objects.get(path="/api/v1/leases/acquire")
     assert refusal.code == "validation_error" and refusal.message == error["message"]
 
 
-@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize(("bad", "meant", "words"), BAD, ids=BAD_IDS)
 def test_it_refuses_a_bad_spelling_on_renew_release_and_check(
-    api_a: Api, path: str, bad: str, meant: str, words: str
+    api_a: Api, bad: str, meant: str, words: str
 ) -> None:
     """Whatever the spelling looks like, it never reaches the lease it looks like."""
-    api = caller(api_a, path)
+    api = api_a
     held = api.post("/leases/acquire", {"resource": meant, "ttl_s": 30, "process_id": "p:1"})
     assert held.status_code == 201, held.content
     fence = held.json()["fence"]
@@ -165,18 +175,19 @@ def test_it_refuses_a_bad_spelling_on_renew_release_and_check(
         ("/leases/release", {"resource": bad, "fence": fence}),
         ("/leases/check", {"resource": bad, "fence": fence}),
     ):
-        error = error_of(api.post(call, body), 400, "validation_error")
+        with statements() as ran:
+            error = error_of(api.post(call, body), 400, "validation_error")
         assert words in error["message"], (call, error["message"])
         assert "resource" in error["fields"], call
+        assert ran.call_count == 0, call  # no statement ran
         if call == "/leases/renew":
-            assert hot.renew.parse(body) is None
+            assert not accepted(hot.renew, body)
     assert unwritten() == before
     assert Lease.objects.get().status == "held"
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_it_says_how_to_fix_a_name(api_a: Api, path: str) -> None:
-    api = caller(api_a, path)
+def test_it_says_how_to_fix_a_name(api_a: Api) -> None:
+    api = api_a
     error = error_of(
         api.post("/leases/acquire", {"resource": " a", "ttl_s": 30, "process_id": "p"}),
         400,
@@ -189,10 +200,9 @@ def test_it_says_how_to_fix_a_name(api_a: Api, path: str) -> None:
     )
 
 
-@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("good", GOOD, ids=[ascii(g)[1:20] for g in GOOD])
-def test_good_names_still_work(api_a: Api, api_b: Api, path: str, good: str) -> None:
-    api, rival = caller(api_a, path), caller(api_b, path)
+def test_good_names_still_work(api_a: Api, api_b: Api, good: str) -> None:
+    api, rival = api_a, api_b
     granted = api.post("/leases/acquire", {"resource": good, "ttl_s": 30, "process_id": "p"})
     assert granted.status_code == 201, granted.content
     assert granted.json()["resource"] == good
@@ -286,54 +296,56 @@ def test_validate_says_canonical_exactly_when_the_reference_does(name: str) -> N
         with pytest.raises(ValidationFailed) as refused:
             names.validate_resource(name)
         assert list(refused.value.fields["fields"]) == ["resource"]
-    # The hot path serves only what the DRF view would grant, and every plain canonical name.
+    # The hot acquire takes exactly the canonical names no hand is refused directly (run
+    # slots and pool members are taken through their run and their pool).
     body = {"resource": name, "ttl_s": 30, "process_id": "p"}
     slot = name.strip().lower().startswith("run/")
-    served = hot.acquire.parse(body) is not None
-    assert served == (reference(name) and not slot and name.isprintable()), name
+    pool = name.strip().split("/", 1)[0].lower() == "pool"
+    assert accepted(hot.acquire, body) == (reference(name) and not slot and not pool), name
 
 
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(NAMES)
-def test_the_hot_path_and_the_drf_view_agree_on_every_name(api_a: Api, name: str) -> None:
-    """Over the real HTTP path: the same hand's acquire and renew of `name` on each view
-    answer the same status and code (each acquire after the first is the holder's renewal)."""
-    fast, full = caller(api_a, "hot view"), caller(api_a, "DRF view")
+def test_every_name_is_answered_by_the_rule_over_http(api_a: Api, name: str) -> None:
+    """Over the real HTTP path: the hand's acquire of `name` is granted exactly when the name is
+    canonical (and no run slot's), a second acquire is the holder's renewal and answers alike,
+    and a refusal is a validation_error that writes no lease."""
     body = {"resource": name, "ttl_s": 30, "process_id": "p"}
     leases = Lease.objects.count()
     answers = [
         (r.status_code, r.json().get("error", {}).get("code"))
-        for r in (fast.post("/leases/acquire", body), full.post("/leases/acquire", body))
+        for r in (api_a.post("/leases/acquire", body), api_a.post("/leases/acquire", body))
     ]
     assert answers[0] == answers[1], (name, answers)
     slot = name.strip().lower().startswith("run/")
     assert answers[0][0] == (201 if reference(name) and not slot else 400), (name, answers)
     if answers[0][0] == 201:
+        assert answers[0][1] is None, (name, answers)
         fence = Lease.objects.get(resource=name).fence
         renew = {"resource": name, "fence": fence, "process_id": "p"}
-        statuses = {
-            fast.post("/leases/renew", renew).status_code,
-            full.post("/leases/renew", renew).status_code,
-        }
+        statuses = {api_a.post("/leases/renew", renew).status_code for _ in range(2)}
         assert statuses == {200}, name
     else:  # (a name with NUL cannot even be looked up on PostgreSQL: count the rows)
+        assert answers[0][1] == "validation_error", (name, answers)
         assert Lease.objects.count() == leases
 
 
 def test_a_name_the_body_cannot_carry_as_text_is_refused_too(api_a: Api) -> None:
-    """A lone surrogate arrives only through a JSON escape: the hot path cannot read it and the
-    DRF view refuses it by the same rule."""
+    """A lone surrogate arrives only through a JSON escape: the body's validation refuses it by
+    the same rule, and no statement runs."""
     raw = json.dumps({"resource": "src/\ud800", "ttl_s": 30, "process_id": "p"}).encode()
-    response = api_a.client.post(
-        "/api/v1/leases/acquire",
-        data=raw,
-        content_type="application/json",
-        headers={"Authorization": f"Bearer {api_a.key}"},
-    )
+    with statements() as ran:
+        response = api_a.client.post(
+            "/api/v1/leases/acquire",
+            data=raw,
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {api_a.key}"},
+        )
     error = error_of(response, 400, "validation_error")
     assert "resource" in error["fields"] or "body" in error["fields"]
+    assert ran.call_count == 0
     assert not Lease.objects.exists()
 
 
@@ -386,20 +398,20 @@ INVISIBLE = [
 INVISIBLE_IDS = [f"U+{c:04X}" for c in INVISIBLE]
 
 
-@pytest.mark.parametrize("path", ["hot view", "DRF view"])
 @pytest.mark.parametrize("invisible", INVISIBLE, ids=INVISIBLE_IDS)
 def test_it_refuses_a_name_with_an_invisible_character(
-    api_a: Api, api_b: Api, path: str, invisible: int
+    api_a: Api, api_b: Api, invisible: int
 ) -> None:
-    api = Api(api_a.key, api_a.hand, hot_path=path == "hot view")
-    rival = Api(api_b.key, api_b.hand, hot_path=path == "hot view")
+    api, rival = api_a, api_b
     held = api.post("/leases/acquire", {"resource": "src/auth", "ttl_s": 30, "process_id": "p"})
     assert held.status_code == 201, held.content
     events = Event.objects.count()
     for spelling in (f"src/auth{chr(invisible)}", f"src/{chr(invisible)}auth", chr(invisible)):
         body = {"resource": spelling, "ttl_s": 30, "process_id": "q"}
-        assert hot.acquire.parse(body) is None
-        error = error_of(rival.post("/leases/acquire", body), 400, "validation_error")
+        assert not accepted(hot.acquire, body)
+        with statements() as ran:
+            error = error_of(rival.post("/leases/acquire", body), 400, "validation_error")
+        assert ran.call_count == 0
         assert f"U+{invisible:04X}" in error["message"], error["message"]
         assert error["fields"] == {"resource": [error["message"]]}
         assert names.prefix_problem(spelling) is not None

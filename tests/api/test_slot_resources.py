@@ -14,9 +14,8 @@ from tests.api.test_hand_calls import claim
 pytestmark = [pytest.mark.hostile, pytest.mark.django_db]
 
 
-@pytest.mark.parametrize("hot_path", [True, False], ids=["hot view", "DRF view"])
-def test_the_resource_calls_refuse_a_slots_lease(api_a: Api, run, hot_path: bool) -> None:
-    api = Api(api_a.key, api_a.hand, hot_path=hot_path)
+def test_the_resource_calls_refuse_a_slots_lease(api_a: Api, run) -> None:
+    api = api_a
     attempt = claim(api, run)
     slot = Lease.objects.get(kind="slot", holder="hand-a")
     fence, process = attempt["fence"], "host-a:1"

@@ -1,7 +1,8 @@
 """Every free text the API and the dashboard take has a size, enforced on every path (issue 18,
 item 4): one character (or byte, or item) over it is refused and writes nothing but its refusal,
-and at it the call is accepted. One list (`LIMITS`) drives the test, on the hot view and the
-DRF view for the hot calls; docs/api.md's table ("Sizes") lists the same fields and limits."""
+and at it the call is accepted. One list (`LIMITS`) drives the test, each limit tried once
+through its call's one way (a hot call's through leasing/hot.py); docs/api.md's table ("Sizes")
+lists the same fields and limits."""
 
 from __future__ import annotations
 
@@ -120,7 +121,6 @@ class Limit:
     value: Callable[[int], Any] = text
     unit: str = "characters"
     refused_as: str = ""  # the key of the refusal's `fields`, if not `field`
-    hot: bool = False  # a hot call (leasing/hot.py): tried on the hot view and the DRF view
     dashboard: bool = False  # a dashboard form: refused by re-showing it, accepted by a redirect
 
     @property
@@ -139,7 +139,6 @@ LIMITS = [
         "POST /leases/acquire",
         "resource",
         MAX_RESOURCE_LENGTH,
-        hot=True,
         send=lambda w, _, v: w.api.post(
             "/leases/acquire", {"resource": v, "ttl_s": 30, "process_id": "p"}
         ),
@@ -148,7 +147,6 @@ LIMITS = [
         "POST /leases/acquire",
         "process_id",
         NAME,
-        hot=True,
         send=lambda w, _, v: w.api.post(
             "/leases/acquire", {"resource": "a", "ttl_s": 30, "process_id": v}
         ),
@@ -157,7 +155,6 @@ LIMITS = [
         "POST /leases/renew",
         "resource",
         MAX_RESOURCE_LENGTH,
-        hot=True,
         prepare=lambda w: acquire(w, text(MAX_RESOURCE_LENGTH)),
         send=lambda w, fence, v: w.api.post(
             "/leases/renew", {"resource": v, "fence": fence, "process_id": "p"}
@@ -167,7 +164,6 @@ LIMITS = [
         "POST /leases/renew",
         "process_id",
         NAME,
-        hot=True,
         prepare=lambda w: acquire(w, "a", text(NAME)),
         send=lambda w, fence, v: w.api.post(
             "/leases/renew", {"resource": "a", "fence": fence, "process_id": v}
@@ -204,7 +200,6 @@ LIMITS = [
         "POST /attempts/{id}/reports",
         "message",
         REASON,
-        hot=True,
         prepare=claim,
         send=lambda w, a, v: w.api.post(
             f"/attempts/{a['id']}/reports",
@@ -215,7 +210,6 @@ LIMITS = [
         "POST /attempts/{id}/reports",
         "process_id",
         NAME,
-        hot=True,
         prepare=lambda w: claim(w, text(NAME)),
         send=lambda w, a, v: w.api.post(
             f"/attempts/{a['id']}/reports",
@@ -226,7 +220,6 @@ LIMITS = [
         "POST /attempts/{id}/reports",
         "details",
         MAX_DETAILS_BYTES,
-        hot=True,
         prepare=claim,
         value=details,
         unit="bytes of JSON",
@@ -535,11 +528,9 @@ LIMITS = [
 def cases() -> list[Any]:
     out = []
     for limit in LIMITS:
-        for path in ("hot view", "DRF view") if limit.hot else ("DRF view",):
-            for over in (False, True):
-                size = "over" if over else "at"
-                name = f"{limit.id} {size} its limit" + (f", {path}" if limit.hot else "")
-                out.append(pytest.param(limit, path, over, id=name))
+        for over in (False, True):
+            size = "over" if over else "at"
+            out.append(pytest.param(limit, over, id=f"{limit.id} {size} its limit"))
     return out
 
 
@@ -564,11 +555,10 @@ def world(api_a: Api, boss: Api, run: Run, lane: Lane, owner: Hand, admin_client
     return World(api_a, boss, run, lane, owner, admin_client)
 
 
-@pytest.mark.parametrize(("limit", "path", "over"), cases())
+@pytest.mark.parametrize(("limit", "over"), cases())
 def test_a_text_over_its_limit_is_refused_and_writes_nothing_and_at_it_is_accepted(
-    world: World, limit: Limit, path: str, over: bool
+    world: World, limit: Limit, over: bool
 ) -> None:
-    world.api = Api(world.api.key, world.api.hand, hot_path=path == "hot view")
     made = limit.prepare(world)
     value = limit.value(limit.limit + 1 if over else limit.limit)
     before = rows()

@@ -1,4 +1,4 @@
-"""Trees, modes and the queue over REST (issue 20): both the hot view and the DRF view."""
+"""Trees, modes and the queue over REST (issue 20)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,8 @@ def acquire(api: Api, resource: str, **extra):  # noqa: ANN003
     )
 
 
-@pytest.mark.parametrize("hot_path", [True, False], ids=["hot view", "DRF view"])
-def test_a_directory_lease_denies_a_file_below_it_and_names_itself(
-    api_a: Api, api_b: Api, hot_path: bool
-) -> None:
-    a, b = (
-        Api(api_a.key, api_a.hand, hot_path=hot_path),
-        Api(api_b.key, api_b.hand, hot_path=hot_path),
-    )
+def test_a_directory_lease_denies_a_file_below_it_and_names_itself(api_a: Api, api_b: Api) -> None:
+    a, b = api_a, api_b
     assert acquire(a, "src/auth/").status_code == 201
     denied = acquire(b, "src/auth/login.py")
     assert denied.status_code == 409

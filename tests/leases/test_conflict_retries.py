@@ -80,7 +80,7 @@ def test_it_answers_busy_when_every_try_deadlocks_and_writes_nothing(
     workspace,
     owner,  # noqa: ANN001
 ) -> None:
-    api = Api(mint(owner, ["leases"]), owner, hot_path=False)
+    api = Api(mint(owner, ["leases"]), owner)
     api.post("/leases/acquire", {"resource": "r", "ttl_s": 30, "process_id": "pa"})
     lease = Lease.objects.get(workspace_id=workspace.pk, resource="r")
     with aborted(retries.ATTEMPTS) as seen:
@@ -99,13 +99,13 @@ def test_it_answers_busy_when_every_try_deadlocks_and_writes_nothing(
     assert again.status_code == 200, again.content
 
 
-def test_the_hot_path_hands_a_deadlocked_statement_to_its_view(
+def test_a_hot_statement_aborted_for_a_deadlock_runs_again(
     workspace,
     owner,
     monkeypatch,  # noqa: ANN001
 ) -> None:
-    """A hot statement aborted for a deadlock applied nothing: the DRF view runs the call through
-    its service (which retries its own conflicts), not a 503 and not a 500."""
+    """A hot statement aborted for a deadlock applied nothing: the call runs it again (its
+    retries, `apikit.retries`), not a 503 and not a 500, and grants once."""
     tries: list[str] = []
     original = hot.run_statement
 
@@ -121,7 +121,7 @@ def test_the_hot_path_hands_a_deadlocked_statement_to_its_view(
     monkeypatch.setattr(hot, "run_statement", deadlocked_once)
     api = Api(mint(owner, ["leases"]), owner)
     response = api.post("/leases/acquire", {"resource": "r", "ttl_s": 30, "process_id": "pa"})
-    assert tries, "the hot statement ran"
+    assert len(tries) == 1, "the hot statement was aborted once"
     assert response.status_code == 201, response.content
     assert response.json()["fence"] == 1
     granted = Event.objects.filter(workspace_id=workspace.pk, kind="lease_acquired")

@@ -82,7 +82,6 @@ def call(api: Api, method: str, path: str, body: Any = None) -> Any:
         return api.post(path, body) if method == "POST" else api.get(path, body)
 
 
-@pytest.mark.parametrize("hot_path", [True, False], ids=["hot statements", "DRF views"])
 def test_no_decision_reads_the_replica(
     replica: list[str],
     workspace: Workspace,
@@ -90,11 +89,10 @@ def test_no_decision_reads_the_replica(
     teammate: Hand,
     boss: Api,
     run: Run,
-    hot_path: bool,
 ) -> None:
-    a = Api(mint(owner, ["work", "leases"]), owner, hot_path=hot_path)
-    b = Api(mint(teammate, ["work", "leases", "verify"]), teammate, hot_path=hot_path)
-    boss = Api(boss.key, boss.hand, hot_path=hot_path)
+    a = Api(mint(owner, ["work", "leases"]), owner)
+    b = Api(mint(teammate, ["work", "leases", "verify"]), teammate)
+    boss = Api(boss.key, boss.hand)
 
     # The key check.
     assert call(a, "GET", "/me").json()["hand"] == "hand-a"
@@ -175,18 +173,18 @@ def test_no_decision_reads_the_replica(
 def test_the_hot_statements_answered_those_calls(
     replica: list[str], owner: Hand, workspace: Workspace
 ) -> None:
-    """The hot views' own statements (not their DRF fallbacks) ran the acquire and renew above:
+    """The hot calls' own statements ran the acquire and renew above, each once and matching:
     they are raw SQL on the default connection."""
     a = Api(mint(owner, ["leases"]), owner)
     answered: list[bool] = []
-    real = hot._answer
+    real = hot.run_statement
 
-    def noting(*args: Any) -> Any:
-        out = real(*args)
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
         answered.append(out is not None)
         return out
 
-    with mock.patch.object(hot, "_answer", noting):
+    with mock.patch.object(hot, "run_statement", noting):
         call(a, "POST", "/leases/acquire", {"resource": "r", "ttl_s": 30, "process_id": "p"})
         call(a, "POST", "/leases/renew", {"resource": "r", "fence": 1, "process_id": "p"})
     assert answered == [True, True]
