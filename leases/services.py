@@ -343,6 +343,7 @@ def lease_acquire(
     guard: engine.Guard | None = None,
     ticket: queue.Ticket | None = None,
     take_over: bool = False,
+    grant_missed: bool = False,
 ) -> LeaseSnapshot:
     """Take `resource` in `mode` if no other holder's tenure on its line of the tree stands in
     the way, nor a waiter it conflicts with ahead of its `ticket` (fence + 1), or renew the
@@ -351,7 +352,13 @@ def lease_acquire(
     node (`lease_taken_over`) in the transaction that grants it anew. With a `guard` every
     granting statement also checks it, and a grant it prevented raises what it explains (a key
     revoked meanwhile: `key_revoked`). A denial says what is in the way and where the request
-    stands in the queue."""
+    stands in the queue.
+
+    `grant_missed`: the caller's own statement (a hot call's, with its key check) tried this
+    exclusive grant a moment ago and it matched nothing: the first try renews the caller's own
+    tenure and records the end of lost ones as usual, but runs the grant again only if a lost
+    tenure was freed; otherwise the denial is explained from what stands in the way, and the
+    grant runs again only if the way has cleared meanwhile."""
     mode, ttl_s, take_over = validate_acquire(
         resource=resource, process_id=process_id, mode=mode, ttl_s=ttl_s, take_over=take_over
     )
@@ -364,7 +371,8 @@ def lease_acquire(
         "grace_s": 0,
     }
     # Between a failed grant and the read that explains it the way may clear; try again.
-    for _ in range(3):
+    data: dict[str, object] = {"ttl_s": ttl_s, "process_id": process_id, "mode": str(mode)}
+    for tried in range(3):
         with transaction.atomic():
             if guard is not None:
                 guard.hold()  # LOCK_ORDER: the guard's rows, then the tree, then lease rows
@@ -373,25 +381,26 @@ def lease_acquire(
             if renewed is not None:
                 return renewed  # the holder asked again: a renewal, not a state change
             # Every lost tenure on the line ends on record before anything is granted over it.
-            for expired in nodes.expire_tree(workspace_id=workspace_id, resource=resource):
+            freed = nodes.expire_tree(workspace_id=workspace_id, resource=resource)
+            for expired in freed:
                 record_expiry(expired)
-            grant = partial(
-                grant_tenure,
-                mode=mode,
-                guard=guard,
-                ticket=ticket.id if ticket is not None else None,
-                options=options,
-            )
-            data: dict[str, object] = {"ttl_s": ttl_s, "process_id": process_id, "mode": str(mode)}
-            if take_over:
-                lease = take_over_and_grant(grant, data, **options)
-            else:
-                lease = grant()
-            if lease is not None:
-                return record_grant(lease, ticket, data)
-            refusal = guard.explain() if guard is not None else None
-            if refusal is not None:
-                raise refusal
+            if not (grant_missed and tried == 0 and not freed):
+                grant = partial(
+                    grant_tenure,
+                    mode=mode,
+                    guard=guard,
+                    ticket=ticket.id if ticket is not None else None,
+                    options=options,
+                )
+                if take_over:
+                    lease = take_over_and_grant(grant, data, **options)
+                else:
+                    lease = grant()
+                if lease is not None:
+                    return record_grant(lease, ticket, data)
+                refusal = guard.explain() if guard is not None else None
+                if refusal is not None:
+                    raise refusal
         in_the_way, count = nodes.conflicts(
             workspace_id=workspace_id,
             resource=resource,

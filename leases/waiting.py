@@ -164,9 +164,10 @@ def lease_acquire_waiting(
     guard: Guard | None = None,
     permit: Callable[[], AbstractContextManager[object]] | None = None,
     take_over: bool = False,
+    grant_missed: bool = False,
 ) -> LeaseSnapshot:
     """`lease_acquire` (and its `take_over`), trying again until granted or `wait_s` (0 to 60)
-    has passed. `guard`
+    has passed (`grant_missed`: said of the first try, see `lease_acquire`). `guard`
     (the caller's key, say) is checked by every try's granting statement: whatever happened to
     the caller while it waited, the grant is judged at the instant it is made. A call that must
     wait first enters `permit()` (which may refuse it: leasing/waits.py), and holds it until it
@@ -187,7 +188,9 @@ def lease_acquire_waiting(
         "take_over": take_over,
     }
     return wait_in_line(
-        lambda ticket: acquire(**options, ticket=ticket),
+        lambda ticket: acquire(
+            **options, ticket=ticket, grant_missed=grant_missed and ticket is None
+        ),
         wait_s=wait_s,
         place={
             "workspace_id": workspace_id,

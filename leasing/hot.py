@@ -467,13 +467,15 @@ class Acquire(HotCall):
         )
 
     def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
-        if data["mode"] == LeaseMode.EXCLUSIVE.value and not data["take_over"]:
+        missed = data["mode"] == LeaseMode.EXCLUSIVE.value and not data["take_over"]
+        if missed:
             row = self._granted(caller, data)
             if row is not None:
                 return 201, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
         # Denied, shared or a take-over: the service decides (the caller may hold the name, a
         # lost tenure on its line may need its end recorded first, or the call waits in line),
-        # with the key as a condition of its grant (`hands.services.key_guard`).
+        # with the key as a condition of its grant (`hands.services.key_guard`); a denied grant
+        # is explained, not run again, unless the way has changed (`grant_missed`).
         key = caller.key()
         lease = lease_acquire_waiting(
             workspace_id=key.hand.workspace_id,
@@ -484,6 +486,7 @@ class Acquire(HotCall):
             mode=data["mode"],
             wait_s=data["wait_s"],
             take_over=data["take_over"],
+            grant_missed=missed,
             guard=hand_services.key_guard(key),
             permit=functools.partial(
                 wait_permit, key_id=key.pk, workspace_id=key.hand.workspace_id

@@ -1,9 +1,9 @@
 """A hot call whose statement matched nothing is refused without running it again: the key is
 read (its own refusal first) and the service says why from what it reads. A renewal, a renew-all
 or a renewing report that missed cannot match later (a tenure once lost, released, superseded or
-another process's stays so), so each call runs its renewal once. Only a denied acquire is tried
-again by its service (the holder may have let go, a lost tenure on its line may need its end
-recorded, a wait_s acquire waits in line)."""
+another process's stays so), so each call runs its renewal once. A denied acquire is explained
+from what stands in the way, without granting again; its service grants only when the way has
+changed (the holder let go meanwhile, or a lost tenure on its line had its end recorded)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from unittest import mock
 import pytest
 
 from fleet.attempts import reports as report_services
-from leases import engine
-from leases.models import Lease
+from leases import clock, engine
+from leases.models import Event, Lease
 from leasing import hot
 from tests.api.conftest import Api, error_of
 from tests.api.test_hand_calls import claim, report
@@ -125,10 +125,34 @@ def test_a_heartbeat_that_named_a_wrongly_remembered_lease_is_renewed_by_the_ser
     assert answered.status_code == 200 and answered.json()["renewed"] is True, answered.content
 
 
-def test_a_denied_acquire_is_tried_again_by_its_service(api_a: Api, api_b: Api) -> None:
+def test_a_denied_acquire_is_explained_without_granting_again(api_a: Api, api_b: Api) -> None:
     body = {"resource": "locks/migrate", "ttl_s": 60, "process_id": "p1"}
     assert api_b.post("/leases/acquire", body).status_code == 201
-    with counted(engine, "take") as takes, counted(engine, "insert") as inserts:
+    with (
+        counted(hot, "run_statement") as statements,
+        counted(engine, "take") as takes,
+        counted(engine, "insert") as inserts,
+    ):
         denied = api_a.post("/leases/acquire", body)
-    error_of(denied, 409, "lease_held")
-    assert len(takes) + len(inserts) >= 1  # the service's own try, after the hot statement's
+    error = error_of(denied, 409, "lease_held")
+    assert error["holder"] == api_b.hand.name
+    assert (len(statements), len(takes), len(inserts)) == (1, 0, 0)
+
+
+def test_an_acquire_over_a_lost_tenure_records_its_end_and_grants(
+    api_a: Api, api_b: Api, frozen_clock
+) -> None:
+    """The statement takes only a free row; a tenure lost but not yet recorded makes it miss,
+    and the service records the end (`lease_expired`) before it grants, once."""
+    body = {"resource": "locks/migrate", "ttl_s": 30, "process_id": "p1"}
+    assert api_b.post("/leases/acquire", body).status_code == 201
+    clock.advance(31)
+    with counted(hot, "run_statement") as statements, counted(engine, "take") as takes:
+        granted = api_a.post("/leases/acquire", body)
+    assert granted.status_code == 201, granted.content
+    assert (granted.json()["holder"], granted.json()["fence"]) == (api_a.hand.name, 2)
+    assert (len(statements), len(takes)) == (1, 1)
+    kinds = list(
+        Event.objects.filter(resource="locks/migrate").order_by("id").values_list("kind", "fence")
+    )
+    assert kinds == [("lease_acquired", 1), ("lease_expired", 1), ("lease_acquired", 2)]
