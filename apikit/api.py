@@ -399,6 +399,9 @@ class LimitedJSONParser(JSONParser):
 
 
 JSON = "application/json"
+# What nearly every client sends, all of which accept JSON (no header at all included): spared
+# Django's parse of the header (`request.accepts`), which decides the rest.
+_ACCEPTING_JSON = frozenset({None, "*/*", JSON, "application/*"})
 
 
 def json_body(request: HttpRequest) -> Any:
@@ -407,7 +410,7 @@ def json_body(request: HttpRequest) -> Any:
     over the limit 413, Accept without JSON 406, a body that is not JSON 415 or 400; no body
     (or no Content-Type) is `{}`."""
     check_body_size(request)
-    if not request.accepts(JSON):
+    if request.META.get("HTTP_ACCEPT") not in _ACCEPTING_JSON and not request.accepts(JSON):
         raise drf.NotAcceptable()
     content_type = request.META.get("CONTENT_TYPE", "")
     if not content_type or not int(request.META.get("CONTENT_LENGTH") or 0):
