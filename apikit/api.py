@@ -347,8 +347,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
+def _not_a_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON has")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond a double's range")
+    return value
+
+
 def decode_json(raw: bytes) -> Any:
-    """The body as JSON, strictly: UTF-8, no repeated key, at most MAX_JSON_DEPTH deep;
+    """The body as JSON, strictly: UTF-8, no repeated key, no NaN, Infinity or number beyond a
+    double's range (none of which PostgreSQL's jsonb holds), at most MAX_JSON_DEPTH deep;
     ValueError (with the reason) otherwise.
 
     orjson reads strict JSON in UTF-8 to the values the standard parser reads, at a fraction of
@@ -367,7 +379,12 @@ def decode_json(raw: bytes) -> Any:
                     raise ValueError(refusal)
                 return data
     try:
-        data = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+        data = json.loads(
+            raw.decode("utf-8"),
+            object_pairs_hook=_unique_keys,
+            parse_constant=_not_a_number,
+            parse_float=_finite,
+        )
     except RecursionError:
         raise ValueError(f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     refusal = json_shape_refusal(data)
@@ -407,14 +424,14 @@ _ACCEPTING_JSON = frozenset({None, "*/*", JSON, "application/*"})
 def json_body(request: HttpRequest) -> Any:
     """A plain Django view's JSON body, read as a DRF view of the API reads it (`HandAPIView`:
     `LimitedJSONParser`, DRF's negotiation of Accept and Content-Type), with the same refusals:
-    over the limit 413, Accept without JSON 406, a body that is not JSON 415 or 400; no body
-    (or no Content-Type) is `{}`."""
+    over the limit 413, Accept without JSON 406, a body not sent as JSON (no Content-Type
+    included) 415, one that does not parse 400; no body is `{}`."""
     check_body_size(request)
     if request.META.get("HTTP_ACCEPT") not in _ACCEPTING_JSON and not request.accepts(JSON):
         raise drf.NotAcceptable()
-    content_type = request.META.get("CONTENT_TYPE", "")
-    if not content_type or not int(request.META.get("CONTENT_LENGTH") or 0):
+    if not int(request.META.get("CONTENT_LENGTH") or 0):
         return {}
+    content_type = request.META.get("CONTENT_TYPE", "")
     if not media_type_matches(JSON, content_type):
         raise drf.UnsupportedMediaType(content_type)
     return LimitedJSONParser().parse(request)

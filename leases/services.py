@@ -693,7 +693,7 @@ def validate_held(value: object) -> list[tuple[str, int]]:
 
 def lost_of(lease: LeaseSnapshot, holder: str) -> NotRenewed:
     """A tenure the process holds on paper but has lost, explained as a renewal of it would be
-    (the same words as `lease_renew`'s refusal): the DRF view's and the hot path's one form."""
+    (the same words as `lease_renew`'s refusal)."""
     error = diagnose(lease, resource=lease.resource, holder=holder, fence=lease.fence)
     return NotRenewed(resource=lease.resource, fence=lease.fence, lease=lease, error=error)
 
@@ -709,32 +709,56 @@ def lease_renew_all(
     caller names it in `held` (the tenures it believes it holds, `{resource, fence}` each): then
     each of those not renewed is in `lost` with its reason (`held_not_renewed`)."""
     validate_name(process_id, field="process_id")
-    held = validate_held(held) if held is not None else []
     scope = {"workspace_id": workspace_id, "holder": holder, "process_id": process_id}
-    renewed = engine.renew_all(**scope)
-    lost = [lost_of(lease, holder) for lease in engine.held_lost(**scope)]
-    lost += held_not_renewed(**scope, held=held, renewed=renewed, lost=lost)
-    return RenewedAll(
-        renewed=sorted(renewed, key=lambda lease: lease.resource),
-        lost=sorted(lost, key=lambda item: (item.resource, item.fence)),
+    return renewed_all(
+        **scope,
+        renewed=engine.renew_all(**scope),
+        lost=engine.held_lost(**scope),
+        held=validate_held(held) if held is not None else [],
     )
 
 
-def held_not_renewed(
+def renewed_all(
+    *,
+    workspace_id: int,
+    holder: str,
+    process_id: str,
+    renewed: list[LeaseSnapshot],
+    lost: list[LeaseSnapshot],
+    held: list[tuple[str, int]],
+) -> RenewedAll:
+    """A renew-all's answer, from what its statement renewed and found lost (the same for every
+    way of renewing all: this service's and the hot call's, leasing/hot.py): the lost ones and
+    each tenure of `held` in neither list explained as a renewal of it would be, each list in
+    order."""
+    not_renewed = [lost_of(lease, holder) for lease in lost]
+    answered = {(names.node_of(lease.resource), lease.fence) for lease in renewed} | {
+        (names.node_of(item.resource), item.fence) for item in not_renewed
+    }
+    not_renewed += _held_not_renewed(
+        workspace_id=workspace_id,
+        holder=holder,
+        process_id=process_id,
+        held=held,
+        answered=answered,
+    )
+    return RenewedAll(
+        renewed=sorted(renewed, key=lambda lease: lease.resource),
+        lost=sorted(not_renewed, key=lambda item: (item.resource, item.fence)),
+    )
+
+
+def _held_not_renewed(
     *,
     workspace_id: int,
     holder: str,
     process_id: str,
     held: list[tuple[str, int]],
-    renewed: list[LeaseSnapshot],
-    lost: list[NotRenewed],
+    answered: set[tuple[str, int]],
 ) -> list[NotRenewed]:
-    """Each tenure of `held` that a renew-all neither renewed nor found lost, with the reason a
-    renewal of it would have been refused (taken over by the hand's other process:
-    `lease_lost`), read from the lease as it stands."""
-    answered = {(names.node_of(lease.resource), lease.fence) for lease in renewed} | {
-        (names.node_of(item.resource), item.fence) for item in lost
-    }
+    """Each tenure of `held` not `answered` (renewed or found lost), with the reason a renewal
+    of it would have been refused (taken over by the hand's other process: `lease_lost`), read
+    from the lease as it stands."""
     explained = []
     for resource, fence in dict.fromkeys(held):
         if (names.node_of(resource), fence) in answered:

@@ -38,7 +38,7 @@ from rest_framework import serializers
 
 from apikit import reads
 from apikit.api import json_answer, json_body, refusal_body, refusal_of
-from apikit.errors import KeyInvalid
+from apikit.errors import GroundControlError, KeyInvalid
 from apikit.inputs import valid_data
 from apikit.ratelimit import rate_caller, rate_limit
 from apikit.retries import retried
@@ -70,16 +70,18 @@ logger = logging.getLogger(__name__)
 
 # --- What the hot path remembers per process: facts that never change once true, so that its
 # statements carry them as values instead of reading them again. Each statement checks what it
-# is given (a wrong value matches nothing, and the DRF view answers), and a call that matched
-# nothing forgets what it used. -----------------------------------------------------------------
+# is given (a wrong value matches nothing and writes nothing), and a call that matched nothing
+# forgets what it used. ---------------------------------------------------------------------------
 
 # attempt id -> its lease's id, as the reports' rows gave them: a report names its lease by this
 # value instead of reading the attempt again for it (an attempt's lease never changes).
 ATTEMPT_LEASES: dict[int, int] = {}
-# key prefix -> the workspace of the key's hand (a key never changes hand, a hand never changes
-# workspace): a report names the attempt's workspace by it, so that the statement reaches one
-# workspace's rows (docs/scale.md). Whether the key may still be used is the statement's to say.
-KEY_WORKSPACES: dict[str, int] = {}
+# (key prefix, its secret's hash) -> the workspace of the key's hand (a key never changes hand, a
+# hand never changes workspace): every statement names the caller's workspace by it, so that it
+# reaches one workspace's rows (docs/scale.md). Remembered by the secret too, so that a wrong
+# secret never runs a statement (nor judges a body) before its key is refused. Whether the key
+# may still be used is the statement's to say.
+KEY_WORKSPACES: dict[tuple[str, str], int] = {}
 MAX_REMEMBERED = 100_000
 
 # The key's hand's workspace, by the key's prefix and its secret's hash.
@@ -97,9 +99,9 @@ def remember(memory: dict[Any, int], key: Any, value: int) -> None:
 
 
 def key_workspace(db: Any, prefix: str, secret_hash: str) -> int | None:
-    """The workspace of the key `prefix` (read once per process, by its secret's hash too, so
-    that no call with a wrong secret fills the memory), or None if there is no such key."""
-    known = KEY_WORKSPACES.get(prefix)
+    """The workspace of the key `prefix` with the secret hashed as `secret_hash` (read once per
+    process), or None if there is no such key."""
+    known = KEY_WORKSPACES.get((prefix, secret_hash))
     if known is not None:
         return known
     with db.cursor() as cursor:
@@ -107,7 +109,7 @@ def key_workspace(db: Any, prefix: str, secret_hash: str) -> int | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    remember(KEY_WORKSPACES, prefix, row[0])
+    remember(KEY_WORKSPACES, (prefix, secret_hash), row[0])
     return row[0]
 
 
@@ -274,7 +276,7 @@ def _bookkeeping(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
 
 def _pending(*, lease_handoffs_of: list[engine.LeaseSnapshot]) -> dict[int, list[Any]]:
     """The open handoff requests on renewed leases (a query only when a row counts some): read
-    after the renewal was applied, so a failure shows none this time, never the DRF view; the
+    after the renewal was applied, so a failure shows none this time, never a refusal; the
     count stays, and the next renewal shows them."""
     found = _bookkeeping("reading the handoff requests", pending_of_leases, lease_handoffs_of)
     return found or {}
@@ -310,6 +312,7 @@ class Caller:
     secret_hash: str
     scope: Any
     _key: HandKey | None = field(default=None, repr=False)
+    _refused: GroundControlError | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, request: HttpRequest, scope: Any) -> Caller:
@@ -324,10 +327,17 @@ class Caller:
         return caller
 
     def key(self) -> HandKey:
-        """The caller's key, usable and of the endpoint's scope: else its refusal is raised."""
+        """The caller's key, usable and of the endpoint's scope: else its refusal is raised (read,
+        and counted against the address when it is one, once per call)."""
+        if self._refused is not None:
+            raise self._refused
         if self._key is None:
-            key = authenticate(self.request)
-            require_scope(key, self.scope)
+            try:
+                key = authenticate(self.request)
+                require_scope(key, self.scope)
+            except GroundControlError as refused:
+                self._refused = refused
+                raise
             self._key = key
         return self._key
 
@@ -349,7 +359,7 @@ class Caller:
 
     def missed(self) -> None:
         """The statement matched nothing: the key is read again next time, whatever the reason."""
-        KEY_WORKSPACES.pop(self.prefix, None)
+        KEY_WORKSPACES.pop((self.prefix, self.secret_hash), None)
 
 
 def _run(name: str, caller: Caller, params: dict[str, Any], **options: Any) -> Any:
@@ -523,28 +533,22 @@ class RenewAll(HotCall):
             hand = caller.hand  # none renewed and none lost: the key may be the reason
             holder, workspace_id = hand.name, hand.workspace_id
         renewed: list[engine.LeaseSnapshot] = []
-        lost: list[lease_services.NotRenewed] = []
+        lost: list[engine.LeaseSnapshot] = []
         for row in rows:
-            lease = engine.snapshot(row[: _LEASE_TIME + 1])
-            if row[_LEASE_TIME + 1]:
-                renewed.append(lease)
-            else:
-                lost.append(lease_services.lost_of(lease, holder))
-        held = data.get("held")
-        if held is not None:
-            lost += lease_services.held_not_renewed(
-                workspace_id=workspace_id,
-                holder=holder,
-                process_id=process_id,
-                held=held,
-                renewed=renewed,
-                lost=lost,
+            (renewed if row[_LEASE_TIME + 1] else lost).append(
+                engine.snapshot(row[: _LEASE_TIME + 1])
             )
-        renewed.sort(key=lambda lease: lease.resource)
-        lost.sort(key=lambda item: (item.resource, item.fence))
+        done = lease_services.renewed_all(
+            workspace_id=workspace_id,
+            holder=holder,
+            process_id=process_id,
+            renewed=renewed,
+            lost=lost,
+            held=data.get("held") or [],
+        )
         return 200, {
-            "renewed": renewed_json(renewed, _pending(lease_handoffs_of=renewed)),
-            "not_renewed": [not_renewed_json(item) for item in lost],
+            "renewed": renewed_json(done.renewed, _pending(lease_handoffs_of=done.renewed)),
+            "not_renewed": [not_renewed_json(item) for item in done.lost],
         }
 
 
@@ -691,6 +695,7 @@ class HotCallView(HandAPIView):
                 response = json_answer(refusal_body(error, request), status=error.http_status)
                 for name, value in headers.items():
                     response[name] = value
+                response["Allow"] = ", ".join(self.allowed_methods)
                 return response
 
     def serve(self, request: HttpRequest, **kwargs: Any) -> HttpResponse:
@@ -702,7 +707,11 @@ class HotCallView(HandAPIView):
         except Exception:
             caller.key()  # the key's own refusal comes first, and names the caller
             raise
-        status, payload = call.run(caller, data)
+        try:
+            status, payload = call.run(caller, data)
+        except Exception:
+            caller.key()  # whatever failed, a refusal names the caller (or is the key's own)
+            raise
         response = json_answer(payload, status=status)
         response["Allow"] = ", ".join(self.allowed_methods)
         return response

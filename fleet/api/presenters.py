@@ -64,7 +64,7 @@ def renewed_json(
 
 
 def not_renewed_json(item: lease_services.NotRenewed) -> dict[str, Any]:
-    """A tenure a renew-all did not renew, and why (the DRF view's and the hot path's form)."""
+    """A tenure a renew-all did not renew, and why."""
     return {
         "resource": item.resource,
         "fence": item.fence,

@@ -60,7 +60,7 @@ def test_a_flood_with_a_dead_key_is_limited_and_counted(
             response = Client().get(
                 API + "/me", HTTP_AUTHORIZATION=f"Bearer {key}", REMOTE_ADDR=address
             )
-        else:  # the hot renew, which hands a dead key to the DRF view
+        else:  # the hot renew, whose statement a dead key does not match
             response = Client().post(
                 f"{API}/leases/renew",
                 data='{"resource": "r", "fence": 1, "process_id": "p"}',

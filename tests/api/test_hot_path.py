@@ -11,12 +11,14 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from unittest import mock
 
+import psycopg
 import pytest
 from django.db import DatabaseError, OperationalError
 from django.test import override_settings
 
 from fleet.attempts import reports as report_services
 from fleet.models import Report
+from hands import keys
 from hands import selectors as hand_selectors
 from hands import services as hand_services
 from hands.models import HandKey, Lane
@@ -287,30 +289,31 @@ def test_a_report_names_the_keys_workspace_as_remembered_and_a_wrong_one_matches
     wrong secret leaves nothing remembered."""
     attempt = claim(api_a, run)
     prefix, secret = api_a.key.split("_", 2)[1:]
-    hot.KEY_WORKSPACES.pop(prefix, None)
+    remembered = (prefix, keys.hash_secret(secret))
+    hot.KEY_WORKSPACES.pop(remembered, None)
     forged = Api(api_a.key[: -len(secret)] + "x" * len(secret), api_a.hand)
     error_of(report(forged, attempt), 401, "key_invalid")
-    assert prefix not in hot.KEY_WORKSPACES
+    assert not any(known[0] == prefix for known in hot.KEY_WORKSPACES)
     assert report(api_a, attempt).status_code == 200
-    assert hot.KEY_WORKSPACES[prefix] == run.workspace_id
+    assert hot.KEY_WORKSPACES[remembered] == run.workspace_id
     lease = Lease.objects.get(resource=attempt["lease"]["resource"])
-    hot.KEY_WORKSPACES[prefix] = outsider_workspace.pk  # not this key's
+    hot.KEY_WORKSPACES[remembered] = outsider_workspace.pk  # not this key's
     ran(statements)
     answered = report(api_a, attempt)
     # The statement ran in the wrong workspace and matched nothing, then in the key's.
     assert answered.status_code == 200 and ran(statements) == 2, answered.content
     assert answered.json()["attempt"]["id"] == attempt["id"]
-    assert hot.KEY_WORKSPACES[prefix] == run.workspace_id
+    assert hot.KEY_WORKSPACES[remembered] == run.workspace_id
     lease.refresh_from_db()
     assert lease.holder == api_a.hand.name and lease.status == "held"
     # A lease statement's key check holds the key to the workspace named: none in another.
-    hot.KEY_WORKSPACES[prefix] = outsider_workspace.pk
+    hot.KEY_WORKSPACES[remembered] = outsider_workspace.pk
     body = {"resource": "src/", "ttl_s": 60, "process_id": "p1"}
     acquired = api_a.post("/leases/acquire", body)
     assert acquired.status_code == 201, acquired.content
     assert Lease.objects.get(resource="src/").workspace_id == run.workspace_id  # only there
     assert not Lease.objects.filter(workspace_id=outsider_workspace.pk).exists()
-    assert hot.KEY_WORKSPACES[prefix] == run.workspace_id
+    assert hot.KEY_WORKSPACES[remembered] == run.workspace_id
     renewed = api_a.post("/leases/renew", {**body, "fence": acquired.json()["fence"]})
     assert renewed.status_code == 200, renewed.content
 
@@ -517,3 +520,61 @@ def test_a_bad_key_is_told_before_a_bad_body(api_a: Api) -> None:
     work_only = Api(mint(api_a.hand, ["work"]), api_a.hand)
     error_of(work_only.post("/leases/acquire", body), 403, "scope_denied")
     error_of(api_a.post("/leases/acquire", body), 400, "validation_error")
+
+
+def test_a_hot_statement_busy_on_every_try_is_a_503_that_names_the_caller(
+    api_a: Api,
+) -> None:
+    """A conflict on every try is the service's `busy`, recorded against the caller's workspace
+    and naming it in its body, as every refusal of a key whose secret matched does."""
+    conflict = OperationalError("deadlock detected")
+    conflict.__cause__ = psycopg.errors.DeadlockDetected()
+    renew = {"resource": "src/", "fence": 1, "process_id": "p1"}
+    with mock.patch.object(hot, "run_statement", side_effect=conflict):
+        answer = api_a.post("/leases/renew", renew)
+    error = error_of(answer, 503, "busy")
+    assert answer["Retry-After"] and answer["Allow"] == "POST, OPTIONS"
+    assert error["caller"] == {"hand": api_a.hand.name, "key_prefix": api_a.key.split("_")[1]}
+    assert len(refusals("busy")) == 1
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_number_jsonb_cannot_hold_is_refused_before_any_statement(
+    api_a: Api, run, number: str, statements: mock.MagicMock
+) -> None:
+    attempt = claim(api_a, run)
+    raw = (
+        f'{{"fence": {attempt["fence"]}, "kind": "progress", "process_id": "host-a:1", '
+        f'"details": {{"x": {number}}}}}'
+    )
+    ran(statements)
+    path = f"/api/v1/attempts/{attempt['id']}/reports"
+    answer = api_a.client.post(
+        path, data=raw, content_type="application/json", headers=api_a._headers(None)
+    )
+    error_of(answer, 400, "validation_error")
+    # A wrong secret of a key whose prefix the process knows is refused as a key, first.
+    forged = Api(api_a.key[:-4] + "xxxx")
+    answer = forged.client.post(
+        path, data=raw, content_type="application/json", headers=forged._headers(None)
+    )
+    error_of(answer, 401, "key_invalid")
+    assert ran(statements) == 0
+    assert not Report.objects.filter(attempt_id=attempt["id"], kind="progress").exists()
+
+
+def test_a_refusal_says_what_the_endpoint_allows_and_a_body_without_a_type_is_415(
+    api_a: Api,
+) -> None:
+    refused = Api(None).post("/leases/renew", {"resource": "src/", "fence": 1, "process_id": "p"})
+    error_of(refused, 401, "key_invalid")
+    assert refused["Allow"] == "POST, OPTIONS" and refused["WWW-Authenticate"]
+    untyped = api_a.client.generic(
+        "POST",
+        "/api/v1/leases/acquire",
+        data=b'{"resource": "src/", "ttl_s": 60, "process_id": "p1"}',
+        content_type="",
+        headers=api_a._headers(None),
+    )
+    error_of(untyped, 415, "unsupported_media_type")
+    assert not Lease.objects.exists()

@@ -5,6 +5,7 @@ the path or a query parameter, on the hot calls, the other calls and the dashboa
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from django.test import Client
@@ -86,19 +87,33 @@ def test_the_dashboard_refuses_a_nul_too(admin_client: Client) -> None:
 )
 def test_the_strict_parser_reads_what_json_writes_or_refuses_with_a_value_error(value) -> None:  # noqa: ANN001
     """A fuzz of the one body parser: any JSON value is read back as written, or refused with a
-    ValueError (too deep), never another exception; and the repeated-key test that sends a body
-    past orjson to the strict parser (`may_repeat_a_key`) never misses a repeat."""
+    ValueError (too deep), never another exception; an infinity (which Python's encoder writes
+    and JSON has not, nor jsonb) is refused saying so; and the repeated-key test that sends a
+    body past orjson to the strict parser (`may_repeat_a_key`) never misses a repeat."""
     raw = json.dumps(value).encode()
     try:
         assert decode_json(raw) == value
     except ValueError as refused:
-        assert "deeper" in str(refused)
+        expected = "is not a number JSON has" if _holds_infinity(value) else "deeper"
+        assert expected in str(refused)
+    else:
+        assert not _holds_infinity(value)
     if isinstance(value, dict) and value:
         key = next(iter(value))
         repeated = raw[:-1] + b", " + json.dumps(key).encode() + b": 0}"
         assert may_repeat_a_key(repeated, json.loads(repeated))
         with pytest.raises(ValueError):
             decode_json(repeated)
+
+
+def _holds_infinity(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isinf(value)
+    if isinstance(value, dict):
+        return any(_holds_infinity(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_infinity(item) for item in value)
+    return False
 
 
 def test_report_details_over_their_size_are_refused(api_a: Api, run) -> None:

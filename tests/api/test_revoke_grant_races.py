@@ -1,5 +1,5 @@
 """A key's revocation races the grants it is making, on PostgreSQL, each thread with its own
-connection, through Django's handler (the hot acquire's one statement, the DRF view's shared
+connection, through Django's handler (the hot acquire's one statement, the service's shared
 acquire, a claim): whichever commits first, no live tenure is left taken with the revoked key,
 and every tenure it was granted ended with the reason `key revoked`.
 

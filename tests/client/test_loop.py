@@ -50,7 +50,10 @@ def test_the_notices_say_idle_and_budget_in_words() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_the_client_and_gctl_report_cost_and_gctl_says_the_budget(gc: Fleet, lane) -> None:  # noqa: ANN001
     budget_services.budget_create(lane=lane, period="day", action="pause", limit_usd=Decimal("5"))
-    run = gc.run(slots=2)
+    # Tenures that outlast two gctl start-ups on loaded cores: with the fixtures' 1 s + 1 s, the
+    # first attempt was lost before gctl's claim, which then took its slot, and it was no longer
+    # open when the budget paused the lane's open attempts.
+    run = gc.run(slots=2, heartbeat_interval_s=60, grace_s=60)
     client = Client(gc.url, gc.key_b)
     other = client.claim(run.pk, process_id="b:1")
     answered = client.report(

@@ -1,5 +1,5 @@
-"""Every decision reads the primary, never the replica: the key check, acquire (the hot
-statement's and the DRF view's), renew, release, the fence check and fences/verify, claim,
+"""Every decision reads the primary, never the replica: the key check, acquire (its hot
+statement, and its service's on a denial), renew, release, the fence check and fences/verify, claim,
 report, finish, an attempt's release, break, and a revoked key's refusal.
 
 The `replica` alias is a real streaming replica that holds the schema and none of the test's
