@@ -1,9 +1,10 @@
 """Capabilities: the free-form tags a run needs (`python`, `browser`, `gpu`) and a hand has.
 
-One rule, in three forms held together by `tests/fleet/test_capabilities.py`: `normalise` (what
-a tag list may be: lowercase, stripped, each once), `missing` (Python: the tags a run needs that
-a hand lacks) and `fits_sql` (the same as SQL, for the claim's one statement and the runs a hand
-may take). Here, with the hand, because a hand's capabilities are who it is, as its lane is.
+One rule, in three forms held together by `tests/capabilities/test_capability_rule.py`:
+`normalise` (what a tag list may be: lowercase, stripped, each once), `missing` (Python: the tags
+a run needs that a hand lacks) and `fits_sql` (the same as SQL, for the claim's one statement and
+the runs a hand may take). Here, with the hand, because a hand's capabilities are who it is, as
+its lane is.
 """
 
 from __future__ import annotations

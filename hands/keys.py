@@ -6,7 +6,7 @@ key reaches only its lane's objects; each lookup takes the key's lane (`lane_id`
 
 Its forms: Python (`parse_token`, `hash_secret`, `key_refusal`) for
 `hands.services.key_authenticate`; SQL text (`usable_sql`, `expired_sql`) for the hot statements
-and the revoking job; ORM (`usable_q`) for lookups. `tests/fleet/test_key_parity.py` holds them
+and the revoking job; ORM (`usable_q`) for lookups. `tests/keys/test_key_parity.py` holds them
 together.
 """
 

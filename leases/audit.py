@@ -39,7 +39,7 @@ R = TypeVar("R")
 # Events, written once: every transition's event is made by `event` (and saved by `record_event`
 # or, many at once, `record_events`) in the transaction of its transition; a statement that
 # writes its own event (the hot acquire) inserts exactly these columns (`EVENT_COLUMNS`), and
-# `tests/api/test_hot_path.py` compares the two rows.
+# `tests/hot_calls/test_hot_calls.py` compares the two rows.
 EVENT_COLUMNS = (
     "workspace_id",
     "kind",

@@ -1,4 +1,5 @@
-"""Shared fixtures: three actors (owner, teammate, outsider), a plan, and the database clock."""
+"""Shared fixtures, defined once: three actors (owner, teammate, outsider), a plan, the database
+clock; the API's callers, the dashboard's people and the jobs' helpers (tests/support/)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ from fleet.plan import services as plan_services
 from hands import services as hand_services
 from hands.models import Hand, Workspace
 from leases import clock
-from tests.jobs import support
+from tests.support import processes
+from tests.support.api import anonymous, api_a, api_b, api_outsider, boss, run  # noqa: F401
+from tests.support.jobs import claim, quiet_notifications, receiver  # noqa: F401
+from tests.support.people import (  # noqa: F401
+    make_fleet,
+    outsider_client,
+    supervisor_client,
+    viewer_client,
+    workspace_admin_client,
+)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -28,7 +38,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def _stop_laptops() -> Iterator[None]:
     """The embedded PostgreSQL a laptop install's test started stops with the test."""
     yield
-    support.stop_laptops()
+    processes.stop_laptops()
 
 
 @pytest.fixture(scope="session")

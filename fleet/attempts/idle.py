@@ -11,7 +11,7 @@ or details. A late, stalled or lost hand is not idle: it is missing, which its s
 
 Each form is built from `PROGRESS_SINCE` and the bound: Python (`is_idle`, `idle_at`) for answers
 and pages, SQL text (`idle_sql`) for the sweep, an ORM filter (`idle_q`) for lists and counts.
-`tests/fleet/test_idle_parity.py` runs one table of boundary cases through every form.
+`tests/attempts/test_idle_parity.py` runs one table of boundary cases through every form.
 """
 
 from __future__ import annotations

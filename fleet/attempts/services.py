@@ -161,7 +161,7 @@ def capability_guard(*, hand: Hand, run: Run) -> engine.Guard:
     committed before the statement began refuses the claim, and one committing later orders
     the claim before it (the change governs every claim whose statement starts after it). A
     check in Python before the statement would let a change that committed between that read
-    and the grant pass unseen (tests/fleet/test_capability_races.py pauses a claim just
+    and the grant pass unseen (tests/capabilities/test_capability_races.py pauses a claim just
     there). The explanation reads the rows again only after the statement matched nothing."""
 
     def explain() -> Exception | None:

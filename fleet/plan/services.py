@@ -312,7 +312,7 @@ def lock_run(*, workspace_id: int, run_id: int) -> None:
     FOR NO KEY UPDATE: it excludes the others that take it, but not the key checks of rows that
     reference the run (a claim's new attempt checks its run FOR KEY SHARE at commit, after
     taking its slot's lease); FOR UPDATE made that claim and a finish of the same slot's lost
-    tenure deadlock (the failover run found it: tests/fleet/test_run_lock.py)."""
+    tenure deadlock (the failover run found it: tests/plan/test_run_lock.py)."""
     list(
         Run.objects.select_for_update(no_key=True)
         .filter(workspace_id=workspace_id, pk=run_id)

@@ -20,10 +20,10 @@ def attempt(owner, make_run):  # noqa: ANN001, ANN201
     return attempt_services.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
 
 
-def test_it_issues_a_key_shown_once_with_a_copy_button(admin_client, owner, lane):
-    form = admin_client.get(f"/hands/{owner.pk}/keys/new/")
+def test_it_issues_a_key_shown_once_with_a_copy_button(workspace_admin_client, owner, lane):
+    form = workspace_admin_client.get(f"/hands/{owner.pk}/keys/new/")
     assert form.status_code == 200
-    response = admin_client.post(
+    response = workspace_admin_client.post(
         f"/hands/{owner.pk}/keys/new/",
         {"scopes": ["work", "leases"], "expires_in_s": "86400", "lane": lane.pk},
     )
@@ -42,21 +42,25 @@ def test_it_issues_a_key_shown_once_with_a_copy_button(admin_client, owner, lane
     )
     assert Event.objects.get(kind="key_issued").actor == "ada"
     # Shown once: the hand's page lists it by prefix only.
-    hand_page = admin_client.get(f"/hands/{owner.pk}/").content.decode()
+    hand_page = workspace_admin_client.get(f"/hands/{owner.pk}/").content.decode()
     assert key.prefix in hand_page and plaintext not in hand_page
 
 
-def test_it_refuses_a_key_without_scopes(admin_client, owner):
-    response = admin_client.post(f"/hands/{owner.pk}/keys/new/", {"scopes": []})
+def test_it_refuses_a_key_without_scopes(workspace_admin_client, owner):
+    response = workspace_admin_client.post(f"/hands/{owner.pk}/keys/new/", {"scopes": []})
     assert response.status_code == 200 and not HandKey.objects.exists()
 
 
-def test_it_revokes_a_key_after_a_confirmation_and_the_key_is_refused(admin_client, owner):
+def test_it_revokes_a_key_after_a_confirmation_and_the_key_is_refused(
+    workspace_admin_client, owner
+):
     issued = hand_services.key_issue(hand=owner, scopes=["work"], actor="test")
-    confirm = admin_client.get(f"/keys/{issued.key.prefix}/revoke/")
+    confirm = workspace_admin_client.get(f"/keys/{issued.key.prefix}/revoke/")
     assert confirm.status_code == 200 and "Revoke the key" in confirm.content.decode()
     assert HandKey.objects.get().revoked_at is None  # asking changes nothing
-    response = admin_client.post(f"/keys/{issued.key.prefix}/revoke/", {"reason": "leaked"})
+    response = workspace_admin_client.post(
+        f"/keys/{issued.key.prefix}/revoke/", {"reason": "leaked"}
+    )
     assert response.status_code == 302 and response["Location"] == f"/hands/{owner.pk}/"
     key = HandKey.objects.get()
     assert (key.revoked_by, key.revoke_reason) == ("ada", "leaked")
@@ -136,16 +140,16 @@ def test_it_closes_a_run_after_a_confirmation(supervisor_client, make_run):
     assert Event.objects.get(kind="run_closed").actor == "sam"
 
 
-def test_an_admin_creates_hands_and_sets_members(admin_client, workspace):
+def test_an_admin_creates_hands_and_sets_members(workspace_admin_client, workspace):
     from django.contrib.auth import get_user_model
 
-    response = admin_client.post("/hands/", {"new-name": "rewalk-9"})
+    response = workspace_admin_client.post("/hands/", {"new-name": "rewalk-9"})
     assert response.status_code == 302
     assert workspace.hands.filter(name="rewalk-9").exists()
     get_user_model().objects.create_user(username="newbie", password="x")
-    admin_client.post("/members/", {"username": "newbie", "role": "supervisor"})
+    workspace_admin_client.post("/members/", {"username": "newbie", "role": "supervisor"})
     assert workspace.memberships.get(user__username="newbie").role == "supervisor"
-    unknown = admin_client.post("/members/", {"username": "ghost", "role": "viewer"})
+    unknown = workspace_admin_client.post("/members/", {"username": "ghost", "role": "viewer"})
     assert "No user with that name" in unknown.content.decode()
 
 

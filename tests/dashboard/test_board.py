@@ -122,14 +122,14 @@ def test_it_pages_the_board_and_counts_every_attempt(workspace, make_fleet, froz
 
 
 def test_it_renders_the_whole_page_and_htmx_gets_only_the_board_fragment(
-    admin_client, owner, make_run, frozen_clock
+    workspace_admin_client, owner, make_run, frozen_clock
 ):
     claim(owner, make_run())
-    page = admin_client.get("/")
+    page = workspace_admin_client.get("/")
     assert page.status_code == 200
     html = page.content.decode()
     assert "<html" in html and 'id="board"' in html and 'id="fleet-chart"' in html
-    fragment = admin_client.get("/?state=live", **HTMX)
+    fragment = workspace_admin_client.get("/?state=live", **HTMX)
     body = fragment.content.decode()
     assert fragment.status_code == 200
     assert "<html" not in body and body.strip().startswith('<div id="board"')
@@ -138,25 +138,25 @@ def test_it_renders_the_whole_page_and_htmx_gets_only_the_board_fragment(
 
 
 def test_it_answers_204_to_a_poll_when_nothing_changed_and_the_fragment_when_something_did(
-    admin_client, owner, make_run, frozen_clock
+    workspace_admin_client, owner, make_run, frozen_clock
 ):
     run = make_run(heartbeat_interval_s=100, grace_s=60)
     claim(owner, run)
-    first = admin_client.get("/", **HTMX)
+    first = workspace_admin_client.get("/", **HTMX)
     fingerprint = first.content.decode().split('data-fp="')[1].split('"')[0]
     clock.advance(50)  # time passes, but nothing on the board changes state
-    same = admin_client.get("/", HTTP_X_GC_FINGERPRINT=fingerprint, **HTMX)
+    same = workspace_admin_client.get("/", HTTP_X_GC_FINGERPRINT=fingerprint, **HTMX)
     assert same.status_code == 204 and same.content == b""
     clock.advance(51)  # now late
-    changed = admin_client.get("/", HTTP_X_GC_FINGERPRINT=fingerprint, **HTMX)
+    changed = workspace_admin_client.get("/", HTTP_X_GC_FINGERPRINT=fingerprint, **HTMX)
     assert changed.status_code == 200
     assert 'data-state="late"' in changed.content.decode()
 
 
-def test_it_escapes_names_and_messages(admin_client, workspace, make_run, frozen_clock):
+def test_it_escapes_names_and_messages(workspace_admin_client, workspace, make_run, frozen_clock):
     hand, _ = hand_services.hand_create(workspace=workspace, name="<script>alert(1)</script>")
     claim(hand, make_run())
-    html = admin_client.get("/").content.decode()
+    html = workspace_admin_client.get("/").content.decode()
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 

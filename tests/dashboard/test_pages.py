@@ -30,9 +30,9 @@ Do **this**. <script>alert('brief')</script>
 """
 
 
-def test_the_run_page_renders_the_brief_from_markdown_safely(admin_client, make_run):
+def test_the_run_page_renders_the_brief_from_markdown_safely(workspace_admin_client, make_run):
     run = make_run(brief=BRIEF)
-    html = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    html = workspace_admin_client.get(f"/runs/{run.pk}/").content.decode()
     brief = html.split('<div class="brief">')[1].split("</div>")[0]
     assert "<h1>Fix the login</h1>" in brief and "<strong>this</strong>" in brief
     assert '<a href="https://example.com/docs"' in brief
@@ -41,7 +41,7 @@ def test_the_run_page_renders_the_brief_from_markdown_safely(admin_client, make_
 
 
 def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links(
-    admin_client, owner, teammate, make_run
+    workspace_admin_client, owner, teammate, make_run
 ):
     run = make_run(slots=3, evidence_required=["pull_request"])
     done = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
@@ -53,7 +53,7 @@ def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links
         evidence=[{"kind": "pull_request", "url": "https://example.com/pr/7"}],
     )
     attempt_services.attempt_claim(hand=teammate, run_id=run.pk, process_id="host:2")
-    html = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    html = workspace_admin_client.get(f"/runs/{run.pk}/").content.decode()
     # The finished slot is done, not open again (issue 17.1).
     assert html.count('class="slot slot-') == 3 and "(1 open, 1 done)" in html
     assert 'class="slot slot-done"' in html
@@ -64,15 +64,17 @@ def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links
     assert 'class="evidence"' in timeline
 
 
-def test_a_non_http_link_is_shown_as_text(admin_client, lane):
+def test_a_non_http_link_is_shown_as_text(workspace_admin_client, lane):
     package, _ = plan_services.work_package_create(
         lane=lane, key="k", title="Package", external_ref="javascript:alert(1)"
     )
-    html = admin_client.get(f"/work-packages/{package.pk}/").content.decode()
+    html = workspace_admin_client.get(f"/work-packages/{package.pk}/").content.decode()
     assert "javascript:alert(1)" in html and 'href="javascript:' not in html
 
 
-def test_the_hand_page_shows_keys_by_prefix_attempts_and_refusals(admin_client, owner, make_run):
+def test_the_hand_page_shows_keys_by_prefix_attempts_and_refusals(
+    workspace_admin_client, owner, make_run
+):
     key = hand_services.key_issue(hand=owner, scopes=["work", "leases"], actor="boss").key
     hand_services.key_revoke(
         workspace_id=owner.workspace_id, prefix=key.prefix, actor="boss", reason="rotated"
@@ -90,7 +92,7 @@ def test_the_hand_page_shows_keys_by_prefix_attempts_and_refusals(admin_client, 
             process_id="p",
             ttl_s=60,
         )
-    html = admin_client.get(f"/hands/{owner.pk}/").content.decode()
+    html = workspace_admin_client.get(f"/hands/{owner.pk}/").content.decode()
     revoked_row = html.split(f'data-key="{key.prefix}"')[1].split("</tr>")[0]
     live_row = html.split(f'data-key="{live.prefix}"')[1].split("</tr>")[0]
     assert "revoked" in revoked_row and "rotated" in revoked_row and "Revoke" not in revoked_row
@@ -99,34 +101,36 @@ def test_the_hand_page_shows_keys_by_prefix_attempts_and_refusals(admin_client, 
     assert 'id="hand-timeline"' in html
 
 
-def test_the_refusals_page_filters_by_code_and_hand(admin_client, workspace, owner):
+def test_the_refusals_page_filters_by_code_and_hand(workspace_admin_client, workspace, owner):
     for code, hand in [("lease_held", "hand-a"), ("stale_fence", "hand-a"), ("lease_held", "x")]:
         Refusal.objects.create(workspace_id=workspace.pk, code=code, hand=hand, message=code)
     Refusal.objects.create(workspace_id=workspace.pk + 999, code="lease_held", hand="hand-a")
-    html = admin_client.get("/refusals/?code=lease_held&hand=hand-a").content.decode()
+    html = workspace_admin_client.get("/refusals/?code=lease_held&hand=hand-a").content.decode()
     assert html.count("<code>lease_held</code>") == 1 and "stale_fence</code>" not in html
-    assert admin_client.get("/refusals/").content.decode().count("</code></td><td>") == 3
+    assert workspace_admin_client.get("/refusals/").content.decode().count("</code></td><td>") == 3
 
 
-def test_the_events_page_filters_by_kind(admin_client, owner, make_run):
+def test_the_events_page_filters_by_kind(workspace_admin_client, owner, make_run):
     attempt_services.attempt_claim(hand=owner, run_id=make_run().pk, process_id="host:1")
     hand_services.key_issue(hand=owner, scopes=["work"], actor="boss")
-    html = admin_client.get("/events/?kind=key_issued").content.decode()
+    html = workspace_admin_client.get("/events/?kind=key_issued").content.decode()
     assert "<code>key_issued</code>" in html and "<code>claimed</code>" not in html
 
 
-def test_the_lanes_and_lane_pages_list_the_plan(admin_client, make_run):
+def test_the_lanes_and_lane_pages_list_the_plan(workspace_admin_client, make_run):
     run = make_run()
-    assert "Rewalk" in admin_client.get("/lanes/").content.decode()
-    lane_html = admin_client.get("/lanes/rewalk/").content.decode()
+    assert "Rewalk" in workspace_admin_client.get("/lanes/").content.decode()
+    lane_html = workspace_admin_client.get("/lanes/rewalk/").content.decode()
     assert f'href="/work-packages/{run.work_package_id}/"' in lane_html
-    package_html = admin_client.get(f"/work-packages/{run.work_package_id}/").content.decode()
+    package_html = workspace_admin_client.get(
+        f"/work-packages/{run.work_package_id}/"
+    ).content.decode()
     assert f'href="/runs/{run.pk}/"' in package_html
-    assert admin_client.get("/lanes/nope/").status_code == 404
+    assert workspace_admin_client.get("/lanes/nope/").status_code == 404
 
 
 def test_the_board_and_the_timeline_show_a_heartbeat_that_is_not_on_record(
-    admin_client, owner, make_run, frozen_clock
+    workspace_admin_client, owner, make_run, frozen_clock
 ):
     run = make_run(heartbeat_interval_s=100, grace_s=60)
     view = attempt_services.attempt_claim(hand=owner, run_id=run.pk, process_id="host:1")
@@ -136,8 +140,8 @@ def test_the_board_and_the_timeline_show_a_heartbeat_that_is_not_on_record(
     report_services.attempt_report(process_id="host:1", **beat)  # a renewal only, within the minute
     latest = frozen_clock + timedelta(seconds=20)
     assert Report.objects.count() == 1
-    board = admin_client.get("/").content.decode()
+    board = workspace_admin_client.get("/").content.decode()
     assert f'data-since="{iso(latest)}"' in board
-    html = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    html = workspace_admin_client.get(f"/runs/{run.pk}/").content.decode()
     timeline = html.split('id="run-timeline">')[1].split("</figure>")[0]
     assert timeline.count('class="tick"') == 2  # the recorded one and the latest renewal

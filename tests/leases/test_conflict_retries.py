@@ -21,7 +21,7 @@ from leases import services as leases
 from leases.models import Event, Lease, LeaseStatus
 from leasing import hot
 from pools import services as pools
-from tests.api.conftest import Api, error_of, mint
+from tests.support.api import Api, error_of, mint
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

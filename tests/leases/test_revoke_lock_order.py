@@ -21,8 +21,8 @@ from hands.models import HandKey, Workspace
 from leases import services as leases
 from leases.models import Lease, LeaseStatus
 from pools import services as pools
-from tests.api.conftest import mint
-from tests.leases.test_pool_lock_order import backend_pid, unretried, waiting_on_a_lock
+from tests.support.api import mint
+from tests.support.locks import backend_pid, unretried, waiting_on_a_lock
 
 pytestmark = [pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
 

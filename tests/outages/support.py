@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import psycopg
+from django.db import connection
 
 from tests.reliability.live import Api, free_port
 
@@ -238,3 +239,10 @@ def assert_nothing_half_applied(
         elif answer.status is None and not unknown_ok:
             raise AssertionError(f"an acquire got no answer: {answer}")
     return {"lease_rows": len(rows), "attempts": attempts}
+
+
+def read_only_session() -> None:
+    """This thread's connection as a standby's: every transaction it starts is read-only."""
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("SET SESSION default_transaction_read_only = on", [])

@@ -503,7 +503,7 @@ def test_it_flags_a_tenure_broken_and_expired_or_broken_without_a_grant() -> Non
 
 def test_it_flags_a_second_tenure_of_a_node_beside_the_hands_own() -> None:
     """A hand's own shared tenure, and an exclusive one of the same node granted beside it (what
-    the hot path once did: tests/api/test_hot_path_modes.py): two tenures of one node at once."""
+    the hot path once did: tests/hot_calls/test_modes.py): two tenures of one node at once."""
     story = a_tree_under_fire()
     story.grant(2, 9.0, 5, "repo/src/web.py", "shared", ended=("lease_expired", 2))
     story.grant(2, 9.5, 6, "repo/src/web.py", "exclusive", ended=("lease_released", 0.5))

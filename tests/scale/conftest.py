@@ -19,7 +19,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from apikit import reads
 from bench import pgservers
-from tests.api.conftest import boss, run  # noqa: F401 - the supervisor and a run
 from tests.reliability import live
 
 REPLICA_DB = "gc"

@@ -34,7 +34,6 @@ from fleet.models import Attempt, Run
 from hands.models import Hand, Workspace
 from leases.models import Lease
 from leasing import hot
-from tests.api.conftest import PR_URL, Api, error_of, mint
 from tests.client.conftest import Fleet
 from tests.client.test_git_fences import clone
 from tests.scale.conftest import database_alias
@@ -46,6 +45,7 @@ from tests.scale.test_replica_reads import (
     replayed,
     replica_settings,
 )
+from tests.support.api import PR_URL, Api, error_of, mint
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

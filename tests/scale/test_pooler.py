@@ -29,8 +29,8 @@ from hands import services as hand_services
 from hands.models import Workspace
 from leases import services as leases
 from leasing import hot
-from tests.api.conftest import mint
 from tests.scale.conftest import database_alias
+from tests.support.api import mint
 from tests.waking import pauses_recorded
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -21,9 +21,9 @@ from django.test import override_settings
 from apikit import reads
 from bench import pgservers
 from hands.models import Hand, Workspace
-from tests.api.conftest import Api
-from tests.dashboard.conftest import _member
 from tests.scale.conftest import REPLICA_DB, database_alias
+from tests.support.api import Api
+from tests.support.people import member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -186,7 +186,7 @@ def test_the_dashboard_page_shows_where_its_data_came_from(
     replica: pgservers.Pair, on_the_replica: Hand, workspace: Workspace
 ) -> None:
     # The login and the membership are the primary's: the user exists nowhere else.
-    client = _member(workspace, "vic", "viewer")
+    client = member(workspace, "vic", "viewer")
     page = client.get("/hands/")
     assert page.status_code == 200
     html = page.content.decode()

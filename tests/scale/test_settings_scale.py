@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_settings import _manage
+from tests.deployment.test_settings import _manage
 
 PG = "postgresql://postgres@127.0.0.1:5432/gc_settings_check"
 BASE = {"SECRET_KEY": "x" * 50, "DATABASE_URL": PG}

@@ -1,11 +1,11 @@
-"""The API's callers (tests/api/conftest.py) for the schedules' tests, and a GitHub integration
+"""The API's callers (tests/support/api.py) for the schedules' tests, and a GitHub integration
 of the fixtures' repository in the lane `rewalk`."""
 
 from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api, anonymous, api_a, api_b, api_outsider, boss  # noqa: F401
+from tests.support.api import Api
 
 REPOSITORY = "Codertocat/Hello-World"  # tests/fixtures/github's repository.full_name
 

@@ -20,8 +20,8 @@ from fleet.models import WorkPackage
 from hands import services as hand_services
 from leases.models import Event
 from schedules.models import GitHubDelivery, GitHubIntegration
-from tests.api.conftest import API, Api, error_of
 from tests.schedules.conftest import REPOSITORY
+from tests.support.api import API, Api, error_of
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,9 @@ from fleet.plan import services as plan_services
 from hands import services as hand_services
 from schedules import github
 from schedules.models import GitHubDelivery, GitHubIntegration
-from tests.api.conftest import Api, error_of, mint
 from tests.schedules.conftest import REPOSITORY
 from tests.schedules.test_github import ISSUE_OPENED, PR_URL, deliver, merged
+from tests.support.api import Api, error_of, mint
 
 pytestmark = pytest.mark.django_db
 

@@ -25,8 +25,8 @@ from leases import clock
 from schedules import github, jobs
 from schedules import services as schedule_services
 from schedules.models import GitHubDelivery, Schedule, ScheduleTry
-from tests.fleet.test_done_slots import together
 from tests.reliability import live
+from tests.support.threads import together
 
 pytestmark = [pytest.mark.concurrency, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

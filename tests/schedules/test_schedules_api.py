@@ -15,7 +15,7 @@ from hands import services as hand_services
 from leases import clock
 from schedules import jobs
 from schedules.models import Schedule
-from tests.api.conftest import Api, error_of, mint
+from tests.support.api import Api, error_of, mint
 
 pytestmark = pytest.mark.django_db
 

@@ -1,0 +1,1 @@
+"""What the tests share: callers, people, processes, threads and locks."""
