@@ -1,7 +1,10 @@
 """The pages' middleware (groundcontrol/middleware.py): skipped on the API's paths, kept on every
-page, and the Content-Security-Policy built once is the one django-csp would build."""
+page, the Content-Security-Policy built once is the one django-csp would build, and the static
+files found once per process."""
 
 from __future__ import annotations
+
+from unittest import mock
 
 import pytest
 from csp.constants import HEADER
@@ -9,7 +12,7 @@ from csp.decorators import csp_update
 from csp.utils import build_policy
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse
-from django.test import Client, RequestFactory
+from django.test import Client, RequestFactory, override_settings
 
 from groundcontrol import middleware
 from hands import services as hand_services
@@ -79,3 +82,21 @@ def test_a_nonce_drawn_after_the_header_is_written_is_an_error() -> None:
     assert response[HEADER] == build_policy()
     with pytest.raises(CSPNonceError):
         str(request.csp_nonce)
+
+
+def test_the_static_files_are_found_once_and_served_to_every_client_made_after() -> None:
+    assert Client().get("/static/js/dashboard.js").status_code == 200
+    # Every later middleware (each test client builds its own) serves from what was found.
+    with mock.patch("whitenoise.middleware.finders.get_finders", side_effect=AssertionError):
+        answer = Client().get("/static/css/dashboard.css")
+        assert answer.status_code == 200
+        assert b"".join(answer.streaming_content)
+        assert Client().get("/static/css/missing.css").status_code == 404
+
+
+def test_a_setting_the_responders_are_built_with_finds_them_again() -> None:
+    assert Client().get("/static/js/dashboard.js")["Cache-Control"] != "max-age=7, public"
+    with override_settings(WHITENOISE_MAX_AGE=7):
+        answer = Client().get("/static/js/dashboard.js")
+    assert answer.status_code == 200
+    assert answer["Cache-Control"] == "max-age=7, public"
