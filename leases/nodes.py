@@ -98,21 +98,25 @@ def conflicts(
         "limit": limit,
         **tree.tree_params(resource),
     }
-    process = None if process_id is None else "%(process_id)s"
+    with connection.cursor() as cursor:
+        cursor.execute(engine.render(conflicts_sql(by_process=process_id is not None)), params)
+        rows = cursor.fetchall()
+    return [engine.snapshot(row[:-1]) for row in rows], int(rows[0][-1]) if rows else 0
+
+
+def conflicts_sql(*, by_process: bool = True) -> str:
+    """`conflicts`' query, to render: the tenures in the way, soonest to end first, each row the
+    engine's columns, the statement's time and how many there are in all (parameters
+    `workspace_id`, `holder`, `process_id`, `mode`, `limit` and `tree.tree_params`)."""
+    process = "%(process_id)s" if by_process else None
     ids = " UNION ALL ".join(
         tree.held_on_line("%(workspace_id)s", tree.in_the_way("%(holder)s", process))
     )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            engine.render(
-                "SELECT {columns}, {now}, COUNT(*) OVER () FROM {table} "
-                f"WHERE {{table}}.workspace_id = %(workspace_id)s AND id IN ({ids}) "
-                "ORDER BY deadline LIMIT %(limit)s"
-            ),
-            params,
-        )
-        rows = cursor.fetchall()
-    return [engine.snapshot(row[:-1]) for row in rows], int(rows[0][-1]) if rows else 0
+    return (
+        "SELECT {columns}, {now} AS server_time, COUNT(*) OVER () AS in_all FROM {table} "
+        "WHERE {table}.workspace_id = %(workspace_id)s AND id IN (" + ids + ") "
+        "ORDER BY deadline LIMIT %(limit)s"
+    )
 
 
 def expire_tree(*, workspace_id: int, resource: str) -> list[LeaseSnapshot]:

@@ -21,10 +21,10 @@ from typing import Any
 
 from django.db import connection
 
-from leases import engine, names, tree
+from leases import engine, names, nodes, tree
 from leases.clock import now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.engine import LeaseSnapshot
-from leases.models import Lease, LeaseState, Waiter
+from leases.models import LeaseMode, LeaseState, Waiter
 
 # How long a waiter counts without refreshing: a waiter whose process died leaves within it.
 WAITER_TTL_S = 5.0
@@ -129,43 +129,89 @@ def standing(
         **tree.tree_params(resource),
         "ticket": ticket.id if ticket is not None else tree.NO_TICKET,
     }
-    also = tree.in_the_way("%(holder)s", "%(process_id)s", "ahead.") + " AND ahead.id < %(ticket)s"
-    ids = " UNION ".join(tree.waiting_on_line("%(workspace_id)s", also))
     with connection.cursor() as cursor:
-        cursor.execute(
-            engine.render(
-                f"SELECT holder FROM {tree.WAITERS} "
-                f"WHERE workspace_id = %(workspace_id)s AND id IN ({ids}) ORDER BY id"
-            ),
-            params,
-        )
+        cursor.execute(engine.render(_WAITING), params)
         waiting = [row[0] for row in cursor.fetchall()]
+        cursor.execute(engine.render(_TENURE_MEAN), params)
+        mean = cursor.fetchone()
+    return _standing(resource, in_the_way, waiting, mean[0] if mean else None, first_free)
+
+
+def standing_in_the_way(
+    *, workspace_id: int, resource: str, holder: str, process_id: str, shown: int = 5
+) -> tuple[list[LeaseSnapshot], int, Standing]:
+    """For an exclusive request that has not joined the line, in one read: the tenures in its
+    way (`leases.nodes.conflicts`: the first `shown`, soonest to end first, and how many in all)
+    and where it stands behind them and the waiters (`standing`)."""
+    params = {
+        "workspace_id": workspace_id,
+        "holder": holder,
+        "process_id": process_id,
+        "mode": LeaseMode.EXCLUSIVE.value,
+        "limit": shown,
+        **tree.tree_params(resource),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(engine.render(STANDING_IN_THE_WAY), params)
+        rows = cursor.fetchall()
+    width = len(engine.COLUMNS) + 1
+    in_the_way = [engine.snapshot(row[:width]) for row in rows if row[0] is not None]
+    waiting, mean = list(rows[0][-2]), rows[0][-1]
+    in_all = int(rows[0][width]) if in_the_way else 0
+    return in_the_way, in_all, _standing(resource, in_the_way, waiting, mean, first_free=False)
+
+
+# The holders of the waiters on the line ahead of `%(ticket)s` that the request conflicts with,
+# in order; and how long tenures of the node have lasted (`Lease.tenure_mean_s`), to render.
+_WAITING = (
+    f"SELECT holder FROM {tree.WAITERS} WHERE workspace_id = %(workspace_id)s AND id IN ("
+    + " UNION ".join(
+        tree.waiting_on_line(
+            "%(workspace_id)s",
+            tree.in_the_way("%(holder)s", "%(process_id)s", "ahead.")
+            + " AND ahead.id < %(ticket)s",
+        )
+    )
+    + ") ORDER BY id"
+)
+_TENURE_MEAN = (
+    "SELECT tenure_mean_s FROM {table} WHERE workspace_id = %(workspace_id)s "
+    "AND node = %(node)s AND tenure_mean_s IS NOT NULL ORDER BY id LIMIT 1"
+)
+# `standing_in_the_way`'s read: one row per tenure in the way (or one of NULLs when none), each
+# carrying the line's waiters and the node's tenure mean.
+STANDING_IN_THE_WAY = (
+    "SELECT way.*, ARRAY(" + _WAITING + ") AS waiting, (" + _TENURE_MEAN + ") AS mean "
+    "FROM (SELECT 1) AS one LEFT JOIN LATERAL (" + nodes.conflicts_sql() + ") AS way ON true"
+)
+
+
+def _standing(
+    resource: str,
+    in_the_way: list[LeaseSnapshot],
+    waiting: list[str],
+    mean: float | None,
+    first_free: bool,
+) -> Standing:
     holders = list(dict.fromkeys(lease.holder for lease in in_the_way))
     ahead = list(dict.fromkeys([*holders, *waiting]))[:AHEAD_SHOWN]
     return Standing(
         requested=resource,
         position=len(waiting) + 1,
         ahead=ahead,
-        estimated_wait_s=_estimate(workspace_id, resource, in_the_way, len(waiting), first_free),
+        estimated_wait_s=_estimate(mean, in_the_way, len(waiting), first_free),
     )
 
 
 def _estimate(
-    workspace_id: int,
-    resource: str,
+    mean: float | None,
     in_the_way: list[LeaseSnapshot],
     waiting: int,
     first_free: bool,
 ) -> float | None:
     """Until the tenures in the way end (each lasts as long as tenures of the node have lasted,
-    at least until its current window ends; the first of them, `first_free`), then a tenure's
-    length per waiter ahead."""
-    mean = (
-        Lease.objects.filter(workspace_id=workspace_id, node=names.node_of(resource))
-        .exclude(tenure_mean_s=None)
-        .values_list("tenure_mean_s", flat=True)
-        .first()
-    )
+    `mean`, at least until its current window ends; the first of them, `first_free`), then a
+    tenure's length per waiter ahead."""
     per_tenure = mean if mean is not None else max((t.interval_s for t in in_the_way), default=None)
     ends = []
     for lease in in_the_way:

@@ -355,13 +355,19 @@ def lease_acquire(
     stands in the queue.
 
     `grant_missed`: the caller's own statement (a hot call's, with its key check) tried this
-    exclusive grant a moment ago and it matched nothing: the first try renews the caller's own
-    tenure and records the end of lost ones as usual, but runs the grant again only if a lost
-    tenure was freed; otherwise the denial is explained from what stands in the way, and the
-    grant runs again only if the way has cleared meanwhile."""
+    exclusive grant a moment ago and it matched nothing. The denial is then explained from one
+    read of what stands in the way (`missed_grant_denial`); the steps below run only when that
+    read shows what the statement does not do: the caller's own tenure of the node to renew, a
+    lost tenure whose end must be recorded first, or the way cleared meanwhile."""
     mode, ttl_s, take_over = validate_acquire(
         resource=resource, process_id=process_id, mode=mode, ttl_s=ttl_s, take_over=take_over
     )
+    if grant_missed:
+        denial = missed_grant_denial(
+            workspace_id=workspace_id, resource=resource, holder=holder, process_id=process_id
+        )
+        if denial is not None:
+            raise denial
     options = {
         "workspace_id": workspace_id,
         "resource": resource,
@@ -372,7 +378,7 @@ def lease_acquire(
     }
     # Between a failed grant and the read that explains it the way may clear; try again.
     data: dict[str, object] = {"ttl_s": ttl_s, "process_id": process_id, "mode": str(mode)}
-    for tried in range(3):
+    for _ in range(3):
         with transaction.atomic():
             if guard is not None:
                 guard.hold()  # LOCK_ORDER: the guard's rows, then the tree, then lease rows
@@ -384,23 +390,22 @@ def lease_acquire(
             freed = nodes.expire_tree(workspace_id=workspace_id, resource=resource)
             for expired in freed:
                 record_expiry(expired)
-            if not (grant_missed and tried == 0 and not freed):
-                grant = partial(
-                    grant_tenure,
-                    mode=mode,
-                    guard=guard,
-                    ticket=ticket.id if ticket is not None else None,
-                    options=options,
-                )
-                if take_over:
-                    lease = take_over_and_grant(grant, data, **options)
-                else:
-                    lease = grant()
-                if lease is not None:
-                    return record_grant(lease, ticket, data)
-                refusal = guard.explain() if guard is not None else None
-                if refusal is not None:
-                    raise refusal
+            grant = partial(
+                grant_tenure,
+                mode=mode,
+                guard=guard,
+                ticket=ticket.id if ticket is not None else None,
+                options=options,
+            )
+            if take_over:
+                lease = take_over_and_grant(grant, data, **options)
+            else:
+                lease = grant()
+            if lease is not None:
+                return record_grant(lease, ticket, data)
+            refusal = guard.explain() if guard is not None else None
+            if refusal is not None:
+                raise refusal
         in_the_way, count = nodes.conflicts(
             workspace_id=workspace_id,
             resource=resource,
@@ -433,6 +438,28 @@ def lease_acquire(
     raise LeaseHeld(f"{resource} is changing hands too fast to take; try again", resource=resource)
 
 
+def missed_grant_denial(
+    *, workspace_id: int, resource: str, holder: str, process_id: str
+) -> GroundControlError | None:
+    """The denial of an exclusive grant that its statement just refused, from one read of what
+    stands in the way (`queue.standing_in_the_way`): others' tenures, all still held, or
+    waiters ahead. None when the read shows the caller's own tenure of the node, a lost one or
+    nothing in the way: the statement renews nothing and records no end, so the service must."""
+    in_the_way, in_all, place = queue.standing_in_the_way(
+        workspace_id=workspace_id, resource=resource, holder=holder, process_id=process_id
+    )
+    if any(
+        not lease.held or (lease.holder, lease.process_id) == (holder, process_id)
+        for lease in in_the_way
+    ):
+        return None
+    if in_the_way:
+        return held_error(in_the_way[0], others=in_all - 1, standing=place, asker=holder)
+    if place.position > 1:
+        return _queued(resource, LeaseMode.EXCLUSIVE, place)
+    return None
+
+
 def queued_error(
     *,
     workspace_id: int,
@@ -460,6 +487,10 @@ def queued_error(
         ticket=ticket,
         in_the_way=line_waits_for,
     )
+    return _queued(resource, mode, place)
+
+
+def _queued(resource: str, mode: str, place: queue.Standing) -> GroundControlError:
     waiting = place.position - 1
     return LeaseHeld(
         f"nothing held stands in the way of {resource}, but {waiting} waiting "

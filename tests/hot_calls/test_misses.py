@@ -14,9 +14,11 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from fleet.attempts import reports as report_services
-from leases import clock, engine
+from leases import clock, engine, queue
 from leases.models import Event, Lease
 from leasing import hot
 from tests.support.api import Api, claim, error_of, report
@@ -155,3 +157,70 @@ def test_an_acquire_over_a_lost_tenure_records_its_end_and_grants(
         Event.objects.filter(resource="locks/migrate").order_by("id").values_list("kind", "fence")
     )
     assert kinds == [("lease_acquired", 1), ("lease_expired", 1), ("lease_acquired", 2)]
+
+
+def test_a_denied_acquire_is_explained_from_one_read(api_a: Api, api_b: Api) -> None:
+    """After the statement missed: the key is read (its own refusal first), what stands in the
+    way is read once, the refusal is recorded; nothing locks the tree or writes a lease."""
+    body = {"resource": "locks/migrate", "ttl_s": 60, "process_id": "p1"}
+    assert api_b.post("/leases/acquire", body).status_code == 201
+    with (
+        counted(hot, "run_statement") as statements,
+        counted(queue, "standing_in_the_way") as reads,
+        CaptureQueriesContext(connection) as queries,
+    ):
+        denied = api_a.post("/leases/acquire", body)
+    error = error_of(denied, 409, "lease_held")
+    assert (error["holder"], error["position"], error["ahead"]) == (
+        api_b.hand.name,
+        1,
+        [api_b.hand.name],
+    )
+    assert (len(statements), len(reads)) == (1, 1)
+    # The hot statement runs on psycopg's own prepared statement; Django's cursor saw the rest:
+    # the key's reads, then what stands in the way, once, and the refusal's record.
+    after = [query["sql"] for query in queries.captured_queries]
+    reads = [s for s in after if s.startswith("SELECT") and "fleet_handkey" not in s]
+    assert len(reads) == 1 and "LEFT JOIN LATERAL" in reads[0], after
+    # Written: the refusal, and the key's last use (stamped once a minute); no lease, no line.
+    tables = {
+        s.split(" SET ")[0].split(" (")[0] for s in after if s.startswith(("INSERT", "UPDATE"))
+    }
+    assert tables <= {'UPDATE "fleet_handkey"', 'INSERT INTO "leases_refusal"'}, tables
+    assert 'INSERT INTO "leases_refusal"' in tables
+    assert not [s for s in after if "pg_advisory" in s], after
+
+
+def test_a_request_with_only_waiters_ahead_is_told_its_place_from_the_same_read(
+    api_a: Api, api_b: Api
+) -> None:
+    queue.join(
+        workspace_id=api_b.hand.workspace_id,
+        resource="locks/migrate",
+        holder=api_b.hand.name,
+        process_id="p9",
+        mode="exclusive",
+    )
+    body = {"resource": "locks/migrate", "ttl_s": 60, "process_id": "p1"}
+    with counted(queue, "standing_in_the_way") as reads, counted(engine, "take") as takes:
+        denied = api_a.post("/leases/acquire", body)
+    error = error_of(denied, 409, "lease_held")
+    assert (error["position"], error["ahead"], len(reads), len(takes)) == (
+        2,
+        [api_b.hand.name],
+        1,
+        0,
+    )
+    assert "1 waiting request came first" in error["message"]
+
+
+def test_the_same_process_asking_again_is_renewed_by_the_service(api_a: Api) -> None:
+    """The statement grants only a free name; the read shows the caller's own tenure, and the
+    service renews it (same fence), as an acquire by its holder always has."""
+    body = {"resource": "locks/migrate", "ttl_s": 60, "process_id": "p1"}
+    first = api_a.post("/leases/acquire", body).json()
+    with counted(queue, "standing_in_the_way") as reads:
+        again = api_a.post("/leases/acquire", body)
+    assert again.status_code == 201, again.content
+    assert (again.json()["fence"], len(reads)) == (first["fence"], 1)
+    assert Lease.objects.filter(resource="locks/migrate").count() == 1

@@ -16,7 +16,7 @@ import pytest
 from pglast import prettify
 
 from fleet.attempts import reports as report_services
-from leases import clock, engine, tree
+from leases import clock, engine, queue, tree
 from leasing import hot
 
 SNAPSHOTS = Path(__file__).parent / "statements"
@@ -40,6 +40,8 @@ STATEMENTS: dict[str, Callable[[], str]] = {
     "hot_renew": lambda: hot.statement("renew", PRODUCTION_CLOCK),
     "hot_acquire_locks": lambda: hot.Acquire.prelude or "",
     "hot_acquire": lambda: hot.statement("acquire", PRODUCTION_CLOCK),
+    # What explains an acquire the statement denied: one read (`queue.standing_in_the_way`).
+    "hot_acquire_denial": lambda: engine.render(queue.STANDING_IN_THE_WAY),
     "hot_renew_all": lambda: hot.statement("renew_all", PRODUCTION_CLOCK),
     "hot_heartbeat": lambda: hot.statement("heartbeat", PRODUCTION_CLOCK),
     "hot_report": lambda: hot.statement("report", PRODUCTION_CLOCK),
