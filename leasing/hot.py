@@ -482,10 +482,10 @@ class Acquire(HotCall):
             row = self._granted(caller, data)
             if row is not None:
                 return 201, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
-        # Denied, shared or a take-over: the service decides (the caller may hold the name, a
-        # lost tenure on its line may need its end recorded first, or the call waits in line),
-        # with the key as a condition of its grant (`hands.services.key_guard`); a denied grant
-        # is explained, not run again, unless the way has changed (`grant_missed`).
+        # Denied, shared or a take-over: the service decides, with the key as a condition of
+        # any grant (`hands.services.key_guard`). A denied grant is explained from one read of
+        # what stands in the way (`grant_missed`); the caller's own tenure of the name, a lost
+        # tenure on its line or a way cleared meanwhile goes the service's way.
         key = caller.key()
         lease = lease_acquire_waiting(
             workspace_id=key.hand.workspace_id,
