@@ -461,6 +461,7 @@ class LeaseMachine(RuleBasedStateMachine):
             assert row.holder == model.holder, (what, row.holder, model.holder)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_it_agrees_with_the_reference_model(workspace, lane) -> None:  # noqa: ANN001
     package, _ = plan_services.work_package_create(lane=lane, key="model", title="Model")
