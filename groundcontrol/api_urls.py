@@ -16,6 +16,7 @@ from fleet.api import records as records_api
 from fleet.api import runs as runs_api
 from friction import api as friction_api
 from hands import api as hands_api
+from harnesses import api as harnesses_api
 from leasing import api as resources_api
 from pools import api as pools_api
 from schedules import api as schedules_api
@@ -48,6 +49,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
         evidence.EvidenceListApi.as_view(),
         name="api-evidence",
     ),
+    # The harnesses' hooks, answered in each harness's own format
+    path("hooks/<str:harness>", harnesses_api.HookApi.as_view(), name="api-hooks"),
     # Resource leases
     path("leases", resources_api.LeaseListApi.as_view(), name="api-leases"),
     path(

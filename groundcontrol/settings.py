@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "webhooks",
     "schedules",
     "friction",
+    "harnesses",
     "dashboard",
     "ops",
     "demo",

@@ -188,6 +188,8 @@ class EventKind(models.TextChoices):
     HANDOFF_WITHDRAWN = "handoff_withdrawn"
     IDLE = "idle"
     BUDGET = "budget"
+    # A harness session's shell command changed a file another holder has (harnesses.services).
+    WRITE_OUTSIDE_LEASE = "write_outside_lease"
 
 
 class Event(models.Model):

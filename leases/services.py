@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC
 from functools import partial
 from typing import Any
 
@@ -158,14 +159,42 @@ def own_hand(lease: LeaseSnapshot, asker: str | None) -> bool:
     return asker is not None and lease.holder == asker
 
 
+# A harness session's process identity: `<harness>:<session id>` (`harnesses.formats` has one
+# format for each of these names, and its sessions hold leases under them).
+SESSION_HARNESSES = frozenset(
+    {"claude-code", "codex", "gemini", "cursor", "opencode", "cline", "copilot"}
+)
+SESSION_ADVICE = (
+    "wait, pick other work, or ask its holder to hand it over (gctl handoff RESOURCE --reason "
+    "..., or POST /api/v1/leases/handoff)"
+)
+
+
+def session_of(process_id: str) -> str | None:
+    """The session a harness's process identity names (`claude-code:abc`), else None."""
+    harness, colon, session = process_id.partition(":")
+    return session if colon and session and harness in SESSION_HARNESSES else None
+
+
 def describe_holder(lease: LeaseSnapshot, *, asker: str | None = None) -> str:
     """Who holds it and what its numbers mean: `expires_in_s` is only the holder's current
     renewal window, which a live holder keeps pushing forward. Held by the `asker`'s own hand
     (from another process: its own tenures are never in its way), it says so, and which
-    process."""
+    process. Held by a harness's session, which keeps it for as long as the session works, it
+    says since when, and no window at all."""
     shared = " shared" if lease.mode == LeaseMode.SHARED else ""
     advice = "wait, pick other work, or escalate"
-    if own_hand(lease, asker):
+    session = session_of(lease.process_id)
+    mine = own_hand(lease, asker)
+    if session is not None and lease.state == LeaseState.LIVE:
+        acquired = lease.acquired_at
+        since = f" since {acquired.astimezone(UTC):%H:%M} UTC" if acquired else ""
+        whose = "your own hand" if mine else "hand"
+        return (
+            f"{lease.resource} is held{shared} by session {session} of {whose} "
+            f"'{lease.holder}'{since}, for its session (fence {lease.fence}): {SESSION_ADVICE}"
+        )
+    if mine:
         by = f"your own hand '{lease.holder}' in another process ({lease.process_id!r})"
         advice = OWN_HAND_ADVICE
     else:

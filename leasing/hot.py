@@ -477,17 +477,21 @@ class Acquire(HotCall):
         )
 
     def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
+        return 201, lease_json(self.granted(caller, data))
+
+    def granted(self, caller: Caller, data: dict[str, Any]) -> engine.LeaseSnapshot:
+        """The tenure granted (or renewed: the caller's own), else the refusal raised."""
         missed = data["mode"] == LeaseMode.EXCLUSIVE.value and not data["take_over"]
         if missed:
             row = self._granted(caller, data)
             if row is not None:
-                return 201, lease_json(engine.snapshot(_stamp_key(row, _LEASE_TIME)))
+                return engine.snapshot(_stamp_key(row, _LEASE_TIME))
         # Denied, shared or a take-over: the service decides, with the key as a condition of
         # any grant (`hands.services.key_guard`). A denied grant is explained from one read of
         # what stands in the way (`grant_missed`); the caller's own tenure of the name, a lost
         # tenure on its line or a way cleared meanwhile goes the service's way.
         key = caller.key()
-        lease = lease_acquire_waiting(
+        return lease_acquire_waiting(
             workspace_id=key.hand.workspace_id,
             resource=data["resource"],
             holder=key.hand.name,
@@ -502,7 +506,6 @@ class Acquire(HotCall):
                 wait_permit, key_id=key.pk, workspace_id=key.hand.workspace_id
             ),
         )
-        return 201, lease_json(lease)
 
 
 class RenewAll(HotCall):
@@ -522,22 +525,30 @@ class RenewAll(HotCall):
     def _rows(self, caller: Caller, process_id: str) -> Any:
         return _run("renew_all", caller, {"process_id": process_id}, many=True)
 
-    def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
-        process_id = data["process_id"]
+    def renewed(
+        self, caller: Caller, process_id: str
+    ) -> tuple[list[engine.LeaseSnapshot], list[engine.LeaseSnapshot]]:
+        """The process's live leases, renewed, and those it has lost, by one statement (nothing
+        of either when the key may not renew: the caller's key says why)."""
         rows = self._rows(caller, process_id) or []
         if rows:
             _stamp_key(rows[0], _LEASE_TIME)
-            holder = rows[0][_COLUMN["holder"]]
-            workspace_id = rows[0][_COLUMN["workspace_id"]]
-        else:
-            hand = caller.hand  # none renewed and none lost: the key may be the reason
-            holder, workspace_id = hand.name, hand.workspace_id
         renewed: list[engine.LeaseSnapshot] = []
         lost: list[engine.LeaseSnapshot] = []
         for row in rows:
             (renewed if row[_LEASE_TIME + 1] else lost).append(
                 engine.snapshot(row[: _LEASE_TIME + 1])
             )
+        return renewed, lost
+
+    def run(self, caller: Caller, data: dict[str, Any]) -> Answer:
+        process_id = data["process_id"]
+        renewed, lost = self.renewed(caller, process_id)
+        if renewed or lost:
+            holder, workspace_id = (renewed or lost)[0].holder, (renewed or lost)[0].workspace_id
+        else:
+            hand = caller.hand  # none renewed and none lost: the key may be the reason
+            holder, workspace_id = hand.name, hand.workspace_id
         done = lease_services.renewed_all(
             workspace_id=workspace_id,
             holder=holder,

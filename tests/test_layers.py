@@ -14,6 +14,7 @@
 - `evidence/` and `webhooks/`, which hang off the fleet and not off each other or the pools;
 - `schedules/`: plans that make themselves (schedules, GitHub), above the fleet and evidence;
 - `friction/`: friction reports, which name the fleet's lanes, runs and attempts;
+- `harnesses/`: the harnesses' hooks answered by the server, on the hot lease calls (`leasing`);
 - `dashboard/` and `ops/`, the pages and the machines' view over all of them;
 - `demo/`: the demo fleet, simulated hands on the project's client, which nothing imports;
 - `groundcontrol/`: only the wiring (settings, URLs, Celery, the server) imports every app.
@@ -40,6 +41,7 @@ APPS = [
     "webhooks",
     "schedules",
     "friction",
+    "harnesses",
     "dashboard",
     "ops",
     "demo",
@@ -58,6 +60,7 @@ FORBIDDEN = {
         "webhooks",
         "schedules",
         "friction",
+        "harnesses",
         "dashboard",
         "ops",
         "demo",
@@ -68,6 +71,7 @@ FORBIDDEN = {
         "pools",
         "schedules",
         "friction",
+        "harnesses",
         "dashboard",
         "ops",
         "demo",
@@ -78,17 +82,30 @@ FORBIDDEN = {
         "pools",
         "schedules",
         "friction",
+        "harnesses",
         "dashboard",
         "ops",
         "demo",
         *NOT_ABOVE,
     },
-    "schedules": {"webhooks", "pools", "friction", "dashboard", "ops", "demo", *NOT_ABOVE},
+    "schedules": {"webhooks", "pools", "friction", "harnesses", "dashboard", "ops", "demo", *NOT_ABOVE},
     "friction": {
         "pools",
         "evidence",
         "webhooks",
         "schedules",
+        "harnesses",
+        "dashboard",
+        "ops",
+        "demo",
+        *NOT_ABOVE,
+    },
+    "harnesses": {
+        "pools",
+        "evidence",
+        "webhooks",
+        "schedules",
+        "friction",
         "dashboard",
         "ops",
         "demo",

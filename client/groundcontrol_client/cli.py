@@ -30,23 +30,24 @@ import os
 import sys
 from collections.abc import Sequence
 
-from groundcontrol_client.cli_output import (
-    Explained,
-    UsageError,
-    exit_code_for,
-    print_error,
-    print_result,
-)
-from groundcontrol_client.cli_parser import DEFAULT_TTL_S, build_parser, parse
-from groundcontrol_client.client import Client
-from groundcontrol_client.errors import GroundControlError
-from groundcontrol_client.wrappers import EXIT_OK, EXIT_USAGE
-
-# The parser's names are re-exported: the tests (and older callers) use them as `cli.<name>`.
-__all__ = ["DEFAULT_TTL_S", "build_parser", "entry", "exit_code_for", "main", "parse"]
+# `gctl hook HARNESS` runs for every tool call of an agent: it answers from a cold start, so it
+# is sent on before anything else is imported (`entry`); the rest is imported by `main`.
+__all__ = ["entry", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from groundcontrol_client.cli_output import (
+        Explained,
+        UsageError,
+        exit_code_for,
+        print_error,
+        print_result,
+    )
+    from groundcontrol_client.cli_parser import build_parser, parse
+    from groundcontrol_client.client import Client
+    from groundcontrol_client.errors import GroundControlError
+    from groundcontrol_client.wrappers import EXIT_OK, EXIT_USAGE
+
     parser = build_parser()
     args = parse(parser, sys.argv[1:] if argv is None else argv)
     args.json = getattr(args, "json", False)
@@ -77,4 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
+    args = sys.argv[1:]
+    if len(args) >= 2 and args[0] == "hook" and set(args[2:]) <= {"--release-on-stop"}:
+        from groundcontrol_client.hooks import command
+
+        if args[1] in command.HARNESSES:
+            sys.exit(command.main(args[1], release_on_stop="--release-on-stop" in args))
     sys.exit(main())

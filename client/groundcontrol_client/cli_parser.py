@@ -29,6 +29,7 @@ from groundcontrol_client.cli_leases import (
 )
 from groundcontrol_client.cli_schedules import add_schedule_commands
 from groundcontrol_client.cli_wrappers import cmd_hold, cmd_hook, cmd_mcp, cmd_run
+from groundcontrol_client.hooks.command import HARNESSES
 
 # `gctl hold` and `gctl lease acquire` take a lease for this long unless told (seconds).
 DEFAULT_TTL_S = 60.0
@@ -252,11 +253,28 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_hook,
         "an agent harness's hook: the event on stdin, the answer on stdout (docs/agents.md)",
     )
-    p.add_argument("harness", choices=["claude-code"], help="whose hook protocol")
+    p.add_argument(
+        "harness",
+        choices=[*HARNESSES, "install"],
+        help="whose hook protocol; `install HARNESS` writes that harness's hooks into a project",
+    )
+    p.add_argument("installed", nargs="?", choices=HARNESSES, help="with install: the harness")
     p.add_argument(
         "--release-on-stop",
         action="store_true",
         help="release the session's leases on Stop too, not only on SessionEnd",
+    )
+    p.add_argument(
+        "--project", default=".", help="with install: the project's directory (default: here)"
+    )
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="with install claude-code: Claude Code posts each write to GC_URL itself (no "
+        "process per write); shell commands and the session's start still run gctl",
+    )
+    p.add_argument(
+        "--gctl", default="gctl", help="with install: the command the hooks run (default: gctl)"
     )
     p.set_defaults(offline=True)  # its client is its own: cli_wrappers.cmd_hook
     add_git_commands(sub, common)

@@ -7,15 +7,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
-from groundcontrol_client import hooks, wrappers
+from groundcontrol_client import wrappers
 from groundcontrol_client.cli_environment import wrapper_process_id
 from groundcontrol_client.cli_output import UsageError, waiting_notice, wrapper_log
 from groundcontrol_client.client import Client
 from groundcontrol_client.errors import EvidenceMissing, ValidationFailed, describe
+from groundcontrol_client.hooks import command
 from groundcontrol_client.pool_leases import PoolLease
 from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
-from groundcontrol_client.wrappers import EXIT_ERROR, EXIT_OK
+from groundcontrol_client.wrappers import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 
 def _wrapped_command(args: argparse.Namespace) -> list[str]:
@@ -108,9 +110,29 @@ def cmd_hook(client: Client | None, args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.url:
         env["GC_URL"] = args.url
-    return hooks.claude_code(
-        client, release_on_stop=args.release_on_stop, env=env, deadline_s=hooks.hook_deadline_s(env)
-    )
+    if args.harness == "install":
+        return _install(args, env)
+    if args.installed:
+        raise UsageError(f"gctl hook {args.harness} takes no harness after it")
+    return command.main(args.harness, release_on_stop=args.release_on_stop, env=env)
+
+
+def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from groundcontrol_client.hooks.install import InstallError, install
+
+    if not args.installed:
+        raise UsageError("gctl hook install HARNESS: which harness's hooks to write")
+    url = env.get("GC_URL") if args.http else None
+    if args.http and not url:
+        raise UsageError("--http writes GC_URL into the hooks: set GC_URL (or --url)")
+    try:
+        written = install(args.installed, Path(args.project), gctl=args.gctl, url=url)
+    except InstallError as error:
+        print(f"gctl hook install: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
 
 
 def cmd_mcp(client: Client, args: argparse.Namespace) -> int:

@@ -82,7 +82,7 @@ def existing_directory(resolved: str) -> str:
     return directory
 
 
-def _git_environment() -> dict[str, str]:
+def git_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _REPOSITORY_VARIABLES}
     env["LC_ALL"] = "C"  # git's own words, to tell "not a repository" from a failure
     return env
@@ -97,7 +97,7 @@ def toplevel(directory: str) -> str | None:
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_S,
-            env=_git_environment(),
+            env=git_environment(),
             stdin=subprocess.DEVNULL,
             check=False,
         )

@@ -5,91 +5,25 @@ Agents run as real subprocesses that know only GC_URL, GC_KEY and a run id."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
-
-import pytest
 
 from fleet.models import Attempt, Report, Run
-from hands import services as hand_services
-from hands.models import Hand
 from leases.models import Lease
-
-GCTL = str(Path(sys.executable).parent / "gctl")
-PR_URL = "https://github.com/acme/app/pull/7"
-# Short enough that a whole tenure, its loss and its reclaim take seconds.
-INTERVAL_S = 1
-GRACE_S = 1
-# A run whose claims nothing heartbeats (`gctl claim`, then other gctl calls, each a process of
-# its own): its window must outlast those calls on a slow machine.
-ONE_SHOT = {"heartbeat_interval_s": 30, "grace_s": 30}
-
-
-def mint(hand: Hand, scopes: Sequence[str] = ("work", "leases")) -> str:
-    return hand_services.key_issue(hand=hand, scopes=list(scopes), actor="test").plaintext
-
-
-@dataclass
-class Fleet:
-    url: str
-    key_a: str
-    key_b: str
-    make_run: Callable[..., Run]
-
-    def env(self, key: str | None = None, **extra: str) -> dict[str, str]:
-        """A subprocess's environment: GC_URL and GC_KEY and nothing of ours (no GC_* leaks)."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GC_")}
-        env.update(GC_URL=self.url, GC_KEY=key or self.key_a)
-        env.update(extra)
-        return env
-
-    def run(self, **kwargs: Any) -> Run:
-        options: dict[str, Any] = {
-            "slots": 1,
-            "heartbeat_interval_s": INTERVAL_S,
-            "grace_s": GRACE_S,
-            "evidence_required": ["pull_request"],
-            "brief": "Fix the login redirect.",
-        }
-        options.update(kwargs)
-        return self.make_run(**options)
-
-    def gctl(
-        self, *args: str, key: str | None = None, timeout: float = 60, **extra: str
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [GCTL, *args],
-            env=self.env(key, **extra),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-
-@pytest.fixture
-def gc(live_server: Any, make_run: Callable[..., Run], owner: Hand, teammate: Hand) -> Fleet:
-    return Fleet(url=live_server.url, key_a=mint(owner), key_b=mint(teammate), make_run=make_run)
+from tests.support.live import (  # noqa: F401 - what the client's tests take from here
+    GCTL,
+    GRACE_S,
+    INTERVAL_S,
+    ONE_SHOT,
+    PR_URL,
+    Fleet,
+    gc,
+    mint,
+    wait_for,
+)
 
 
 def attempts_of(run: Run) -> list[Attempt]:
     return list(Attempt.objects.filter(run=run).select_related("hand").order_by("id"))
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 15.0, step: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"not within {timeout} s: {condition}")
 
 
 def assert_heartbeats_kept_the_claim(record: Attempt, *, for_s: float) -> None:

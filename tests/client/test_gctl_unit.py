@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from groundcontrol_client import Client, Lease, RetryPolicy, Slot, cli
+from groundcontrol_client import Client, Lease, RetryPolicy, Slot, cli, cli_parser
 from groundcontrol_client.models import describe_lease, describe_slot
 
 from tests.client.fakes import KEY, URL, FakeServer, error
@@ -27,23 +27,23 @@ def every_parser(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Ar
 def test_it_explains_every_option_of_every_command() -> None:
     undocumented = [
         f"{prog}: {action.option_strings or action.dest}"
-        for prog, parser in every_parser(cli.build_parser())
+        for prog, parser in every_parser(cli_parser.build_parser())
         for action in parser._actions
         if not action.help or action.help == argparse.SUPPRESS
     ]
     assert undocumented == []
     # And each subcommand is listed with a line of its own.
-    for _, parser in every_parser(cli.build_parser()):
+    for _, parser in every_parser(cli_parser.build_parser()):
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 assert all(choice.help for choice in action._choices_actions)
 
 
 def test_it_takes_a_lease_for_as_long_by_default_with_acquire_as_with_hold() -> None:
-    parser = cli.build_parser()
-    acquire = cli.parse(parser, ["lease", "acquire", "src/"])
-    hold = cli.parse(parser, ["hold", "src/", "--", "true"])
-    assert acquire.ttl == hold.ttl == cli.DEFAULT_TTL_S == 60
+    parser = cli_parser.build_parser()
+    acquire = cli_parser.parse(parser, ["lease", "acquire", "src/"])
+    hold = cli_parser.parse(parser, ["hold", "src/", "--", "true"])
+    assert acquire.ttl == hold.ttl == cli_parser.DEFAULT_TTL_S == 60
 
 
 def slot(**data: Any) -> Slot:
@@ -110,7 +110,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
             sleep=lambda s: None,
         )
 
-    monkeypatch.setattr(cli.Client, "from_env", from_env)
+    monkeypatch.setattr(Client, "from_env", from_env)
     return server
 
 
