@@ -116,6 +116,22 @@ class ErrorDetailSerializer(serializers.Serializer):
         help_text="lease_held: the tenure in the way is the caller's own hand's, held from "
         "another process (take it over with take_over: true)",
     )
+    ticket = serializers.IntegerField(
+        required=False,
+        help_text="lease_held after a wait (wait_s): the place in line the wait kept; pass it "
+        "back on the next acquire (ticket) within ticket_kept_s to be served from it",
+    )
+    ticket_kept_s = serializers.FloatField(
+        required=False, help_text="lease_held with ticket: how long the place is kept"
+    )
+    session = serializers.CharField(
+        required=False,
+        help_text="lease_held: the tenure in the way is a harness session's (process identity "
+        "`<harness>:<session>`), which keeps it for as long as the session works: its id",
+    )
+    since = serializers.DateTimeField(
+        required=False, help_text="lease_held with session: when the session took the tenure"
+    )
     end = serializers.CharField(required=False, help_text="lease_lost: how the attempt ended")
     revoked_at = serializers.DateTimeField(required=False, help_text="key_revoked")
     expired_at = serializers.DateTimeField(required=False, help_text="key_expired")

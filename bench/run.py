@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import drivers, load, pooler, report, services, wrk
+from bench import drivers, hooks, load, pooler, report, services, wrk
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 # What `--only` selects: the measured blocks, and the scale figures.
@@ -56,6 +56,7 @@ BLOCKS = (
     "etcd",
     "renew-all",
     "tree",
+    "hooks",
     "pooler",
     "wrk",
     "scale",
@@ -324,6 +325,48 @@ class Bench:
                 )
                 self.measure("Ground Control", operation, c, factory, meter)
 
+    def hooks(self, c: int) -> None:
+        """Issue 32: at the targets' concurrency, Claude Code's writes answered by the server
+        (`bench.hooks`), then `gctl hook` from a cold start, one process at a time."""
+        if c != report.target_concurrency(self.concurrencies):
+            return
+        with self.web_server() as (url, meter, _):
+            for operation, new in zip(report.HOOK_WRITE_OPS, (False, True), strict=True):
+                services.vacuum_if_autovacuum_is_off(self.database)
+                factory = hooks.hook_writes(
+                    url, self.fixtures, self.tag(), new=new, http_client=self.args.http_client
+                )
+                self.measure("Ground Control", operation, c, factory, meter)
+            for operation, new in zip(report.HOOK_PACED_OPS, (False, True), strict=True):
+                factory = hooks.hook_writes(
+                    url, self.fixtures, self.tag(), new=new, http_client=self.args.http_client
+                )
+                sample = hooks.paced(
+                    factory,
+                    sessions=c,
+                    per_s=hooks.PACED_PER_S,
+                    seconds=self.args.seconds,
+                    warmup_s=self.args.warmup,
+                )
+                self.samples.setdefault(("Ground Control", operation, c), []).append(sample)
+                print(
+                    f"   {operation}: p50 {sample.percentile_ms(0.5):.1f} ms, "
+                    f"p99 {sample.percentile_ms(0.99):.1f} ms, errors {sample.errors}",
+                    flush=True,
+                )
+            sample = load.run(
+                hooks.cold_start(url, self.fixtures),
+                concurrency=1,
+                seconds=self.args.seconds,
+                warmup_s=self.args.warmup,
+            )
+            self.samples.setdefault(("Ground Control", report.HOOK_COLD_OP, c), []).append(sample)
+            print(
+                f"   gctl hook cold start: p50 {sample.percentile_ms(0.5):.0f} ms, "
+                f"p99 {sample.percentile_ms(0.99):.0f} ms, errors {sample.errors}",
+                flush=True,
+            )
+
     def pooler(self, c: int) -> None:
         """The hot calls through PgBouncer beside a direct connection (bench/pooler.py), the
         side that goes first alternating with each repeat."""
@@ -407,6 +450,7 @@ class Bench:
                 ("etcd", self.etcd),
                 ("renew-all", self.renew_all),
                 ("tree", self.tree),
+                ("hooks", self.hooks),
                 ("pooler", self.pooler),
                 ("wrk", self.wrk),
             ]
@@ -434,6 +478,7 @@ class Bench:
             "etcd": [("etcd", "acquire"), ("etcd", "keepalive")],
             "renew-all": [("Ground Control", op) for op in MANY_OPS],
             "tree": [("Ground Control", op) for op in report.TREE_OPS],
+            "hooks": [("Ground Control", op) for op in hooks.OPS],
             "pooler": [(system, op) for op in GC_OPS for system in pooler.SYSTEMS],
         }
         layout = [row for name, rows in layouts.items() if name in self.args.blocks for row in rows]

@@ -89,6 +89,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     ),
     # Fences at the repository: are a commit's fences still current?
     path("fences/verify", fences_api.FencesVerifyApi.as_view(), name="api-fences-verify"),
+    path("fences/receipts", fences_api.FenceReceiptsApi.as_view(), name="api-fences-receipts"),
     # Pools: a free member of a named set, as a lease of its own
     path("pools", pools_api.PoolsApi.as_view(), name="api-pools"),
     path("pools/<str:name>", pools_api.PoolApi.as_view(), name="api-pool"),

@@ -27,6 +27,7 @@ from friction.services import MAX_MINUTES, MAX_REFUSALS
 from hands.capabilities import MAX_TAG_LENGTH, MAX_TAGS
 from leases.handoffs import MAX_OPEN_PER_TENURE
 from leases.names import MAX_RESOURCE_LENGTH, MAX_SEGMENTS
+from leases.receipts import MAX_RECEIPT_COMMITS, MAX_RECEIPT_NAMES
 from leases.services import (
     MAX_HELD,
     MAX_INTERVAL_S,
@@ -34,7 +35,7 @@ from leases.services import (
     MAX_REASON_LENGTH,
     MAX_TTL_S,
 )
-from leases.verification import MAX_FENCES
+from leases.verification import MAX_FENCES, MAX_PATHS
 from leases.waiting import MAX_WAIT_S
 from leasing.api import MAX_COVERING
 from pools.services import MAX_MEMBERS
@@ -64,6 +65,15 @@ def limits() -> dict[str, tuple[int | float, str]]:
         "wait_s": (MAX_WAIT_S, "How long an acquire or claim may wait for its turn, in seconds."),
         "held": (MAX_HELD, "The tenures a renew-all's `held` may name."),
         "verified_fences": (MAX_FENCES, "The fences one verification may judge."),
+        "verified_paths": (MAX_PATHS, "The paths one verification may ask about."),
+        "receipt_commits": (
+            MAX_RECEIPT_COMMITS,
+            "The commits one push receipt call may judge, or one receipt lookup may ask for.",
+        ),
+        "receipt_names": (
+            MAX_RECEIPT_NAMES,
+            "The fences and paths of one push receipt call, every commit's together.",
+        ),
         "covering": (MAX_COVERING, "The names one `covering` read may ask about."),
         "open_handoffs_per_tenure": (
             MAX_OPEN_PER_TENURE,

@@ -9,6 +9,8 @@ from django.db.models.functions import Now
 
 
 class HookSession(models.Model):
+    # The hand's workspace: every row names its tenant (docs/scale.md).
+    workspace_id = models.BigIntegerField()
     hand = models.ForeignKey("hands.Hand", on_delete=models.CASCADE, related_name="hook_sessions")
     harness = models.CharField(max_length=32)
     session_id = models.CharField(max_length=200)
@@ -27,7 +29,9 @@ class HookSession(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["hand", "process_id"], name="hook_session_unique")
+            models.UniqueConstraint(
+                fields=["workspace_id", "hand", "process_id"], name="hook_session_unique"
+            )
         ]
 
     def __str__(self) -> str:

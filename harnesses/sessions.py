@@ -17,7 +17,8 @@ from apikit.errors import ValidationFailed
 from hands import keys
 from hands.models import Hand, HandKey, Scope
 from harnesses.models import HookSession
-from leases.clock import now_expression, now_sql
+from leases.clock import now_expression, now_sql, plus_seconds_sql
+from leasing.hot import run_statement
 
 MAX_REPOSITORIES = 64
 MAX_LINKS = 1024
@@ -42,6 +43,7 @@ class Registration:
 class Session:
     process_id: str
     holder: str
+    workspace_id: int
     hand_id: int
     repositories: list[str]
     links: dict[str, str]
@@ -104,47 +106,69 @@ def registration_of(facts: object, header: str | None) -> Registration:
     return Registration(tuple(dict.fromkeys(repositories)), pairs, ttl)
 
 
+# A session's `last_event_at` is written at most this often: each event's statement reads the
+# row and writes it only when the stamp is this old (or the session had ended), so an event of a
+# busy session writes no session row at all.
+STAMP_EVERY_S = 10.0
+
+
 def _touch_sql() -> str:
+    """The session's row, read, made on its first event, and stamped when it is due, in one
+    statement whose source is the key check (no usable key: no row)."""
     table, hand, key = HookSession._meta.db_table, Hand._meta.db_table, HandKey._meta.db_table
     now = now_sql()
     usable = keys.usable_sql("k", now, Scope.LEASES.value)
+    due = plus_seconds_sql(now, repr(-STAMP_EVERY_S))
     return (
-        f"WITH key AS (SELECT h.id AS hand_id, h.name AS holder FROM {key} k "
+        f"WITH key AS (SELECT h.id AS hand_id, h.name AS holder, h.workspace_id FROM {key} k "
         f"JOIN {hand} h ON h.id = k.hand_id WHERE k.prefix = %(key_prefix)s "
         f"AND k.secret_hash = %(key_secret_hash)s AND h.workspace_id = %(workspace_id)s "
-        f"AND {usable}) "
-        f"INSERT INTO {table} AS s (hand_id, harness, session_id, process_id, repositories, "
-        "links, ttl_s, started_at, last_event_at, ended_at) "
-        "SELECT hand_id, %(harness)s, %(session_id)s, %(process_id)s, '[]'::jsonb, '{}'::jsonb, "
-        f"%(ttl_s)s, {now}, {now}, NULL FROM key "
-        f"ON CONFLICT (hand_id, process_id) DO UPDATE SET last_event_at = {now}, ended_at = NULL "
-        "RETURNING s.repositories, s.links, s.ttl_s, s.hand_id, (SELECT holder FROM key)"
+        f"AND {usable}), "
+        "found AS (SELECT s.id, s.repositories, s.links, s.ttl_s, s.last_event_at, s.ended_at "
+        f"FROM {table} s, key WHERE s.workspace_id = %(workspace_id)s "
+        "AND s.hand_id = key.hand_id AND s.process_id = %(process_id)s), "
+        f"made AS (INSERT INTO {table} (workspace_id, hand_id, harness, session_id, process_id, "
+        "repositories, links, ttl_s, started_at, last_event_at, ended_at) "
+        "SELECT workspace_id, hand_id, %(harness)s, %(session_id)s, %(process_id)s, '[]'::jsonb, "
+        f"'{{}}'::jsonb, %(ttl_s)s, {now}, {now}, NULL FROM key "
+        "WHERE NOT EXISTS (SELECT 1 FROM found) "
+        "ON CONFLICT (workspace_id, hand_id, process_id) DO NOTHING "
+        "RETURNING repositories, links, ttl_s), "
+        f"stamped AS (UPDATE {table} s SET last_event_at = {now}, ended_at = NULL FROM found "
+        f"WHERE s.id = found.id AND (found.ended_at IS NOT NULL OR found.last_event_at < {due}) "
+        "RETURNING s.id) "
+        "SELECT found.repositories, found.links, found.ttl_s, key.hand_id, key.holder "
+        "FROM found, key UNION ALL "
+        "SELECT made.repositories, made.links, made.ttl_s, key.hand_id, key.holder FROM made, key"
     )
 
 
 def touch(
     params: dict[str, Any], *, harness: str, session_id: str, process_id: str
 ) -> Session | None:
-    """The session's row, made or stamped with this event's time, if the key (`params`: its
-    prefix, secret hash and workspace, as the hot calls name them) may take leases; else None."""
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(
-            _touch_sql(),
-            {
-                **params,
-                "harness": harness,
-                "session_id": session_id,
-                "process_id": process_id,
-                "ttl_s": DEFAULT_TTL_S,
-            },
-        )
-        row = cursor.fetchone()
+    """The session's row, made on its first event or stamped with this event's time when due,
+    if the key (`params`: its prefix, secret hash and workspace, as the hot calls name them) may
+    take leases; else None. Prepared, as the hot statements are."""
+    values = {
+        **params,
+        "harness": harness,
+        "session_id": session_id,
+        "process_id": process_id,
+        "ttl_s": DEFAULT_TTL_S,
+    }
+    db = connections[DEFAULT_DB_ALIAS]
+    sql = _touch_sql()
+    row = run_statement(db, sql, values)
+    if row is None:
+        # The first events of one session at once: another made the row meanwhile (this one's
+        # insert did nothing); it is there to read now. Still none: the key is refused.
+        row = run_statement(db, sql, values)
     if row is None:
         return None
     repositories, links, ttl_s, hand_id, holder = row
     if isinstance(repositories, str):  # a cursor without JSON loading
         repositories, links = json.loads(repositories), json.loads(links)
-    return Session(process_id, holder, hand_id, repositories, links, ttl_s)
+    return Session(process_id, holder, params["workspace_id"], hand_id, repositories, links, ttl_s)
 
 
 def register(session: Session, given: Registration) -> Session:
@@ -157,7 +181,9 @@ def register(session: Session, given: Registration) -> Session:
         return session
     with transaction.atomic():
         row = HookSession.objects.select_for_update().get(
-            hand_id=session.hand_id, process_id=session.process_id
+            workspace_id=session.workspace_id,
+            hand_id=session.hand_id,
+            process_id=session.process_id,
         )
         repositories = list(dict.fromkeys([*row.repositories, *given.repositories]))
         links = {**row.links, **dict(given.links)}
@@ -172,11 +198,17 @@ def register(session: Session, given: Registration) -> Session:
             row.ttl_s = given.ttl_s
         row.save(update_fields=["repositories", "links", "ttl_s"])
     return Session(
-        session.process_id, session.holder, session.hand_id, repositories, links, row.ttl_s
+        session.process_id,
+        session.holder,
+        session.workspace_id,
+        session.hand_id,
+        repositories,
+        links,
+        row.ttl_s,
     )
 
 
 def end(session: Session) -> None:
-    HookSession.objects.filter(hand_id=session.hand_id, process_id=session.process_id).update(
-        ended_at=now_expression()
-    )
+    HookSession.objects.filter(
+        workspace_id=session.workspace_id, hand_id=session.hand_id, process_id=session.process_id
+    ).update(ended_at=now_expression())

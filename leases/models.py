@@ -241,6 +241,9 @@ class FenceStatus(models.TextChoices):
     CURRENT = "current"
     SUPERSEDED = "superseded"
     UNKNOWN = "unknown"
+    # Current, but not the tenure of the holder its trailer names (or, in a push receipt, of the
+    # hand that pushed it): a commit cannot borrow another's fence.
+    NOT_HOLDER = "not_holder"
 
 
 class FenceVerification(models.Model):
@@ -265,6 +268,44 @@ class FenceVerification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.resource}@{self.fence} {self.status}"
+
+
+class FenceReceipt(models.Model):
+    """What a push was told about one commit (`POST /fences/receipts`, `leases.receipts`): each
+    fence it carried and where that fence stood when it was pushed, the paths it touched that
+    another hand held (or this hand had lost), and whether the push was accepted. Signed with a
+    key derived from SECRET_KEY, so CI (`gctl verify`) trusts a row only as the server wrote it.
+
+    One row per (workspace, repository, commit): an accepted receipt is final (a re-push answers
+    with it); a refused one is judged again by the next push of the commit."""
+
+    workspace_id = models.BigIntegerField()
+    # The repository as the client names it (its remote's URL, normalised: `leases.receipts`).
+    repository = models.CharField(max_length=512)
+    sha = models.CharField(max_length=64)
+    accepted = models.BooleanField()
+    # The database's time when the push was judged.
+    at = models.DateTimeField()
+    hand = models.CharField(max_length=200)
+    key_prefix = models.CharField(max_length=32, blank=True, default="")
+    process_id = models.CharField(max_length=200, blank=True, default="")
+    fences = models.JSONField(default=list, blank=True)
+    refusals = models.JSONField(default=list, blank=True)
+    signature = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            # The upsert's conflict target, and CI's lookup by repository and commit.
+            models.UniqueConstraint(
+                fields=["workspace_id", "repository", "sha"], name="fence_receipt_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["at"], name="fence_receipt_at_idx")]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.sha[:12]} in {self.repository} ({'accepted' if self.accepted else 'refused'})"
+        )
 
 
 class Refusal(models.Model):

@@ -232,6 +232,10 @@ def held_error(
     `asker`'s own hand (another process's) is named so, with `own_hand` and its `process_id`."""
     also = f" (and {others} other lease{'s' if others != 1 else ''} in the way)" if others else ""
     mine = {"own_hand": True, "process_id": lease.process_id} if own_hand(lease, asker) else {}
+    session = session_of(lease.process_id)
+    if session is not None and lease.acquired_at is not None:
+        # Held for a harness's session: who, and since when (its window says nothing of it).
+        mine.update(session=session, since=lease.acquired_at.astimezone(UTC).isoformat())
     return error(
         describe_holder(lease, asker=asker) + also,
         **mine,

@@ -165,9 +165,11 @@ def lease_acquire_waiting(
     permit: Callable[[], AbstractContextManager[object]] | None = None,
     take_over: bool = False,
     grant_missed: bool = False,
+    ticket: int | None = None,
 ) -> LeaseSnapshot:
     """`lease_acquire` (and its `take_over`), trying again until granted or `wait_s` (0 to 60)
-    has passed (`grant_missed`: said of the first try, see `lease_acquire`). `guard`
+    has passed (`grant_missed`: said of the first try, see `lease_acquire`); with `ticket` (a
+    denial's), from the place in line it names, if it is still kept (`queue.resume`). `guard`
     (the caller's key, say) is checked by every try's granting statement: whatever happened to
     the caller while it waited, the grant is judged at the instant it is made. A call that must
     wait first enters `permit()` (which may refuse it: leasing/waits.py), and holds it until it
@@ -201,6 +203,7 @@ def lease_acquire_waiting(
         },
         channels=lambda: waiting_channels(workspace_id=workspace_id, resource=resource),
         permit=permit,
+        ticket=ticket,
     )
 
 
@@ -211,40 +214,48 @@ def wait_in_line(
     place: dict[str, Any],
     channels: Callable[[], list[str]],
     permit: Callable[[], AbstractContextManager[object]] | None = None,
+    ticket: int | None = None,
 ) -> T:
     """`attempt(ticket)` (which raises `LeaseHeld` when denied) until it grants or `wait_s` has
-    passed: first without a place; then with a place in the line (`queue.join(**place)`), kept
-    while it waits and given up when it ends, waking when one of `channels()` is notified (asked
-    once the first try has validated the call), when the
-    denial says the way may clear (`expires_in_s`), and at least twice per waiter TTL."""
+    passed: first without a place (or from the place `ticket` names, if it is still kept); then
+    with a place in the line (`queue.join(**place)`), kept while it waits, waking when one of
+    `channels()` is notified (asked once the first try has validated the call), when the
+    denial says the way may clear (`expires_in_s`), and at least twice per waiter TTL. A wait
+    that ends denied keeps its place for `queue.TICKET_KEEP_S` and says so in the denial
+    (`ticket`, `ticket_kept_s`); one that ends otherwise gives it up."""
     from leases.services import validate_seconds
 
     wait_s = validate_seconds(wait_s, field="wait_s", minimum=0, maximum=MAX_WAIT_S)
     give_up_at = time.monotonic() + wait_s
-    try:
-        return attempt(None)
-    except LeaseHeld:
-        if wait_s == 0:
-            raise
+    place_kept = queue.resume(ticket, **place) if ticket is not None else None
+    if place_kept is None:
+        try:
+            return attempt(None)
+        except LeaseHeld:
+            if wait_s == 0:
+                raise
     backoff = _BACKOFF_START_S
     with (
-        permit() if permit is not None else nullcontext(),
+        permit() if permit is not None and wait_s > 0 else nullcontext(),
         # Listening before the next try: a release committed after it wakes the wait.
         listening(channels()) as wait,
     ):
-        ticket = queue.join(**place)
-        served = False
+        held = place_kept if place_kept is not None else queue.join(**place)
+        served = kept = False
         try:
             while True:
                 try:
-                    granted = attempt(ticket)
+                    granted = attempt(held)
                     served = True
                     return granted
                 except LeaseHeld as denied:
                     remaining = give_up_at - time.monotonic()
                     if remaining <= 0:
+                        queue.keep(held)
+                        kept = True
+                        denied.fields.update(ticket=held.id, ticket_kept_s=queue.TICKET_KEEP_S)
                         raise
-                    queue.stay(ticket)
+                    queue.stay(held)
                     remaining = min(remaining, queue.WAITER_TTL_S / 2)
                     expires_in = denied.fields.get("expires_in_s")
                     if isinstance(expires_in, int | float):
@@ -252,8 +263,8 @@ def wait_in_line(
                     wait(remaining, backoff)
                     backoff = min(backoff * 2, _BACKOFF_MAX_S)
         finally:
-            if not served:
-                _leave(ticket, workspace_id=place["workspace_id"], resource=place["resource"])
+            if not served and not kept:
+                _leave(held, workspace_id=place["workspace_id"], resource=place["resource"])
 
 
 def _leave(ticket: queue.Ticket, *, workspace_id: int, resource: str) -> None:

@@ -481,7 +481,12 @@ class Acquire(HotCall):
 
     def granted(self, caller: Caller, data: dict[str, Any]) -> engine.LeaseSnapshot:
         """The tenure granted (or renewed: the caller's own), else the refusal raised."""
-        missed = data["mode"] == LeaseMode.EXCLUSIVE.value and not data["take_over"]
+        # With a ticket the request has a place in line, which the statement does not know.
+        missed = (
+            data["mode"] == LeaseMode.EXCLUSIVE.value
+            and not data["take_over"]
+            and not data.get("ticket")
+        )
         if missed:
             row = self._granted(caller, data)
             if row is not None:
@@ -501,6 +506,7 @@ class Acquire(HotCall):
             wait_s=data["wait_s"],
             take_over=data["take_over"],
             grant_missed=missed,
+            ticket=data.get("ticket"),
             guard=hand_services.key_guard(key),
             permit=functools.partial(
                 wait_permit, key_id=key.pk, workspace_id=key.hand.workspace_id

@@ -18,6 +18,7 @@ from leases import clock
 from tests.support import processes
 from tests.support.api import anonymous, api_a, api_b, api_outsider, boss, run  # noqa: F401
 from tests.support.jobs import claim, quiet_notifications, receiver  # noqa: F401
+from tests.support.live import gc  # noqa: F401 - the live server, for agents' processes
 from tests.support.people import (  # noqa: F401
     make_fleet,
     outsider_client,

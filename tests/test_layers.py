@@ -88,7 +88,16 @@ FORBIDDEN = {
         "demo",
         *NOT_ABOVE,
     },
-    "schedules": {"webhooks", "pools", "friction", "harnesses", "dashboard", "ops", "demo", *NOT_ABOVE},
+    "schedules": {
+        "webhooks",
+        "pools",
+        "friction",
+        "harnesses",
+        "dashboard",
+        "ops",
+        "demo",
+        *NOT_ABOVE,
+    },
     "friction": {
         "pools",
         "evidence",

@@ -44,6 +44,7 @@ from groundcontrol_client.errors import (
     ConnectionFailed,
     Denied,
     GroundControlError,
+    LeaseHeld,
     NoOpenSlot,
     SlotTaken,
     error_from_response,
@@ -60,12 +61,17 @@ from groundcontrol_client.models import (
     FencesVerified,
     Lease,
     Me,
+    PathAnswer,
+    ReceiptsFound,
+    ReceiptsRecorded,
     Released,
     RenewedAll,
     ReportResult,
     Run,
     Slot,
+    StoredReceipt,
 )
+from groundcontrol_client.waits import LongWait
 
 
 class AsyncClient(AsyncFrictionCalls):
@@ -332,21 +338,29 @@ class AsyncClient(AsyncFrictionCalls):
         wait_s: float | None = None,
         mode: str | None = None,
         take_over: bool = False,
+        ticket: int | None = None,
     ) -> Lease:
         """As `Client.lease_acquire`."""
-        body = _drop_none(
-            {
-                "resource": resource,
-                "ttl_s": ttl_s,
-                "process_id": process_id,
-                "wait_s": wait_s,
-                "mode": mode,
-                "take_over": True if take_over else None,
-            }
-        )
-        timeout = self.timeout + (wait_s or 0)
-        data = await self.request("POST", "leases/acquire", json=body, timeout=timeout)
-        return Lease.from_wire(data)
+        wait = LongWait(wait_s, ticket)
+        while True:
+            body = _drop_none(
+                {
+                    "resource": resource,
+                    "ttl_s": ttl_s,
+                    "process_id": process_id,
+                    "mode": mode,
+                    "take_over": True if take_over else None,
+                    **wait.asked(),
+                }
+            )
+            timeout = self.timeout + wait.call_s
+            try:
+                data = await self.request("POST", "leases/acquire", json=body, timeout=timeout)
+            except LeaseHeld as denied:
+                if not wait.again(denied):
+                    raise
+                continue
+            return Lease.from_wire(data)
 
     async def lease_from_pool(
         self, pool: str, *, ttl_s: float, process_id: str, wait_s: float | None = None
@@ -448,8 +462,45 @@ class AsyncClient(AsyncFrictionCalls):
         return Attestation.from_wire(await self.request("POST", "attestations", json=body))
 
     async def fences_verify(self, fences: Iterable[str]) -> list[FenceAnswer]:
-        """Where each `<resource>@<fence>` stands (scope `verify`, `leases` or `supervise`), in
-        the order given: `current`, `superseded` or `unknown` (at most 500 in one call)."""
+        """Where each `<resource>@<fence>` (or `<resource>@<fence> <holder>`, as a commit's
+        trailer carries it) stands (scope `verify`, `leases` or `supervise`), in the order
+        given: `current`, `superseded`, `unknown` or `not_holder` (at most 500 in one call)."""
         body = {"fences": list(fences)}
         data = await self.request("POST", "fences/verify", json=body, decision=True)
         return FencesVerified.from_wire(data).fences
+
+    async def paths_verify(self, paths: Iterable[str]) -> list[PathAnswer]:
+        """For files by their lease names (at most 500): the held tenures over each now, and
+        whether this hand's own last tenure over it lapsed (lost or broken) while it holds none
+        over it (`POST /fences/verify`, scope `verify`, `leases` or `supervise`)."""
+        body = {"paths": list(paths)}
+        data = await self.request("POST", "fences/verify", json=body, decision=True)
+        return FencesVerified.from_wire(data).paths
+
+    async def fences_receipts(
+        self,
+        repository: str,
+        commits: Iterable[Mapping[str, Any]],
+        *,
+        process_id: str | None = None,
+    ) -> ReceiptsRecorded:
+        """Judge a push's commits now and record a signed receipt of each (scope `leases`): each
+        commit `{sha, fences, paths}` (its trailers, and the files it touches by their lease
+        names), at most 100 commits and 2,000 fences and paths in one call. A commit is accepted
+        when every fence is current and this hand's, and no path is under another hand's
+        tenure or this hand's own lapsed one; an accepted receipt is final (a re-push answers
+        with it, `duplicate`)."""
+        body = _drop_none(
+            {"repository": repository, "process_id": process_id, "commits": list(commits)}
+        )
+        data = await self.request("POST", "fences/receipts", json=body, decision=True)
+        return ReceiptsRecorded.from_wire(data)
+
+    async def fences_receipts_lookup(
+        self, repository: str, shas: Iterable[str]
+    ) -> list[StoredReceipt]:
+        """The receipts on record for these commits of `repository` (at most 100; scope
+        `verify`, `leases` or `supervise`), each with `signature_valid`."""
+        params = {"repository": repository, "sha": list(shas)}
+        data = await self.request("GET", "fences/receipts", params=params, decision=True)
+        return ReceiptsFound.from_wire(data).receipts

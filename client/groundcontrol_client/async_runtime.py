@@ -398,6 +398,7 @@ class AsyncHeldLease(_AsyncKeeper):
         wait_s: float | None = None,
         mode: str | None = None,
         take_over: bool = False,
+        ticket: int | None = None,
         fraction: float = HEARTBEAT_FRACTION,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
@@ -416,6 +417,8 @@ class AsyncHeldLease(_AsyncKeeper):
         self.mode = mode
         # Take the lease from another process of this hand that holds it (`lease_acquire`).
         self.take_over = take_over
+        # A denial's place in line, to be served from (`Client.lease_acquire`).
+        self.ticket = ticket
         self.released = False
         self._lease: Lease | None = None
 
@@ -440,6 +443,7 @@ class AsyncHeldLease(_AsyncKeeper):
             wait_s=self.wait_s,
             mode=self.mode,
             **({"take_over": True} if self.take_over else {}),
+            **({"ticket": self.ticket} if self.ticket is not None else {}),
         )
         await self._start(sent_at=sent_at, interval=self.ttl_s, grace=lease_grace_s(self._lease))
         return self

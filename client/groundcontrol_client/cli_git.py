@@ -1,6 +1,7 @@
 """gctl's repository commands: `gctl git install|pre-commit|commit-msg|pre-push` (the hooks),
-`gctl verify` (CI), over `groundcontrol_client.git_fences`, and `gctl attest` (CI's result for
-a commit or pull request URL, which grades the evidence carrying it `ci`)."""
+`gctl verify` (CI: by the receipts pushes left), over `groundcontrol_client.git_fences`, and
+`gctl attest` (CI's result for a commit or pull request URL, which grades the evidence carrying
+it `ci`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import sys
 
 from groundcontrol_client import git_fences
+from groundcontrol_client.cli_environment import process_id_for
 from groundcontrol_client.cli_output import UsageError
 from groundcontrol_client.client import Client
 
@@ -27,7 +29,10 @@ def cmd_git(client: Client | None, args: argparse.Namespace) -> int:
                 raise UsageError("commit-msg takes the message file")
             return git_fences.commit_msg(args.hook_args[0])
         remote = args.hook_args[0] if args.hook_args else "origin"
-        return git_fences.pre_push(client, remote, sys.stdin)
+        url = args.hook_args[1] if len(args.hook_args) > 1 else None
+        return git_fences.pre_push(
+            client, remote, sys.stdin, url=url, process_id=process_id_for(args)
+        )
     except git_fences.GitError as error:
         print(f"gctl git: {error}", file=sys.stderr)
         return 1
@@ -38,7 +43,9 @@ def cmd_verify(client: Client | None, args: argparse.Namespace) -> int:
     if args.commit and args.range:
         raise UsageError("give --commit REV or --range A..B, not both")
     try:
-        data, text, code = git_fences.verify(client, commit=args.commit, range_=args.range)
+        data, text, code = git_fences.verify(
+            client, commit=args.commit, range_=args.range, remote=args.remote
+        )
     except git_fences.GitError as error:
         print(f"gctl verify: {error}", file=sys.stderr)
         return 1
@@ -89,7 +96,11 @@ def add_git_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     for name, help_text in (
         ("pre-commit", "the pre-commit hook: refuse paths under another hand's lease"),
         ("commit-msg", "the commit-msg hook: add the Ground-Control-Fence trailers"),
-        ("pre-push", "the pre-push hook: refuse a push carrying a stale fence"),
+        (
+            "pre-push",
+            "the pre-push hook: record each commit's fences with the server, and refuse a push "
+            "carrying a stale fence or touching a path it may not",
+        ),
     ):
         p = git.add_parser(name, parents=[common], help=help_text, description=help_text)
         p.add_argument("hook_args", nargs="*", help="what git passes the hook")
@@ -97,11 +108,17 @@ def add_git_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     p = sub.add_parser(
         "verify",
         parents=[common],
-        help="are a commit's Ground-Control-Fence trailers still current? (exit 4 if not)",
-        description="for CI: check a commit's (or a range's) fences; exit 4 on a stale one",
+        help="were a commit's fences current when it was pushed? (exit 4 if not)",
+        description="for CI: judge a commit (or a range) by the receipt its push left, or, "
+        "without one, by its fences and files now; exit 4 on a stale one",
     )
     p.add_argument("--commit", help="the commit (default: HEAD)")
     p.add_argument("--range", help="every commit of A..B")
+    p.add_argument(
+        "--remote",
+        default="origin",
+        help="the remote whose URL names the repository the receipts are under (default: origin)",
+    )
     p.set_defaults(handler=cmd_verify)
     p = sub.add_parser(
         "attest",

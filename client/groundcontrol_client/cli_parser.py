@@ -145,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
         "dies, it lapses this long after its last renewal"
     )
     lease_wait_help = (
-        "if it is held, wait in line up to this many seconds (0 to 60) for it to free; "
-        "first come, first served"
+        "if it is held, wait in line up to this many seconds for it to free (any length: "
+        "asked 60 s at a time, each call keeping the place in line); first come, first served"
     )
     shared_help = (
         "a shared lease: held beside other shared leases on it, never beside an exclusive one "

@@ -31,6 +31,7 @@ from groundcontrol_client.errors import (
     ConnectionFailed,
     Denied,
     GroundControlError,
+    LeaseHeld,
     NoOpenSlot,
     ServerError,
     SlotTaken,
@@ -50,13 +51,18 @@ from groundcontrol_client.models import (
     FencesVerified,
     Lease,
     Me,
+    PathAnswer,
+    ReceiptsFound,
+    ReceiptsRecorded,
     Released,
     RenewedAll,
     ReportResult,
     Run,
     Slot,
+    StoredReceipt,
 )
 from groundcontrol_client.supervisor import SupervisorCalls
+from groundcontrol_client.waits import LongWait
 
 __version__ = "0.1.0"
 DEFAULT_TIMEOUT_S = 10.0
@@ -501,27 +507,39 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         wait_s: float | None = None,
         mode: str | None = None,
         take_over: bool = False,
+        ticket: int | None = None,
     ) -> Lease:
         """Take `resource`, or raise `LeaseHeld` saying which lease is in the way (on the same
         name, a directory above it or a name below it), its holder, fence and window, and where
         this request stands in line. `mode="shared"` coexists with other shared leases. With
-        `wait_s` the server holds the request in a first-come, first-served queue until the way
-        is clear or the wait ends. A lease is held by a process: this hand's lease held by
-        another `process_id` is in the way too (the denial's `own_hand`), unless `take_over`,
-        which moves it to this process at a new fence (the other's next renewal is refused
-        `lease_lost`)."""
-        body = _drop_none(
-            {
-                "resource": resource,
-                "ttl_s": ttl_s,
-                "process_id": process_id,
-                "wait_s": wait_s,
-                "mode": mode,
-                "take_over": True if take_over else None,
-            }
-        )
-        timeout = self.timeout + (wait_s or 0)
-        return Lease.from_wire(self.request("POST", "leases/acquire", json=body, timeout=timeout))
+        `wait_s` (any length: the server's limit a call is `LIMITS["wait_s"]`, and a longer wait
+        is several calls, each from the place in line the last one kept, `waits.LongWait`) the
+        request waits in a first-come, first-served queue until the way is clear or the wait
+        ends; its final denial's `ticket`, passed back as `ticket` within its `ticket_kept_s`,
+        keeps its place for a later call. A lease is held by a process: this hand's lease held
+        by another `process_id` is in the way too (the denial's `own_hand`), unless
+        `take_over`, which moves it to this process at a new fence (the other's next renewal is
+        refused `lease_lost`)."""
+        wait = LongWait(wait_s, ticket)
+        while True:
+            body = _drop_none(
+                {
+                    "resource": resource,
+                    "ttl_s": ttl_s,
+                    "process_id": process_id,
+                    "mode": mode,
+                    "take_over": True if take_over else None,
+                    **wait.asked(),
+                }
+            )
+            timeout = self.timeout + wait.call_s
+            try:
+                data = self.request("POST", "leases/acquire", json=body, timeout=timeout)
+            except LeaseHeld as denied:
+                if not wait.again(denied):
+                    raise
+                continue
+            return Lease.from_wire(data)
 
     def lease_from_pool(
         self, pool: str, *, ttl_s: float, process_id: str, wait_s: float | None = None
@@ -629,8 +647,43 @@ class Client(FrictionCalls, SupervisorCalls, HandoffCalls):
         return Attestation.from_wire(self.request("POST", "attestations", json=body))
 
     def fences_verify(self, fences: Iterable[str]) -> list[FenceAnswer]:
-        """Where each `<resource>@<fence>` stands (scope `verify`, `leases` or `supervise`), in
-        the order given: `current`, `superseded` or `unknown` (at most 500 in one call)."""
+        """Where each `<resource>@<fence>` (or `<resource>@<fence> <holder>`, as a commit's
+        trailer carries it) stands (scope `verify`, `leases` or `supervise`), in the order
+        given: `current`, `superseded`, `unknown` or `not_holder` (at most 500 in one call)."""
         body = {"fences": list(fences)}
         data = self.request("POST", "fences/verify", json=body, decision=True)
         return FencesVerified.from_wire(data).fences
+
+    def paths_verify(self, paths: Iterable[str]) -> list[PathAnswer]:
+        """For files by their lease names (at most 500): the held tenures over each now, and
+        whether this hand's own last tenure over it lapsed (lost or broken) while it holds none
+        over it (`POST /fences/verify`, scope `verify`, `leases` or `supervise`)."""
+        body = {"paths": list(paths)}
+        data = self.request("POST", "fences/verify", json=body, decision=True)
+        return FencesVerified.from_wire(data).paths
+
+    def fences_receipts(
+        self,
+        repository: str,
+        commits: Iterable[Mapping[str, Any]],
+        *,
+        process_id: str | None = None,
+    ) -> ReceiptsRecorded:
+        """Judge a push's commits now and record a signed receipt of each (scope `leases`): each
+        commit `{sha, fences, paths}` (its trailers, and the files it touches by their lease
+        names), at most 100 commits and 2,000 fences and paths in one call. A commit is accepted
+        when every fence is current and this hand's, and no path is under another hand's
+        tenure or this hand's own lapsed one; an accepted receipt is final (a re-push answers
+        with it, `duplicate`)."""
+        body = _drop_none(
+            {"repository": repository, "process_id": process_id, "commits": list(commits)}
+        )
+        data = self.request("POST", "fences/receipts", json=body, decision=True)
+        return ReceiptsRecorded.from_wire(data)
+
+    def fences_receipts_lookup(self, repository: str, shas: Iterable[str]) -> list[StoredReceipt]:
+        """The receipts on record for these commits of `repository` (at most 100; scope
+        `verify`, `leases` or `supervise`), each with `signature_valid`."""
+        params = {"repository": repository, "sha": list(shas)}
+        data = self.request("GET", "fences/receipts", params=params, decision=True)
+        return ReceiptsFound.from_wire(data).receipts

@@ -377,6 +377,10 @@ ADVICE_OWN_HAND = (
     "wait, pick other work, or, if that session is gone, take the lease over (take_over, "
     "gctl --take-over); give each session its own key or at least its own process identity."
 )
+# A harness's session keeps a file for as long as it works: its holder is asked to hand it over.
+ADVICE_SESSION = (
+    "wait, pick other work, or ask its holder to hand it over (gctl handoff RESOURCE --reason ...)."
+)
 
 
 def _seconds(value: float) -> str:
@@ -399,6 +403,16 @@ def _subject(resource: Any, default: str) -> str:
     return resource
 
 
+def _clock_time(value: Any) -> str:
+    """`17:10 UTC` of an ISO 8601 instant; "" if it is none."""
+    from datetime import UTC, datetime
+
+    try:
+        return f"{datetime.fromisoformat(str(value)).astimezone(UTC):%H:%M} UTC" if value else ""
+    except ValueError:
+        return ""
+
+
 def describe_holder(fields: dict[str, Any]) -> str:
     """Who holds it and how its tenure stands, from a denial's fields: `expires_in_s` is only
     the end of the holder's current renewal window (a live holder renews and keeps it), so it
@@ -408,6 +422,16 @@ def describe_holder(fields: dict[str, Any]) -> str:
         hand a (fence 2), late: its window ended 3 s ago; it is lost in 12 s unless it renews
         your own hand a in another process (claude-code:…) (fence 2), renewing; …
     """
+    session = fields.get("session")
+    if isinstance(session, str) and session:
+        # A harness's session keeps it for as long as it works: since when, never its window.
+        whose = "your own hand" if fields.get("own_hand") is True else "hand"
+        since = _clock_time(fields.get("since"))
+        held = f" since {since}" if since else ""
+        return (
+            f"session {session} of {whose} {fields.get('holder')}{held}, for its session "
+            f"(fence {fields.get('fence')})"
+        )
     if fields.get("own_hand") is True:
         who = (
             f"your own hand {fields.get('holder')} in another process ({fields.get('process_id')})"
@@ -533,6 +557,17 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
     gctl prints it, the MCP server answers it, and a denial's `str()` is it. `subject` names
     what was asked for when the refusal itself does not (gctl knows the resource it asked).
     """
+    said = _describe(error, subject=subject)
+    kept = _number(error.get("ticket_kept_s"))
+    if isinstance(error, LeaseHeld) and isinstance(error.get("ticket"), int) and kept:
+        said += (
+            f" Your place in line is kept for {_seconds(kept)}: asking again within that time, "
+            "with the denial's ticket, keeps it."
+        )
+    return said
+
+
+def _describe(error: GroundControlError, *, subject: str | None) -> str:
     if error.advice:
         return f"{error.message}: {error.advice}"
     if isinstance(error, LeaseHeld) and isinstance(error.get("members"), list):
@@ -550,6 +585,8 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
         default = subject or ("the slot" if isinstance(error, SlotTaken) else "it")
         what = _subject(error.get("resource"), default)
         advice = ADVICE_OWN_HAND if error.get("own_hand") is True else ADVICE_DENIED
+        if error.get("session"):
+            advice = ADVICE_SESSION
         return f"{what} is held by {describe_holder(error.fields)}: {advice}"
     if isinstance(error, NoOpenSlot):
         slots = describe_slots(error.fields)

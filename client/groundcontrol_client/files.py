@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 ALLOW_OUTSIDE_REPO = "GC_ALLOW_OUTSIDE_REPO"
 GIT_TIMEOUT_S = 10
@@ -56,8 +56,7 @@ class NamingError(Exception):
     """git could not say which repository holds a file (the sentence says why)."""
 
 
-@dataclass(frozen=True)
-class FileName:
+class FileName(NamedTuple):
     path: str  # absolute, symbolic links resolved
     top: str | None  # the innermost repository's top level, resolved; None: in none
     name: str | None  # `path` relative to `top`, `/`-separated; None: in no repository
@@ -91,9 +90,17 @@ def git_environment() -> dict[str, str]:
 def toplevel(directory: str) -> str | None:
     """The resolved top level of the innermost repository holding the existing `directory`;
     None when it is in none. NamingError when git cannot say."""
+    found = rev_parse(directory, "--show-toplevel")
+    return os.path.realpath(found[0]) if found else None
+
+
+def rev_parse(directory: str, *asked: str) -> list[str] | None:
+    """`git rev-parse ASKED...` in the existing `directory`, a line an answer (the first the top
+    level, when asked); None when it is in no repository's work tree. NamingError when git
+    cannot say."""
     try:
         found = subprocess.run(
-            ["git", "-C", directory, "rev-parse", "--show-toplevel"],  # noqa: S607
+            ["git", "-C", directory, "rev-parse", *asked],  # noqa: S607
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_S,
@@ -107,9 +114,9 @@ def toplevel(directory: str) -> str | None:
         raise NamingError(
             f"git could not be asked which repository holds {directory}: {error}"
         ) from error
-    top = found.stdout.strip()
-    if found.returncode == 0 and top:
-        return os.path.realpath(top)
+    lines = found.stdout.splitlines()
+    if found.returncode == 0 and lines and lines[0]:
+        return lines
     said = found.stderr.strip()
     if "not a git repository" in said or "must be run in a work tree" in said:
         return None  # (inside a `.git` directory there is no work tree: no file of one)
@@ -153,6 +160,23 @@ class Namer:
 def name_file(path: str, base: str | None = None, *, entry: bool = False) -> FileName:
     """The name of one file (`Namer.name`)."""
     return Namer().name(path, base, entry=entry)
+
+
+def lease_name(path: str, base: str | None = None, namer: Namer | None = None) -> str | None:
+    """The lease a write of `path` takes: the file's own name, with a trailing `/` for a
+    directory that exists (a lease on it covers what is below). None for a path in no repository
+    when `GC_ALLOW_OUTSIDE_REPO=1` lets it through unleased; else LookupError, the sentence, for
+    it and for one git cannot place. Every writer that leases what a tool writes asks this (the
+    MCP proxy, the Python frameworks' guard)."""
+    try:
+        named = (namer or Namer()).name(path, base)
+    except NamingError as error:
+        raise LookupError(f"{path} cannot be named for its lease: {error}.") from error
+    if named.name is None:
+        if outside_allowed():
+            return None
+        raise LookupError(outside_sentence(path, named))
+    return named.name + "/" if os.path.isdir(named.path) else named.name
 
 
 def outside_allowed(env: Mapping[str, str] | None = None) -> bool:

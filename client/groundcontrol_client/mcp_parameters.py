@@ -70,7 +70,9 @@ WaitS = Annotated[
         ge=0,
         le=MAX_WAIT_S,
         strict=True,
-        description="Seconds to wait, 0 to 60, if it is taken now (default: answer at once).",
+        description="Seconds to wait, 0 to 60, if it is taken now (default: answer at once). "
+        "To wait longer, call again within 30 s of the denial: this session keeps your place "
+        "in line from call to call.",
     ),
 ]
 

@@ -23,7 +23,11 @@ process identity, one set of claims and leases renewed in the background, one se
   directory. A write of a path in no repository is refused, saying so, unless
   `GC_ALLOW_OUTSIDE_REPO=1` lets it through unleased.
 - When the session ends (stdin closes, or SIGTERM), what it holds is released. When CMD dies,
-  the answers say so and the proxy ends (exit status 1).
+  or the key is refused, the answers say so and the proxy ends (exit status 1). When the work
+  is stopped (the supervisor's stop of the session's claim, or a lost claim), CMD is called no
+  more and what the session held is released at once, but the connection stays: each later
+  call of CMD's tools answers the sentence, so the model reads why (exit status 1 when the
+  host ends the session).
 
 CMD runs in the proxy's working directory with its environment, less Ground Control's own
 variables (GC_KEY is not CMD's to see).
@@ -110,20 +114,8 @@ def root_for(cmd: Sequence[str], root: str | None = None, cwd: str | None = None
 
 def resource_for(path: str, root: str, namer: files.Namer | None = None) -> str | None:
     """The lease name of `path` (absolute, or relative to `root`; `~` expanded, as the
-    filesystem server does): the file's own name (`groundcontrol_client.files`), with a
-    trailing `/` for a directory that exists. None for a path in no repository when
-    `GC_ALLOW_OUTSIDE_REPO=1` lets it through unleased; else LookupError (the sentence) for
-    it, and for one git cannot place."""
-    expanded = os.path.expanduser(path)
-    try:
-        named = (namer or files.Namer()).name(expanded, root)
-    except files.NamingError as error:
-        raise LookupError(f"{path} cannot be named for its lease: {error}.") from error
-    if named.name is None:
-        if files.outside_allowed():
-            return None
-        raise LookupError(files.outside_sentence(path, named))
-    return named.name + "/" if os.path.isdir(named.path) else named.name
+    filesystem server does): `files.lease_name`."""
+    return files.lease_name(os.path.expanduser(path), root, namer)
 
 
 def _text(text: str, *, error: bool = False) -> CallToolResult:
@@ -152,6 +144,10 @@ class Wrapped:
         self.ttl_s = ttl_s
         self.tools: dict[str, MCPTool] = {}
         self.ended: str | None = None
+        # Why the work was stopped (the supervisor's stop, a lost claim): CMD is called no more,
+        # what the session held is released, and each call is answered with the sentence; the
+        # connection stays, so the model reads why instead of losing its tools mid-call.
+        self.halted: str | None = None
         # The proxy's task group (set by `serve_wrapped`): cancelling it ends the proxy.
         self.group: TaskGroup | None = None
         writes = ", ".join(sorted(table)) or "none"
@@ -178,6 +174,8 @@ class Wrapped:
         return None if tool is None else dict(tool.input_schema)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        if self.halted is not None:
+            return self._answer(self._stopped(), error=True)
         if self.ended is not None:
             return self._answer(self._gone(), error=True)
         if name not in self.tools:
@@ -230,9 +228,9 @@ class Wrapped:
                     await self.upstream.send_ping()
             except MCPError as error:
                 self._failed(error)
-            ended = self._claim_ended()
-            if ended is not None:
-                self._end(ended)
+            stopped = self._claim_ended()
+            if stopped is not None and self.halted is None:
+                await self._halt(stopped)
             if anyio.current_time() - asked_at >= self.ttl_s / 3:
                 asked_at = anyio.current_time()
                 try:
@@ -260,6 +258,24 @@ class Wrapped:
             if attempt.directive == "stop":
                 return f"the supervisor's directive for attempt {attempt.id} is stop"
         return None
+
+    async def _halt(self, why: str) -> None:
+        """The work is stopped: CMD is called no more, and what the session held is released
+        now; the host's connection stays, and every call of CMD's tools says why."""
+        self.halted = why
+        print(
+            f"gctl mcp: {why}; the wrapped server ({self.command}) is called no more.",
+            file=sys.stderr,
+        )
+        await anyio.to_thread.run_sync(self.session.close, f"stopped: {why}")
+        self.session.notify(f"NOTICE: {self._stopped()}")
+
+    def _stopped(self) -> str:
+        return (
+            f"Stopped: {self.halted}. The tools of the wrapped MCP server ({self.command}) run "
+            "no more in this session, and what it held is released: stop this work (do not "
+            "retry it), and report to whoever runs you."
+        )
 
     def _end(self, why: str) -> None:
         """End the proxy (and with it CMD) shortly, saying `why` to the host and the model."""
@@ -401,4 +417,4 @@ async def serve_wrapped(
                 group.cancel_scope.cancel()
     finally:
         await anyio.to_thread.run_sync(session.close)
-    return 1 if wrapped is None or wrapped.ended else 0
+    return 1 if wrapped is None or wrapped.ended or wrapped.halted else 0

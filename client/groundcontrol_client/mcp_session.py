@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from groundcontrol_client.client import Client
-from groundcontrol_client.errors import GroundControlError
+from groundcontrol_client.errors import GroundControlError, LeaseHeld
 from groundcontrol_client.runtime import ClaimedAttempt, HeldLease
 
 # One logger for the whole MCP server (the tools log through it too).
@@ -64,6 +64,8 @@ class Session:
         self.leases: dict[str, HeldLease] = {}
         self.lost_claims: dict[int, LostClaim] = {}
         self.lost_leases: dict[str, LostLease] = {}
+        # A waited-for name's place in line, from its denial: the next acquire is served from it.
+        self.tickets: dict[str, int] = {}
         self._directives: dict[int, str] = {}
         self._pending: list[str] = []
         # Runs with a claim in flight (how many), so a second claim waits for none of them.
@@ -206,6 +208,8 @@ class Session:
             held = self.leases.get(resource)
         if held is not None:
             return held, False
+        with self.lock:
+            ticket = self.tickets.pop(resource, None)
         lease = HeldLease(
             self.client,
             resource,
@@ -214,18 +218,27 @@ class Session:
             wait_s=wait_s,
             mode="shared" if shared else None,
             take_over=take_over,
+            ticket=ticket,
         )
-        lease.open()
+        try:
+            lease.open()
+        except LeaseHeld as denied:
+            kept = denied.get("ticket")
+            if isinstance(kept, int):
+                with self.lock:
+                    self.tickets[resource] = kept  # the model asks again: from this place
+            raise
         with self.lock:
             self.leases[resource] = lease
             self.lost_leases.pop(resource, None)
         return lease, True
 
-    def close(self) -> None:
-        """Release what the session still holds: it cannot be renewed after the session ends."""
+    def close(self, reason: str = "the MCP session ended") -> None:
+        """Release what the session still holds: it cannot be renewed after the session ends
+        (or the work it serves was stopped: `reason`)."""
         with self.lock:
             for attempt in self.attempts.values():
-                attempt.release_quietly("the MCP session ended")
+                attempt.release_quietly(reason)
             for lease in self.leases.values():
                 try:
                     lease.release()

@@ -99,10 +99,11 @@ class Lease(WireModel, title="lease"):
 
 
 class FenceAnswer(WireModel, title="fence answer"):
-    """Where one `<resource>@<fence>` stands (`POST /fences/verify`): `current`, `superseded`
-    (the node's fence now, `when` it stopped being current and how it `ended`) or `unknown`."""
+    """Where one `<resource>@<fence> <holder>` stands (`POST /fences/verify`): `current`,
+    `superseded` (the node's fence now, `when` it stopped being current and how it `ended`),
+    `unknown`, or `not_holder` (current, but not the named holder's tenure)."""
 
-    fence: Text
+    fence: Text  # `<resource>@<fence>`, without the holder
     resource: Text
     fence_number: WholeNumber
     status: Text
@@ -110,10 +111,94 @@ class FenceAnswer(WireModel, title="fence answer"):
     when: Time = None
     ended: Text = ""
     holder: Text = ""
+    named_holder: Text = ""  # the holder the trailer names ("" for the older form)
 
     @property
     def current(self) -> bool:
         return self.status == "current"
+
+
+class ReceiptFence(FenceAnswer, title="receipt's fence"):
+    """A fence of a pushed commit as it stood when pushed; `not_holder` also when its tenure
+    was not the pushing hand's."""
+
+    process_id: Text = ""  # the process holding the tenure then
+
+
+class ReceiptRefusal(WireModel, title="receipt's refusal"):
+    """Why a pushed commit was refused: `kind` fence (not current, or not the pusher's), held
+    (a path under another hand's tenure) or lapsed (under the pusher's own lost one)."""
+
+    kind: Text
+    message: Text
+    path: Text = ""
+    fence: Text = ""
+    holder: Text = ""
+
+
+class Receipt(WireModel, title="fence receipt"):
+    """What the server recorded when a commit was pushed (`POST /fences/receipts`), signed: the
+    repository, the commit, each fence's status then, the pushing hand and process, the time."""
+
+    sha: Text
+    repository: Text
+    accepted: Flag
+    at: Time = None
+    hand: Text = ""
+    process_id: Text = ""
+    fences: OrDefault[list[ReceiptFence]] = []
+    refusals: OrDefault[list[ReceiptRefusal]] = []
+    signature: Text = ""
+
+
+class RecordedReceipt(Receipt, title="recorded receipt"):
+    """A push's receipt; `duplicate`: a re-push, answered with the receipt on record."""
+
+    duplicate: Flag = False
+
+
+class StoredReceipt(Receipt, title="stored receipt"):
+    """A receipt read back (`GET /fences/receipts`); `signature_valid`: the row is as the
+    server signed it."""
+
+    signature_valid: Flag = False
+
+
+class ReceiptsRecorded(WireModel, title="push receipts"):
+    """A push's receipts, in the order sent; `accepted` when every commit was."""
+
+    accepted: Flag
+    receipts: list[RecordedReceipt]
+
+
+class ReceiptsFound(WireModel, title="receipts on record"):
+    receipts: list[StoredReceipt]
+
+
+class HeldOver(WireModel, title="tenure over a path"):
+    resource: Text
+    fence: WholeNumber
+    holder: Text = ""
+    mode: Text = "exclusive"
+    state: Text = ""
+
+
+class Lapsed(WireModel, title="lapsed tenure"):
+    """The asking hand's own last tenure over a path, ended without its release."""
+
+    resource: Text
+    fence: WholeNumber
+    ended: Text = ""  # lost | broken
+    when: Time = None
+
+
+class PathAnswer(WireModel, title="path answer"):
+    """Who holds a path now (`held`: tenures on it or a directory above it), and whether the
+    asking hand's own last tenure over it lapsed while it holds none (`lapsed`)."""
+
+    path: Text
+    held: OrDefault[list[HeldOver]] = []
+    lapsed: Lapsed | None = None
 
 
 class Released(WireModel, title="release answer"):
@@ -130,9 +215,11 @@ class Checked(WireModel, title="check answer"):
 
 
 class FencesVerified(WireModel, title="fence verification"):
-    """Where each fence asked about stands, in the order asked."""
+    """Where each fence asked about stands, in the order asked; and each path (none from an
+    older server)."""
 
     fences: list[FenceAnswer]
+    paths: OrDefault[list[PathAnswer]] = []
 
 
 class NotRenewed(WireModel, title="renew-all answer's not_renewed item"):

@@ -441,6 +441,7 @@ class HeldLease(_Keeper):
         wait_s: float | None = None,
         mode: str | None = None,
         take_over: bool = False,
+        ticket: int | None = None,
         fraction: float = HEARTBEAT_FRACTION,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] | None = None,
@@ -459,6 +460,8 @@ class HeldLease(_Keeper):
         self.mode = mode
         # Take the lease from another process of this hand that holds it (`lease_acquire`).
         self.take_over = take_over
+        # A denial's place in line, to be served from (`Client.lease_acquire`).
+        self.ticket = ticket
         self.released = False
         self._lease: Lease | None = None
 
@@ -479,6 +482,8 @@ class HeldLease(_Keeper):
         asked = {"ttl_s": self.ttl_s, "wait_s": self.wait_s, "mode": self.mode}
         if self.take_over:
             asked["take_over"] = True
+        if self.ticket is not None:
+            asked["ticket"] = self.ticket
         self._lease = self.client.lease_acquire(self.resource, process_id=self.process_id, **asked)
         self._start(sent_at=sent_at, interval=self.ttl_s, grace=lease_grace_s(self._lease))
         return self

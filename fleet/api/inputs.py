@@ -129,6 +129,15 @@ class AcquireIn(serializers.Serializer):
         "another hand's): it ends (lease_taken_over) and this process holds it at a new fence; "
         "the other process's next renewal answers lease_lost.",
     )
+    ticket = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=FENCE_MAX,
+        help_text="A denial's ticket: the place in line its wait kept (for ticket_kept_s after "
+        "that denial). Passed back, the request is served from that place, not the back of the "
+        "line; a place no longer kept, or another request's, is a newcomer's.",
+    )
 
 
 class RenewIn(serializers.Serializer):

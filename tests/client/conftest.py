@@ -16,7 +16,6 @@ from tests.support.live import (  # noqa: F401 - what the client's tests take fr
     ONE_SHOT,
     PR_URL,
     Fleet,
-    gc,
     mint,
     wait_for,
 )

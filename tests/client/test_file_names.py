@@ -260,7 +260,9 @@ def test_the_proxy_and_the_git_hook_refuse_the_file_the_hook_leased(
         pool.submit(anyio.run, main).result()
     for key in ("a", "alias"):
         said = "\n".join(block.text for block in seen[key].content)  # type: ignore[union-attr]
-        assert seen[key].is_error and said.startswith("src/a.py is held by hand hand-a"), said
+        assert seen[key].is_error and said.startswith(
+            "src/a.py is held by session sess-a of hand hand-a since "
+        ), said
         assert said.endswith("(echo was not run: nothing was written.)"), said
     outside = "\n".join(block.text for block in seen["outside"].content)  # type: ignore[union-attr]
     assert seen["outside"].is_error and "is in no git repository" in outside, outside

@@ -98,7 +98,8 @@ def test_a_stale_holders_commit_and_push_are_refused_and_the_new_holders_pass(
     assert taken.returncode == 0, taken.stderr
     done = a.commit("src/auth/login.py")
     assert done.returncode == 0, done.stderr
-    assert a.trailers() == ["src/auth/@1"]
+    # The trailer names the holder, so that no other hand's commit can carry it as its own.
+    assert a.trailers() == [f"src/auth/@1 {owner.name}"]
     a_commit = a.head()
 
     # B holds nothing over src/auth/: refused, with who holds it.
@@ -128,7 +129,7 @@ def test_a_stale_holders_commit_and_push_are_refused_and_the_new_holders_pass(
     # B's commit and push pass.
     done = b.commit("src/auth/session.py")
     assert done.returncode == 0, done.stderr
-    assert b.trailers() == ["src/auth/@3"]
+    assert b.trailers() == [f"src/auth/@3 {teammate.name}"]
     b_commit = b.head()
     pushed = b.git("push", "-q", "origin", "HEAD:main", check=False)
     assert pushed.returncode == 0, pushed.stderr

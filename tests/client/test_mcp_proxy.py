@@ -315,9 +315,11 @@ def test_a_revoked_key_ends_the_wrapped_server_and_the_proxy_within_a_heartbeat(
     assert seen["after_s"] < 3 / 3 + 1 + 2, seen["after_s"]
 
 
-def test_a_stop_directive_ends_the_wrapped_server_and_the_proxy(gc: Fleet) -> None:
-    """Stop means stop (issue 21, item 6): the supervisor says stop to the session's claim, and
-    the proxy ends CMD and itself within a heartbeat, saying why."""
+def test_a_stop_directive_stops_the_work_and_the_next_call_reads_why(gc: Fleet) -> None:
+    """Stop means stop (issue 21, item 6), said to the model (issue 32, item 7): the supervisor
+    says stop to the session's claim; within a heartbeat the claim is released and the wrapped
+    server is called no more, and the model's next call of its tools is answered with why, the
+    connection still open."""
     from fleet.attempts import services as attempt_services
     from fleet.models import Attempt
 
@@ -337,11 +339,26 @@ def test_a_stop_directive_ends_the_wrapped_server_and_the_proxy(gc: Fleet) -> No
                     actor="boss",
                 )
             )
-            seen["after_s"] = await seconds_until_closed(a)
+            started = anyio.current_time()
+
+            def released() -> bool:
+                return Attempt.objects.get(pk=record.pk).end is not None
+
+            with anyio.fail_after(INTERVAL_S + 1 + 5):
+                while not await anyio.to_thread.run_sync(released):
+                    await anyio.sleep(0.1)
+            seen["after_s"] = anyio.current_time() - started
+            seen["echo"] = await a.call_tool("echo", {"text": "hi"})
+            await a.send_ping()  # still connected
 
     in_thread(main)
     assert not seen["claim"].is_error, text(seen["claim"])
     assert seen["after_s"] < INTERVAL_S + 1 + 2, seen["after_s"]
+    assert seen["echo"].is_error
+    said = text(seen["echo"])
+    assert "Stopped: the supervisor's directive for attempt" in said, said
+    assert "is stop" in said and "do not retry it" in said, said
+    assert "hi" not in said.splitlines()
 
 
 def _rpc(proxy: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
@@ -360,9 +377,11 @@ def _answer_to(proxy: subprocess.Popen[bytes], request_id: int) -> dict[str, Any
             return message
 
 
-def test_a_stop_directive_ends_the_proxy_though_the_host_says_nothing_more(gc: Fleet) -> None:
-    """A host that waits quietly (no ping, no call) still sees the proxy end: stdin is read by
-    the event loop, so ending does not wait for the host's next line (mcp_stdin.py)."""
+def test_a_stop_directive_releases_the_claim_though_the_host_says_nothing_more(gc: Fleet) -> None:
+    """A host that waits quietly (no ping, no call) still has its claim released within a
+    heartbeat of the stop, the proxy's connection open: stdin is read by the event loop, so
+    nothing waits for the host's next line (mcp_stdin.py). Its next call reads why; when it
+    ends the session, the proxy exits 1."""
     import time
 
     from mcp.types import LATEST_PROTOCOL_VERSION
@@ -399,13 +418,21 @@ def test_a_stop_directive_ends_the_proxy_though_the_host_says_nothing_more(gc: F
             actor="boss",
         )
         started = time.monotonic()
-        code = host.wait(timeout=20)
+        wait_for(lambda: not Attempt.objects.filter(run=run, end=None).exists(), timeout=10)
         after_s = time.monotonic() - started
+        assert host.poll() is None  # still serving
+        _rpc(host, {"id": 3, "method": "tools/call", "params": {
+            "name": "echo", "arguments": {"text": "hi"},
+        }})  # fmt: skip
+        said = _answer_to(host, 3)["result"]
+        assert said["isError"] is True
+        assert "Stopped: the supervisor's directive for attempt" in said["content"][0]["text"]
+        _, stderr = host.communicate(timeout=20)  # the host ends the session: stdin closes
+        code = host.returncode
     finally:
         if host.poll() is None:
             host.kill()
-        _, stderr = host.communicate()
+            host.communicate()
     assert code == 1, stderr
     assert b"directive for attempt" in stderr and b"is stop" in stderr, stderr
     assert after_s < INTERVAL_S + 1 + 2, after_s
-    assert not Attempt.objects.filter(run=run, end=None).exists()  # released as it ended

@@ -5,6 +5,7 @@ judged after the command ran; a revoked key stops counting at once."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -199,3 +200,54 @@ def test_a_revoked_keys_leases_are_free_and_its_next_write_is_denied(
     assert said is not None
     reason = said["hookSpecificOutput"]["permissionDecisionReason"]
     assert "(key_revoked)" in reason, reason
+
+
+def test_an_sdk_callback_is_answered_in_process_and_refuses_when_it_cannot_ask(
+    gc: Fleet, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Copilot SDK's `onPreToolUse`: its input object, answered by `answer_event` (what a
+    callback returns); a callback that cannot reach the server refuses, never lets it through."""
+    from groundcontrol_client.hooks.command import answer_event
+
+    from tests.harnesses.events import REPO, event
+
+    def written(session: str) -> dict[str, object]:
+        body = event("copilot", "sdk_pre_tool_use_write")
+        body = json.loads(json.dumps(body).replace(REPO, str(repo)))
+        body["sessionId"] = session
+        return body
+
+    state = str(tmp_path / "state")
+    monkeypatch.chdir(repo)
+    env_a = {"GC_URL": gc.url, "GC_KEY": gc.key_a, "GC_HOOK_STATE_DIR": state}
+    env_b = {"GC_URL": gc.url, "GC_KEY": gc.key_b, "GC_HOOK_STATE_DIR": state}
+    assert answer_event("copilot", written("sdk-a"), env_a) is None
+    assert held_by("copilot:sdk-a") == {"src/app.py"}
+    said = answer_event("copilot", written("sdk-b"), env_b)
+    assert said is not None and said["permissionDecision"] == "deny"
+    assert "held by session sdk-a" in said["permissionDecisionReason"]
+    unreachable = {**env_a, "GC_URL": "http://127.0.0.1:9"}
+    refused = answer_event("copilot", written("sdk-a"), unreachable)
+    assert refused is not None and refused["permissionDecision"] == "deny"
+    assert (
+        answer_event("copilot", written("sdk-a"), {**unreachable, "GC_HOOK_FAIL_OPEN": "1"}) is None
+    )
+
+
+def test_a_write_of_a_large_file_sends_only_what_names_it(
+    gc: Fleet, repo: Path, tmp_path: Path
+) -> None:
+    """A tool's text is no business of the server's: a 1 MiB Write (over the body limit) and a
+    large patch are sent cut to what names their files, and leased."""
+    write = documented_write("claude-code", "sess-a", repo)
+    write["tool_input"]["content"] = "x" * (1024 * 1024)
+    done = run(gc, "claude-code", write, key=gc.key_a, cwd=repo, state=tmp_path / "state")
+    assert answer_of(done) is None
+    patch = documented_write("codex", "sess-c", repo)
+    body = "\n".join(f"+line {i}" for i in range(100_000))
+    patch["tool_input"]["command"] = (
+        f"*** Begin Patch\n*** Add File: big.txt\n{body}\n*** End Patch"
+    )
+    done = run(gc, "codex", patch, key=gc.key_a, cwd=repo, state=tmp_path / "state")
+    assert answer_of(done) is None
+    assert held_by("codex:sess-c") == {"big.txt"}

@@ -16,7 +16,8 @@ from tests.support.api import Api, error_of, mint
 
 pytestmark = pytest.mark.django_db
 
-FIRST, SECOND = "claude-code:session-1", "claude-code:session-2"
+# Two processes of one hand (a harness session's own sentence: tests/harnesses).
+FIRST, SECOND = "build-box:4711", "build-box:4712"
 
 
 def acquire(api: Api, resource: str, process: str, **extra: Any) -> Any:

@@ -290,4 +290,4 @@ def test_gctl_git_refuses_a_commit_under_a_lease_the_lagging_replica_has_not_see
     assert "commit refused" in refused.stderr
     done = a.commit("src/a.py")
     assert done.returncode == 0, done.stderr
-    assert a.trailers() == ["src/@1"]
+    assert a.trailers() == ["src/@1 hand-a"]  # the trailer names its holder (issue 32)

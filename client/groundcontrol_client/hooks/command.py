@@ -29,10 +29,7 @@ import json
 import os
 import signal
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from groundcontrol_client import files
@@ -90,12 +87,12 @@ class HookFailed(Exception):
         self.server = server
 
 
-def state_dir(env: Mapping[str, str]) -> Path:
+def state_dir(env: Mapping[str, str]) -> str:
     given = env.get("GC_HOOK_STATE_DIR")
     if given:
-        return Path(given)
+        return given
     base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "groundcontrol" / "hooks"
+    return os.path.join(base, "groundcontrol", "hooks")
 
 
 def deadline_s(env: Mapping[str, str], harness: str = "") -> float:
@@ -119,24 +116,42 @@ def endpoint(env: Mapping[str, str], harness: str, *, release_on_stop: bool) -> 
 
 
 def ask(url: str, key: str, body: dict[str, Any], timeout: float) -> tuple[bytes, Any]:
-    """POST the event; the answer's body and headers. HookFailed for anything but a 200."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
-        method="POST",
-    )
+    """POST the event; the answer's body and headers. HookFailed for anything but a 200.
+    `http.client` itself (not urllib's layers above it): a hook starts cold."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        import ssl
+
+        connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+            parts.netloc, timeout=timeout or None, context=ssl.create_default_context()
+        )
+    elif parts.scheme == "http":
+        connection = http.client.HTTPConnection(parts.netloc, timeout=timeout or None)
+    else:
+        raise HookFailed(f"GC_URL must be an http(s) address, not {url!r}")
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
     try:
-        with urllib.request.urlopen(request, timeout=timeout or None) as answer:  # noqa: S310
-            return answer.read(), answer.headers
-    except urllib.error.HTTPError as error:
-        detail = error.read().decode(errors="replace")[:500]
-        raise HookFailed(f"Ground Control answered {error.code}: {detail}", server=True) from error
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
+        connection.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        answer = connection.getresponse()
+        data = answer.read()
+    except OSError as error:
         raise HookFailed(
-            f"Ground Control cannot be reached at {url}: {reason}", server=True
+            f"Ground Control cannot be reached at {url}: {error}", server=True
         ) from error
+    except http.client.HTTPException as error:
+        raise HookFailed(
+            f"Ground Control's answer was cut short at {url}: {error!r}", server=True
+        ) from error
+    finally:
+        connection.close()
+    if answer.status != 200:
+        detail = data.decode(errors="replace")[:500]
+        raise HookFailed(f"Ground Control answered {answer.status}: {detail}", server=True)
+    return data, answer.headers
 
 
 def resolve(paths: list[str], cwd: str) -> tuple[dict[str, str], list[str]]:
@@ -154,10 +169,27 @@ def resolve(paths: list[str], cwd: str) -> tuple[dict[str, str], list[str]]:
     return resolved, tops
 
 
+# A text value longer than this is cut to its `*** ` lines (a patch's file markers) before it is
+# sent: the server needs the files a tool writes, not their text, and a body has a size limit.
+LONG_TEXT = 16 * 1024
+
+
+def slim(value: Any) -> Any:
+    """`value` with every long text cut to what can name a file (its `*** ` lines)."""
+    if isinstance(value, str) and len(value) > LONG_TEXT:
+        return "\n".join(line for line in value.splitlines() if line.startswith("*** "))
+    if isinstance(value, dict):
+        return {key: slim(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [slim(item) for item in value]
+    return value
+
+
 def forward(
     harness: str, event: dict[str, Any], env: Mapping[str, str], *, release_on_stop: bool = False
 ) -> bytes:
     """The server's answer to `event`, after what it asked of the disk."""
+    event = slim(event)
     url = endpoint(env, harness, release_on_stop=release_on_stop)
     key = env.get("GC_KEY") or ""
     state = state_dir(env)
@@ -188,19 +220,47 @@ def forward(
         for top in facts["repositories"]:
             now.update(disk.dirty(top))
         if wants == "snapshot":
-            state.mkdir(parents=True, exist_ok=True)
-            kept.write_text(json.dumps(now))
+            os.makedirs(state, exist_ok=True)
+            with open(kept, "w") as file:
+                json.dump({"session": session, "dirty": now}, file)
         elif wants == "needed":
             try:
-                before = json.loads(kept.read_text())
-                kept.unlink()
-            except (OSError, ValueError):
+                with open(kept) as file:
+                    noted = json.load(file)
+                os.unlink(kept)
+                before = noted["dirty"] if noted.get("session") == session else None
+            except (OSError, ValueError, KeyError, AttributeError):
                 before = None
             changed = disk.changed_since(before, now)
             answer, _ = ask(
                 url, key, {**event, "groundcontrol": {**facts, "changed": changed}}, timeout
             )
     return answer
+
+
+def answer_event(
+    harness: str, event: dict[str, Any], env: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
+    """The server's answer to one hook event given in process (an SDK's hook callback, such as
+    the Copilot SDK's `onPreToolUse`): the harness's own JSON, or None for nothing to say. A
+    failure answers the harness's refusal (an SDK whose callback raises lets the call through);
+    `GC_HOOK_FAIL_OPEN=1` answers None instead when the server cannot be reached or refuses."""
+    env = os.environ if env is None else env
+    try:
+        answer = forward(harness, event, env)
+    except HookFailed as failed:
+        if failed.server and env.get("GC_HOOK_FAIL_OPEN") == "1":
+            return None
+        why = f"Ground Control's hook failed, so the tool call is blocked: {failed}"
+    except Exception as error:  # noqa: BLE001 - any failure refuses the call
+        why = f"Ground Control's hook failed, so the tool call is blocked: {error}"
+    else:
+        return json.loads(answer) if answer.strip() else None
+    refuse = FAILURE[harness]
+    if callable(refuse):
+        refusal: dict[str, Any] = refuse(why)
+        return refusal
+    raise HookFailed(why)
 
 
 def main(

@@ -7,11 +7,10 @@ client's own (`groundcontrol_client.files`, docs/agents.md "One name per file").
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
-from pathlib import Path
+import zlib
 from typing import Any
 
 from groundcontrol_client import files
@@ -23,7 +22,7 @@ MAX_LOOKUPS = 16
 
 def _git(top: str, *args: str) -> bytes:
     done = subprocess.run(
-        ["git", "-C", top, *args],
+        ["git", "-C", top, *args],  # noqa: S607
         capture_output=True,
         timeout=GIT_TIMEOUT_S,
         env=files.git_environment(),
@@ -36,33 +35,40 @@ def _git(top: str, *args: str) -> bytes:
     return done.stdout
 
 
-def repository_of(path: str) -> tuple[str, dict[str, str]] | None:
+def _state_file(state: str, kind: str, key: str) -> str:
+    """A file of `state` for `key` (its name a checksum: the file says whose it is)."""
+    return os.path.join(state, f"{kind}-{zlib.crc32(key.encode()):08x}.json")
+
+
+def repository_of(path: str) -> tuple[str, str, dict[str, str]] | None:
     """The top level of the repository holding `path` (a directory, or a file that may not exist
-    yet: its nearest existing directory), resolved, and a link from that directory's own
-    spelling to its resolved path when the two differ; None outside any repository."""
+    yet: its nearest existing directory), resolved; its index file; and a link from that
+    directory's own spelling to its resolved path when the two differ. None outside any
+    repository. One git call."""
     path = os.path.abspath(path)
     existing = path if os.path.isdir(path) else files.existing_directory(path)
     resolved = os.path.realpath(existing)
-    top = files.toplevel(resolved)
-    if top is None:
+    found = files.rev_parse(resolved, "--show-toplevel", "--git-path", "index")
+    if found is None or len(found) < 2:
         return None
+    top, index = os.path.realpath(found[0]), found[1]
     links = {existing: resolved} if existing != resolved else {}
-    return top, links
+    return top, os.path.join(resolved, index), links
 
 
-def tracked_links(top: str, state: Path) -> dict[str, str]:
+def tracked_links(top: str, index: str, state: str) -> dict[str, str]:
     """The repository's tracked symbolic links: each link's absolute path -> the absolute path it
     resolves to, read once per change of the repository's index (kept in `state`)."""
-    index = Path(_git(top, "rev-parse", "--git-path", "index").decode().strip())
-    index = index if index.is_absolute() else Path(top) / index
     try:
-        stamp = f"{index.stat().st_mtime_ns}:{index.stat().st_size}"
+        stat = os.stat(index)
+        stamp = f"{stat.st_mtime_ns}:{stat.st_size}"
     except OSError:
         stamp = "none"
-    cache = state / f"links-{hashlib.sha256(top.encode()).hexdigest()[:24]}.json"
+    cache = _state_file(state, "links", top)
     try:
-        kept = json.loads(cache.read_text())
-        if kept.get("stamp") == stamp:
+        with open(cache) as kept_file:
+            kept = json.load(kept_file)
+        if kept.get("top") == top and kept.get("stamp") == stamp:
             return dict(kept["links"])
     except (OSError, ValueError, KeyError, AttributeError):
         pass
@@ -74,12 +80,13 @@ def tracked_links(top: str, state: Path) -> dict[str, str]:
         target = os.path.realpath(path)
         if target != path:
             links[path] = target
-    state.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"stamp": stamp, "links": links}))
+    os.makedirs(state, exist_ok=True)
+    with open(cache, "w") as kept_file:
+        json.dump({"top": top, "stamp": stamp, "links": links}, kept_file)
     return links
 
 
-def registration(paths: list[str], state: Path) -> dict[str, Any]:
+def registration(paths: list[str], state: str) -> dict[str, Any]:
     """`groundcontrol.repositories` and `links` for the repositories holding `paths`."""
     repositories: list[str] = []
     links: dict[str, str] = {}
@@ -87,10 +94,10 @@ def registration(paths: list[str], state: Path) -> dict[str, Any]:
         found = repository_of(path)
         if found is None:
             continue
-        top, spelled = found
+        top, index, spelled = found
         if top not in repositories:
             repositories.append(top)
-            links.update(tracked_links(top, state))
+            links.update(tracked_links(top, index, state))
         links.update(spelled)
     return {"repositories": repositories, "links": links}
 
@@ -133,5 +140,5 @@ def changed_since(before: dict[str, list[Any]] | None, now: dict[str, list[Any]]
     return sorted({p for p, seen in now.items() if before.get(p) != seen} | (before.keys() - now))
 
 
-def snapshot_file(state: Path, session: str) -> Path:
-    return state / f"shell-{hashlib.sha256(session.encode()).hexdigest()[:24]}.json"
+def snapshot_file(state: str, session: str) -> str:
+    return _state_file(state, "shell", session)
