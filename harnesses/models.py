@@ -28,6 +28,8 @@ class HookSession(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        # Pruned by its last event (ops/jobs.py, as old as the events).
+        indexes = [models.Index(fields=["last_event_at"], name="hook_session_last_event_idx")]
         constraints = [
             models.UniqueConstraint(
                 fields=["workspace_id", "hand", "process_id"], name="hook_session_unique"

@@ -1,7 +1,8 @@
 """A harness's hook event, decided: the session is touched (its row, in the statement that
 checks the key), what the event registers is merged, the session's leases are renewed (every
-event renews what the session holds, so a session whose events stop loses its leases within
-its TTL), and then:
+event renews what the session holds, each lease once a tenth of its TTL has passed since its
+last renewal: `engine.RENEW_DUE`; so a session whose events stop loses its leases within its
+TTL, and the events of a busy one write no lease), and then:
 
 - a write: each file it writes is named (`naming.place`) and leased for the session (held
   already, or under a directory it holds: nothing more); a file with no name, or one another
@@ -90,7 +91,7 @@ def decide(
         if event.kind == Kind.END:
             sessions.end(session)
         return Decision(ALLOW, process_id)
-    renewed, _ = hot.renew_all.renewed(caller, process_id)
+    renewed = hot.renew_due(params, process_id)
     if event.kind in (Kind.WRITE, Kind.AFTER_WRITE) and disk.resolves and disk.resolved is None:
         return _resolve_first(event, process_id)
     if event.kind == Kind.WRITE:

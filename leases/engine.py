@@ -575,6 +575,24 @@ RENEW_ALL = (
     f"ORDER BY id{{lock_rows}}{{locked_ids_end}} AND {_PROCESS_ROWS} "
     "RETURNING {columns}, {now} AS server_time"
 )
+# A harness session's leases as its event sees them (`harnesses.services`): each live one, and
+# renewed when a tenth of its window has passed since its last renewal, so that the events of a
+# busy session write nothing, while one that stops loses its leases within their window (less
+# at most a tenth of it). The renewed rows are locked in id order (LOCK_ORDER); the rest are
+# read from the same snapshot, in which a row renewed here still shows its old renewal.
+RENEW_DUE_FRACTION = 0.1
+_RENEW_DUE = f"renewed_at < {{now}} - interval_s * {RENEW_DUE_FRACTION} * interval '1 second'"
+RENEW_DUE = (
+    "UPDATE {table} SET renewed_at = {now}, deadline = {renew_deadline}, "
+    "noticed_state = 'live' "
+    f"WHERE {{locked_ids}}SELECT id FROM {{table}} WHERE {_PROCESS_ROWS} AND {_RENEW_DUE} "
+    f"ORDER BY id{{lock_rows}}{{locked_ids_end}} AND {_PROCESS_ROWS} "
+    "RETURNING {columns}, {now} AS server_time"
+)
+HELD_NOT_DUE = (
+    "SELECT {columns}, {now} AS server_time FROM {table} "
+    f"WHERE {_PROCESS_ROWS} AND NOT ({_RENEW_DUE})"
+)
 # The resource leases of that process held on paper but lost (past the deadline, not yet
 # recorded by the sweep or a takeover): what a renew-all answers as not renewed.
 HELD_LOST = (

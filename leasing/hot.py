@@ -197,6 +197,27 @@ def _renew_all_template() -> str:
     )
 
 
+def _renew_due_template() -> str:
+    """A harness session's live leases, each renewed when it is due (`engine.RENEW_DUE`)."""
+    return (
+        f"WITH {_key_cte(Scope.LEASES)}, renewed AS ({engine.RENEW_DUE}), "
+        f"kept AS ({engine.HELD_NOT_DUE}) "
+        f"SELECT renewed.*, {_KEY_COLUMNS} FROM renewed, key "
+        f"UNION ALL SELECT kept.*, {_KEY_COLUMNS} FROM kept, key"
+    )
+
+
+def renew_due(params: dict[str, Any], process_id: str) -> list[engine.LeaseSnapshot]:
+    """The live leases of `process_id` held with the key `params` names (as `Caller.params`
+    gives them, the key known to be good), those due renewed, in one prepared statement."""
+    sql = statement("renew_due", now_sql())
+    db = connections[DEFAULT_DB_ALIAS]
+    rows = run_statement(db, sql, {**params, "process_id": process_id}, many=True) or []
+    if rows:
+        _stamp_key(rows[0], _LEASE_TIME)
+    return [engine.snapshot(row[: _LEASE_TIME + 1]) for row in rows]
+
+
 def _acquire_template() -> str:
     """A new resource (INSERT) or a free one (UPDATE), whichever matches, and its event. Both run
     on one snapshot: a row that exists makes the INSERT do nothing, a row that does not is
@@ -228,6 +249,8 @@ def statement(name: str, clock: str) -> str:
         return engine.render(_acquire_template(), **_KEY_CALLER)
     if name == "renew_all":
         return engine.render(_renew_all_template(), **_KEY_CALLER)
+    if name == "renew_due":
+        return engine.render(_renew_due_template(), **_KEY_CALLER)
     return report_services.report_statement(
         with_percent=name == "report_percent",
         bare=name == "heartbeat",

@@ -22,11 +22,13 @@ from fleet.attempts.idle_sweep import IdleResult, attempts_flag_idle
 from fleet.attempts.selectors import tenure_state_sql
 from fleet.jobs import KeyRevokeResult, SweepResult
 from fleet.models import Attempt, Report
+from harnesses.models import HookSession
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.jobs import MAX_BATCHES, JobResult, rows, seconds_param
 from leases.models import (
     AddressRefusal,
     Event,
+    FenceReceipt,
     FenceVerification,
     HandoffRequest,
     Lease,
@@ -178,8 +180,8 @@ def _prune(table: str, column: str, age_s: float, batch: int, extra: str = "") -
 
 @recorded("prune_records")
 def records_prune(*, batch: int | None = None) -> PruneResult:
-    """Prune reports, events, refusals (rows and counts), fence verifications, handoff requests
-    and finished webhook deliveries past their retention."""
+    """Prune reports, events, refusals (rows and counts), fence verifications and receipts,
+    handoff requests, harness sessions and finished webhook deliveries past their retention."""
     batch = batch or settings.GC_RETENTION_BATCH
     day = 86_400.0
     result = PruneResult()
@@ -225,6 +227,17 @@ def records_prune(*, batch: int | None = None) -> PruneResult:
         "github_deliveries": _prune(
             GitHubDelivery._meta.db_table,
             "received_at",
+            settings.GC_RETENTION_EVENTS_DAYS * day,
+            batch,
+        ),
+        # Push receipts, which CI reads back for a commit: kept as long as the events.
+        "fence_receipts": _prune(
+            FenceReceipt._meta.db_table, "at", settings.GC_RETENTION_EVENTS_DAYS * day, batch
+        ),
+        # Harness sessions, by their last event (a session that comes back is made anew).
+        "hook_sessions": _prune(
+            HookSession._meta.db_table,
+            "last_event_at",
             settings.GC_RETENTION_EVENTS_DAYS * day,
             batch,
         ),

@@ -5,10 +5,12 @@
   innermost repository holding it, its directories' links resolved), is looked up
   with the leases that cover it (`GET /leases?covering=`: a lease on the path or a directory
   above it). A path that another hand holds an exclusive lease over, or any lease while this
-  hand holds none over it, is refused with the denial sentence; so is a path whose last lease of
-  this hand ended without its release (lost past its grace, or broken: `POST /fences/verify`'s
-  `paths`), while it holds none over it now, even after another hand held it and released it
-  (the hand that was paused and came back). A path nobody leases is the repository's own
+  hand holds none over it, is refused with the denial sentence; when the environment names
+  the committing process (`GC_PROCESS_ID`, or a Claude Code session's), a lease of another of
+  this hand's processes (another session) counts as another holder's. So is a path whose
+  last lease of this hand ended without its release (lost past its grace, or broken:
+  `POST /fences/verify`'s `paths`), while it holds none over it now, even after another hand
+  held it and released it (the hand that was paused and came back). A path nobody leases is the repository's own
   business and passes. The fences this hand's leases lent the commit are written to
   `$GIT_DIR/gc-fences` for the next hook.
 - `commit-msg`: adds one `Ground-Control-Fence: <resource>@<fence> <holder>` trailer per fence
@@ -41,7 +43,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,28 +193,49 @@ def _leases_covering(client: Client, paths: Sequence[str]) -> list[Lease]:
     return list(leases.values())
 
 
+def committing_process(env: Mapping[str, str] | None = None) -> str | None:
+    """The process identity the commit is made by, when the environment says: `GC_PROCESS_ID`,
+    else a Claude Code session's (`CLAUDE_CODE_SESSION_ID`, its hooks' identity); None when
+    it does not (then "this hand" is the key's hand, whatever process holds its lease)."""
+    env = os.environ if env is None else env
+    if env.get("GC_PROCESS_ID"):
+        return env["GC_PROCESS_ID"]
+    session = env.get("CLAUDE_CODE_SESSION_ID")
+    return f"claude-code:{session}" if session else None
+
+
 def judge(
-    paths: Sequence[str], leases: Iterable[Lease], me: str
+    paths: Sequence[str], leases: Iterable[Lease], me: str, process: str | None = None
 ) -> tuple[list[str], list[Refusal]]:
-    """The fences relied on, and the paths refused, by the rule of the module's docstring."""
+    """The fences relied on, and the paths refused, by the rule of the module's docstring. With
+    the committing `process`, a lease of this hand held by another of its processes (another
+    session) is another holder's."""
     relied: dict[str, None] = {}
     refused = []
     leases = list(leases)
+
+    def ours(lease: Lease) -> bool:
+        return lease.holder == me and (process is None or lease.process_id == process)
+
     for path in paths:
         line = set(covering_nodes(path))
         over = [lease for lease in leases if _node(lease.resource) in line]
-        others = [x for x in over if x.holder != me and x.state in HELD]
-        mine = [x for x in over if x.holder == me and x.state in HELD]
-        lost = [x for x in over if x.holder == me and x.state == "lost"]
+        others = [x for x in over if not ours(x) and x.state in HELD]
+        mine = [x for x in over if ours(x) and x.state in HELD]
+        lost = [x for x in over if ours(x) and x.state == "lost"]
         blocking = [x for x in others if x.mode != "shared" or not mine]
         if blocking:
             x = blocking[0]
+            whose = f"hand '{x.holder}'"
+            if x.holder == me:
+                whose = f"this hand's other process ('{x.process_id}')"
+            committer = f"this hand ('{me}')" if process is None else f"this session ({process})"
             refused.append(
                 Refusal(
                     path,
-                    f"{path} is under {x.resource}, held by hand '{x.holder}' (fence {x.fence}, "
-                    f"{x.state}{', shared' if x.mode == 'shared' else ''}), and this hand "
-                    f"('{me}') holds no lease covering it: take the lease (gctl lease acquire "
+                    f"{path} is under {x.resource}, held by {whose} (fence {x.fence}, "
+                    f"{x.state}{', shared' if x.mode == 'shared' else ''}), and {committer} "
+                    f"holds no lease covering it: take the lease (gctl lease acquire "
                     f"{x.resource}) or leave the file out of the commit",
                 )
             )
@@ -299,7 +322,7 @@ def pre_commit(client: Client, cwd: str | None = None) -> int:
         return 0
     me = client.me().hand
     leases = _leases_covering(client, paths)
-    relied, refused = judge(paths, leases, me)
+    relied, refused = judge(paths, leases, me, committing_process())
     done = {refusal.path for refusal in refused}
     open_paths = [p for p in unguarded(paths, leases, me) if p not in done]
     refused += lapsed_refusals(client, open_paths, me)

@@ -43,6 +43,8 @@ STATEMENTS: dict[str, Callable[[], str]] = {
     # What explains an acquire the statement denied: one read (`queue.standing_in_the_way`).
     "hot_acquire_denial": lambda: engine.render(queue.STANDING_IN_THE_WAY),
     "hot_renew_all": lambda: hot.statement("renew_all", PRODUCTION_CLOCK),
+    # A harness session's event: its leases, those due renewed (harnesses/services.py).
+    "hot_renew_due": lambda: hot.statement("renew_due", PRODUCTION_CLOCK),
     "hot_heartbeat": lambda: hot.statement("heartbeat", PRODUCTION_CLOCK),
     "hot_report": lambda: hot.statement("report", PRODUCTION_CLOCK),
     "hot_report_percent": lambda: hot.statement("report_percent", PRODUCTION_CLOCK),

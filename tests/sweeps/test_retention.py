@@ -9,8 +9,9 @@ import pytest
 from django.test import override_settings
 
 from fleet.models import Report
+from harnesses.models import HookSession
 from leases.clock import db_now
-from leases.models import Event, FenceVerification, Refusal
+from leases.models import Event, FenceReceipt, FenceVerification, Refusal
 from ops import jobs as ops_jobs
 from schedules import github
 from schedules import services as schedule_services
@@ -90,6 +91,8 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         "waiters": 0,
         "schedule_tries": 6,
         "github_deliveries": 2,
+        "fence_receipts": 0,
+        "hook_sessions": 0,
         "webhook_deliveries": 0,
     }
     assert result.processed == 32
@@ -152,3 +155,34 @@ def test_it_prunes_handoff_requests_as_old_as_the_events(owner, teammate) -> Non
     assert ops_jobs.records_prune(batch=1).deleted["handoff_requests"] == 2
     left = HandoffRequest.objects.values_list("resource", flat=True)
     assert sorted(left) == ["src/15/", "src/5/"]
+
+
+@override_settings(GC_RETENTION_EVENTS_DAYS=20)
+def test_it_prunes_push_receipts_and_harness_sessions_as_old_as_the_events(owner) -> None:
+    now = db_now()
+    for days in AGES:
+        FenceReceipt.objects.create(
+            workspace_id=owner.workspace_id,
+            repository="example.com/acme/app",
+            sha=f"{days:040d}",
+            accepted=True,
+            at=now - timedelta(days=days),
+            hand=owner.name,
+            signature="0" * 64,
+        )
+        session = HookSession.objects.create(
+            workspace_id=owner.workspace_id,
+            hand=owner,
+            harness="claude-code",
+            session_id=f"s{days}",
+            process_id=f"claude-code:s{days}",
+            ttl_s=300,
+        )
+        HookSession.objects.filter(pk=session.pk).update(last_event_at=now - timedelta(days=days))
+    result = ops_jobs.records_prune(batch=1)
+    assert (result.deleted["fence_receipts"], result.deleted["hook_sessions"]) == (2, 2)
+    assert sorted(FenceReceipt.objects.values_list("sha", flat=True)) == [
+        f"{5:040d}",
+        f"{15:040d}",
+    ]
+    assert sorted(HookSession.objects.values_list("session_id", flat=True)) == ["s15", "s5"]
