@@ -406,6 +406,7 @@ SPECTACULAR_SETTINGS.update(
             "BudgetActionEnum": "fleet.models.BudgetAction",
             "BudgetPeriodEnum": "fleet.models.BudgetPeriod",
             "IdleDirectiveEnum": "fleet.models.IdleDirective",
+            "FenceStatusEnum": "leases.models.FenceStatus",
         },
         "TAGS": [
             {"name": "hand", "description": "A hand's calls on its slots and attempts (work)."},
