@@ -10,9 +10,9 @@
   this hand's processes (another session) counts as another holder's. So is a path whose
   last lease of this hand ended without its release (lost past its grace, or broken:
   `POST /fences/verify`'s `paths`), while it holds none over it now, even after another hand
-  held it and released it (the hand that was paused and came back). A path nobody leases is the repository's own
-  business and passes. The fences this hand's leases lent the commit are written to
-  `$GIT_DIR/gc-fences` for the next hook.
+  held it and released it (the hand that was paused and came back). A path nobody leases is
+  the repository's own business and passes. The fences this hand's leases lent the commit are
+  written to `$GIT_DIR/gc-fences` for the next hook.
 - `commit-msg`: adds one `Ground-Control-Fence: <resource>@<fence> <holder>` trailer per fence
   relied on (`git interpret-trailers`), to the message as the user wrote it (`-m`, `-F` or the
   editor). The holder is this hand's name as one word (`holder_text`), so that a commit cannot

@@ -9,6 +9,7 @@ an event it cannot read is `BadEvent`, answered as a refusal of the write it mig
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
@@ -90,6 +91,57 @@ def path_in(arguments: dict[str, Any], name: str, *, tool: str) -> str:
     if not isinstance(value, str) or not value:
         raise BadEvent(f"the {tool} call's input has no {name} (text, not empty)")
     return value
+
+
+# --- Claude Code's event shape, which Codex and Gemini CLI took up -------------------------------
+
+
+Written = Callable[[str, dict[str, Any]], tuple[str, ...] | None]
+
+
+@dataclass(frozen=True)
+class ToolEvents:
+    """How a harness whose events carry `hook_event_name`, `session_id`, `cwd`, and for a tool
+    call `tool_name` and `tool_input`, names them: the event before a tool runs and those after
+    it, its shell tools, its session's events, and which files a tool call writes (`written`:
+    None for a call that writes none)."""
+
+    before: str
+    after: frozenset[str]
+    shell_tools: frozenset[str]
+    kinds: dict[str, Kind]
+    written: Written
+
+
+def by_field(fields: dict[str, str]) -> Written:
+    """`written` of tools that each name their one file in an input field (`fields`: tool ->
+    field)."""
+
+    def written(tool: str, body: dict[str, Any]) -> tuple[str, ...] | None:
+        field = fields.get(tool)
+        if field is None:
+            return None
+        arguments = mapping(body, "tool_input", where=f"the {tool} event")
+        return (path_in(arguments, field, tool=tool),)
+
+    return written
+
+
+def tool_event(body: dict[str, Any], shape: ToolEvents) -> HookEvent:
+    name = text(body, "hook_event_name")
+    session = text(body, "session_id")
+    cwd = optional_text(body, "cwd")
+    if name != shape.before and name not in shape.after:
+        return HookEvent(shape.kinds.get(name, Kind.OTHER), session, name, cwd)
+    tool = text(body, "tool_name", where=f"the {name} event")
+    if name == shape.before:
+        paths = shape.written(tool, body)
+        if paths is not None:
+            return HookEvent(Kind.WRITE, session, name, cwd, paths, tool)
+    if tool in shape.shell_tools:
+        kind = Kind.SHELL if name == shape.before else Kind.AFTER_SHELL
+        return HookEvent(kind, session, name, cwd, (), tool)
+    return HookEvent(Kind.OTHER, session, name, cwd, (), tool)
 
 
 def _formats() -> dict[str, ModuleType]:

@@ -16,15 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnesses.formats import (
-    HookEvent,
-    Kind,
-    Verdict,
-    mapping,
-    optional_text,
-    path_in,
-    text,
-)
+from harnesses.formats import HookEvent, Kind, ToolEvents, Verdict, by_field, tool_event
 
 NAME = "claude-code"
 WRITING_TOOLS = {
@@ -34,24 +26,19 @@ WRITING_TOOLS = {
     "NotebookEdit": "notebook_path",
 }
 SHELL_TOOLS = frozenset({"Bash"})
-_KINDS = {"SessionStart": Kind.START, "SessionEnd": Kind.END, "Stop": Kind.STOP}
+
+
+EVENTS = ToolEvents(
+    before="PreToolUse",
+    after=frozenset({"PostToolUse", "PostToolUseFailure"}),
+    shell_tools=SHELL_TOOLS,
+    kinds={"SessionStart": Kind.START, "SessionEnd": Kind.END, "Stop": Kind.STOP},
+    written=by_field(WRITING_TOOLS),
+)
 
 
 def event(body: dict[str, Any]) -> HookEvent:
-    name = text(body, "hook_event_name")
-    session = text(body, "session_id")
-    cwd = optional_text(body, "cwd")
-    if name in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
-        tool = text(body, "tool_name", where=f"the {name} event")
-        if name == "PreToolUse" and tool in WRITING_TOOLS:
-            arguments = mapping(body, "tool_input", where=f"the {tool} event")
-            path = path_in(arguments, WRITING_TOOLS[tool], tool=tool)
-            return HookEvent(Kind.WRITE, session, name, cwd, (path,), tool)
-        if tool in SHELL_TOOLS:
-            kind = Kind.SHELL if name == "PreToolUse" else Kind.AFTER_SHELL
-            return HookEvent(kind, session, name, cwd, (), tool)
-        return HookEvent(Kind.OTHER, session, name, cwd, (), tool)
-    return HookEvent(_KINDS.get(name, Kind.OTHER), session, name, cwd)
+    return tool_event(body, EVENTS)
 
 
 def answer(event: HookEvent | None, verdict: Verdict) -> dict[str, Any] | None:

@@ -23,31 +23,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnesses.formats import HookEvent, Kind, Verdict, mapping, optional_text, patches, text
+from harnesses.formats import (
+    HookEvent,
+    Kind,
+    ToolEvents,
+    Verdict,
+    mapping,
+    patches,
+    text,
+    tool_event,
+)
 
 NAME = "codex"
 PATCH_TOOL = "apply_patch"
 SHELL_TOOLS = frozenset({"Bash"})
-_KINDS = {"SessionStart": Kind.START, "SessionEnd": Kind.END, "Stop": Kind.STOP}
 # Where additionalContext reaches the model as a developer message.
 _CONTEXT_EVENTS = frozenset({"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"})
 
 
+def _written(tool: str, body: dict[str, Any]) -> tuple[str, ...] | None:
+    """Every file an `apply_patch` call's patch adds, updates, deletes or moves to."""
+    if tool != PATCH_TOOL:
+        return None
+    arguments = mapping(body, "tool_input", where=f"the {tool} event")
+    return patches.written_by(text(arguments, "command", where=f"the {tool} call's input"))
+
+
+EVENTS = ToolEvents(
+    before="PreToolUse",
+    after=frozenset({"PostToolUse"}),
+    shell_tools=SHELL_TOOLS,
+    kinds={"SessionStart": Kind.START, "SessionEnd": Kind.END, "Stop": Kind.STOP},
+    written=_written,
+)
+
+
 def event(body: dict[str, Any]) -> HookEvent:
-    name = text(body, "hook_event_name")
-    session = text(body, "session_id")
-    cwd = optional_text(body, "cwd")
-    if name in ("PreToolUse", "PostToolUse"):
-        tool = text(body, "tool_name", where=f"the {name} event")
-        if name == "PreToolUse" and tool == PATCH_TOOL:
-            arguments = mapping(body, "tool_input", where=f"the {tool} event")
-            patch = text(arguments, "command", where=f"the {tool} call's input")
-            return HookEvent(Kind.WRITE, session, name, cwd, patches.written_by(patch), tool)
-        if tool in SHELL_TOOLS:
-            kind = Kind.SHELL if name == "PreToolUse" else Kind.AFTER_SHELL
-            return HookEvent(kind, session, name, cwd, (), tool)
-        return HookEvent(Kind.OTHER, session, name, cwd, (), tool)
-    return HookEvent(_KINDS.get(name, Kind.OTHER), session, name, cwd)
+    return tool_event(body, EVENTS)
 
 
 def answer(event: HookEvent | None, verdict: Verdict) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ import pytest
 
 from hands import services as hand_services
 from hands.models import Hand
-from tests.support.live import GCTL, Fleet, gc  # noqa: F401 - the live server's fixture
+from tests.support.live import GCTL, Fleet
 
 
 class Repo:

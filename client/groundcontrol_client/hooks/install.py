@@ -108,23 +108,35 @@ def _claude_code(project: Path, gctl: str, url: str | None) -> list[Path]:
     return [path]
 
 
+def _grouped(
+    config: dict[str, Any],
+    marker: str,
+    hook: dict[str, Any],
+    events: tuple[tuple[str, str | None], ...],
+) -> None:
+    """Claude Code's grouping, which Codex and Gemini CLI took up: each event a list of
+    `{matcher?, hooks: [...]}`, ours one of them."""
+    for event, matcher in events:
+        entry: dict[str, Any] = {"hooks": [hook]}
+        if matcher:
+            entry = {"matcher": matcher, **entry}
+        _merge(config, ["hooks"], event, entry, marker)
+
+
 def _codex(project: Path, gctl: str, url: str | None) -> list[Path]:
     path = project / ".codex" / "hooks.json"
     config = _json_file(path)
     marker = _command(gctl, "codex")
     hook = {"type": "command", "command": marker, "timeout": 60}
-    for event, matcher in (
+    events = (
         ("SessionStart", None),
         ("UserPromptSubmit", None),
         ("PreToolUse", "^(Bash|apply_patch)$"),
         ("PostToolUse", "^Bash$"),
         ("Stop", None),
         ("SessionEnd", None),
-    ):
-        entry: dict[str, Any] = {"hooks": [hook]}
-        if matcher:
-            entry = {"matcher": matcher, **entry}
-        _merge(config, ["hooks"], event, entry, marker)
+    )
+    _grouped(config, marker, hook, events)
     _write_json(path, config)
     return [path]
 
@@ -134,16 +146,13 @@ def _gemini(project: Path, gctl: str, url: str | None) -> list[Path]:
     config = _json_file(path)
     marker = _command(gctl, "gemini")
     hook = {"name": "ground-control", "type": "command", "command": marker, "timeout": 60000}
-    for event, matcher in (
+    events = (
         ("BeforeTool", "^(write_file|replace|run_shell_command)$"),
         ("AfterTool", "^run_shell_command$"),
         ("SessionStart", None),
         ("SessionEnd", None),
-    ):
-        entry: dict[str, Any] = {"hooks": [hook]}
-        if matcher:
-            entry = {"matcher": matcher, **entry}
-        _merge(config, ["hooks"], event, entry, marker)
+    )
+    _grouped(config, marker, hook, events)
     _write_json(path, config)
     return [path]
 
