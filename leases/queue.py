@@ -7,9 +7,10 @@ before it, so neither a newcomer nor a stream of shared requests passes an exclu
 waiter refreshes its `expires_at` while it waits (`stay`) and leaves when it is granted (in the
 granting transaction) or gives up (`leave`, which wakes those behind it); one whose process died
 stops counting when its `expires_at` passes (`WAITER_TTL_S`). A wait that ends denied keeps its
-place for `TICKET_KEEP_S` (`keep`): the denial's `ticket`, passed back on the next acquire,
-takes it up again (`resume`), so a waiter that keeps coming back keeps its place however long
-it waits in all.
+place for `TICKET_KEEP_S` (`keep`), dormant (it keeps nobody out while its waiter is away):
+the denial's `ticket`, passed back on the next acquire, takes it up again (`resume`), ahead of
+every waiter that joined after it, so a waiter that keeps coming back keeps its place however
+long it waits in all.
 
 `standing` says where a call stands: its position among the waiters, the hands ahead of it, and
 an estimate of the wait from the holders' windows and how long tenures of the node have lasted.
@@ -33,6 +34,7 @@ from leases.models import LeaseMode, LeaseState, Waiter
 WAITER_TTL_S = 5.0
 # How long a waiter's place is kept after its wait ended denied: the denial's `ticket`, passed
 # back on an acquire within this time, keeps the place (and so on, for as long as it comes back).
+# Less than the retention job's minute for waiters (ops/jobs.py), which would delete it sooner.
 TICKET_KEEP_S = 30.0
 # Hands named in a standing (the queue may be longer).
 AHEAD_SHOWN = 10
@@ -98,12 +100,14 @@ def stay(ticket: Ticket) -> None:
 
 
 def keep(ticket: Ticket) -> None:
-    """The wait ended denied: the place is kept for `TICKET_KEEP_S`, for its waiter to come back
-    to with its ticket (a waiter that does not leaves the line then)."""
-    expiry = plus_seconds_sql(now_sql(), repr(TICKET_KEEP_S))
+    """The wait ended denied: the place stops counting at once (an absent waiter keeps nobody
+    out: a free resource is not left idle for it), and is kept, dormant, for `TICKET_KEEP_S`:
+    a waiter that comes back with its ticket within that time takes it up again (`resume`),
+    ahead of every waiter that joined after it."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {tree.WAITERS} SET expires_at = {expiry} WHERE workspace_id = %s AND id = %s",
+            f"UPDATE {tree.WAITERS} SET expires_at = {now_sql()} "
+            "WHERE workspace_id = %s AND id = %s",
             [ticket.workspace_id, ticket.id],
         )
 
@@ -112,14 +116,15 @@ def resume(
     ticket_id: int, *, workspace_id: int, resource: str, holder: str, process_id: str, mode: str
 ) -> Ticket | None:
     """The place `ticket_id`, if it is still this request's (the same name, holder, process and
-    mode) and still counts: it counts for another `WAITER_TTL_S`; else None (the place is gone:
-    the request goes to the back of the line, as a newcomer)."""
-    now = now_sql()
+    mode) and still kept (its wait ended less than `TICKET_KEEP_S` ago, or it is waiting): it
+    counts again, for `WAITER_TTL_S`; else None (the place is gone: the request goes to the
+    back of the line, as a newcomer)."""
+    kept_since = plus_seconds_sql(now_sql(), repr(-TICKET_KEEP_S))
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {tree.WAITERS} SET expires_at = {_expiry_sql()} WHERE workspace_id = %s "
             "AND id = %s AND resource = %s AND holder = %s AND process_id = %s AND mode = %s "
-            f"AND expires_at > {now} RETURNING id, queued_at",
+            f"AND expires_at > {kept_since} RETURNING id, queued_at",
             [workspace_id, ticket_id, resource, holder, process_id, mode],
         )
         row = cursor.fetchone()

@@ -251,7 +251,7 @@ def wait_in_line(
                 except LeaseHeld as denied:
                     remaining = give_up_at - time.monotonic()
                     if remaining <= 0:
-                        queue.keep(held)
+                        _step_aside(held, **place)
                         kept = True
                         denied.fields.update(ticket=held.id, ticket_kept_s=queue.TICKET_KEEP_S)
                         raise
@@ -265,6 +265,17 @@ def wait_in_line(
         finally:
             if not served and not kept:
                 _leave(held, workspace_id=place["workspace_id"], resource=place["resource"])
+
+
+def _step_aside(ticket: queue.Ticket, *, workspace_id: int, resource: str, **_: Any) -> None:
+    """The wait ended denied: its place is kept, dormant (`queue.keep`), and those behind it are
+    woken, since it keeps them out no longer; a database gone meanwhile leaves the row to stop
+    counting by itself (`queue.WAITER_TTL_S`)."""
+    try:
+        queue.keep(ticket)
+        notify_freed(workspace_id=workspace_id, resource=resource)
+    except DatabaseError:
+        pass
 
 
 def _leave(ticket: queue.Ticket, *, workspace_id: int, resource: str) -> None:

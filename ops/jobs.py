@@ -216,7 +216,8 @@ def records_prune(*, batch: int | None = None) -> PruneResult:
             settings.GC_RETENTION_EVENTS_DAYS * day,
             batch,
         ),
-        # Waiters whose processes died (a waiter that gives up or is served deletes its own).
+        # Waiters whose processes died (a waiter that gives up or is served deletes its own), and
+        # places kept for a waiter that did not come back (`queue.TICKET_KEEP_S`, less than this).
         "waiters": _prune(Waiter._meta.db_table, "expires_at", 60.0, batch),
         # The schedules' tries and GitHub's deliveries: kept as long as events. A delivery
         # redelivered after its row is gone is judged afresh (the package is still found by

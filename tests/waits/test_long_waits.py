@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from groundcontrol_client import Client, LeaseHeld
+from groundcontrol_client import Client, Lease, LeaseHeld
 from groundcontrol_client.errors import describe
 from groundcontrol_client.limits import LIMITS
 
@@ -21,26 +21,34 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_long_wait_keeps_its_place_across_calls(
     gc: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(LIMITS, "wait_s", 0.5)  # so a 4 s wait is eight calls
+    # Calls of 2 s: B's wait of 30 s is many calls, its second from 2 s to 4 s.
+    monkeypatch.setitem(LIMITS, "wait_s", 2.0)
     with Client(gc.url, gc.key_a) as a, Client(gc.url, gc.key_b) as b:
         held = a.lease_acquire("src/", ttl_s=60, process_id="a:1")
         got: dict[str, Any] = {}
 
-        def wait() -> None:
-            got["lease"] = b.lease_acquire("src/", ttl_s=30, process_id="b:1", wait_s=8)
-            got["at"] = time.monotonic()
+        def wait(name: str, client: Client, process_id: str, wait_s: float) -> None:
+            try:
+                got[name] = client.lease_acquire(
+                    "src/", ttl_s=30, process_id=process_id, wait_s=wait_s
+                )
+            except LeaseHeld as denied:
+                got[name] = denied
 
-        waiter = threading.Thread(target=wait)
-        waiter.start()
-        time.sleep(1.5)  # B has been denied at least twice, and came back with its ticket
-        # A later arrival from A's hand, another process: it waits too, behind B.
-        with pytest.raises(LeaseHeld) as later:
-            a.lease_acquire("src/", ttl_s=30, process_id="a:2", wait_s=0.3)
-        assert later.value.get("ahead") == ["hand-a", "hand-b"]
+        first = threading.Thread(target=wait, args=("b", b, "b:1", 30))
+        first.start()
+        time.sleep(2.5)  # B was denied once and came back with its ticket: its second call
+        # A later arrival, from A's hand's other process, waits too, joining after B.
+        later = threading.Thread(target=wait, args=("a2", a, "a:2", 6))
+        later.start()
+        time.sleep(0.5)  # the middle of B's second call: both wait now
         a.lease_release("src/", fence=held.fence, process_id="a:1")
-        waiter.join(timeout=15)
-        assert got["lease"].holder == "hand-b"
-        assert got["lease"].raw["queued_at"] is not None  # it was served from its place
+        first.join(timeout=40)
+        later.join(timeout=40)
+    # B, in line first and coming back to its place call after call, is served first.
+    assert isinstance(got["b"], Lease) and got["b"].holder == "hand-b", got
+    assert got["b"].raw["queued_at"] is not None  # it was served from its place
+    assert isinstance(got["a2"], LeaseHeld), got
 
 
 def test_a_denial_that_kept_a_place_says_how_to_keep_it() -> None:
