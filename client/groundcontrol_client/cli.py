@@ -12,9 +12,10 @@ Exit codes (the same for every command):
     6  stopped: `gctl run` stopped the command because the supervisor's directive was stop
     127  `gctl run` or `gctl hold` could not start the command (the claim or lease is released)
 
-`gctl hook claude-code` exits 0 with its answer on stdout (a denial included), and 2 (Claude
-Code's blocking error) with the reason on stderr on any failure, so a failed check never lets a
-write through.
+`gctl hook HARNESS` exits 0 with the server's answer on stdout (a denial included); on any
+failure it refuses the call the way the harness heeds (exit 2 with the reason on stderr, or a
+refusal on stdout and exit 0: `hooks.command.FAILURE`), so a failed check never lets a write
+through; at a stop, where a refusal would keep the model working, it exits 1.
 
 `gctl run` and `gctl hold` exit with the command's own status when it ran to its end and failed
 (128 + N when a signal N killed it); `--json` prints how it ended as the last line on stderr.
