@@ -99,6 +99,11 @@ class Watchdog:
         with contextlib.suppress(OSError):  # a watchdog gone already has nothing to hear
             os.write(self._write_end, line.encode() + b"\n")
 
+    def announce_fd(self) -> int:
+        """The pipe's write end, for the exec shim to say its group on before it runs the
+        command (it closes its copy then: the wrapper's stays the only one); -1 if none."""
+        return self._write_end
+
     def watch(self, pgid: int) -> None:
         self._pgid = pgid
         self._say(f"group {pgid}")
@@ -133,17 +138,23 @@ class Watchdog:
             self.process.wait()
 
 
-def spawn(cmd: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def spawn(
+    cmd: Sequence[str], env: dict[str, str], watchdog: Watchdog | None = None
+) -> subprocess.Popen[bytes]:
     """Start `cmd` in a session of its own; on Linux through the shim that sets the death
-    signal. Raises `OSError` when the command cannot be executed, like `Popen` does."""
+    signal and, with a `watchdog`, tells it the command's group before the command runs (a
+    wrapper killed between the command's start and its own word to the watchdog would leave
+    the group unknown to it, and alive). Raises `OSError` when the command cannot be executed,
+    like `Popen` does."""
     if not _linux():
         return subprocess.Popen(list(cmd), env=env, start_new_session=True)
     read_end, write_end = os.pipe()
+    announce = watchdog.announce_fd() if watchdog is not None else -1
     try:
         proc = subprocess.Popen(
-            [*_python(), "exec", str(write_end), str(os.getpid()), "--", *cmd],
+            [*_python(), "exec", str(write_end), str(os.getpid()), str(announce), "--", *cmd],
             env=env,
-            pass_fds=(write_end,),
+            pass_fds=(write_end,) if announce < 0 else (write_end, announce),
             start_new_session=True,
         )
     finally:
@@ -209,9 +220,14 @@ def _set_death_signal(signum: int) -> None:
 
 
 def _exec_shim(args: list[str]) -> int:
-    """`exec FD PARENT -- CMD...`: set the death signal, then become CMD."""
-    report_fd, parent, cmd = int(args[0]), int(args[1]), args[3:]
+    """`exec FD PARENT ANNOUNCE -- CMD...`: tell the watchdog (on ANNOUNCE, -1 for none) this
+    process's group, which CMD keeps, set the death signal, then become CMD."""
+    report_fd, parent, announce, cmd = int(args[0]), int(args[1]), int(args[2]), args[4:]
     os.set_inheritable(report_fd, False)  # closed by a successful exec: EOF for the wrapper
+    if announce >= 0:
+        with contextlib.suppress(OSError):  # a watchdog gone: the wrapper starts a new one
+            os.write(announce, f"group {os.getpgrp()}\n".encode())
+        os.close(announce)  # the wrapper's end stays the only one: EOF when it dies
     with contextlib.suppress(OSError, AttributeError):
         _set_death_signal(DEATH_SIGNAL)  # without it, the watchdog alone
     if os.getppid() != parent:

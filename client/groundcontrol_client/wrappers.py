@@ -68,7 +68,7 @@ class _Child:
         self.paused = False
         self.watchdog = lifeline.Watchdog(grace_s=kill_after_s, remove=remove)
         try:
-            self.proc = lifeline.spawn(cmd, env)
+            self.proc = lifeline.spawn(cmd, env, self.watchdog)
         except BaseException:
             self.watchdog.done()
             raise

@@ -201,7 +201,7 @@ def test_the_shim_never_starts_a_command_whose_wrapper_is_already_gone(tmp_path:
     marker = tmp_path / "ran"
     read_end, write_end = os.pipe()
     shim = subprocess.run(
-        [sys.executable, "-I", "-S", lifeline.SCRIPT, "exec", str(write_end), "1", "--",
+        [sys.executable, "-I", "-S", lifeline.SCRIPT, "exec", str(write_end), "1", "-1", "--",
          "touch", str(marker)],
         pass_fds=(write_end,),
         timeout=10,
@@ -386,3 +386,31 @@ def test_gctl_mcp_starts_no_process_and_leaves_nothing_when_killed(gc: Fleet, tm
     assert not list(tmp.iterdir())
     (record,) = attempts_of(run)
     assert record.end is None  # nothing could release it: the server ends it by itself
+
+
+WRAPPER_KILLED_EARLY = """
+import os, signal, sys
+from groundcontrol_client import lifeline
+
+# A wrapper killed the moment its command runs: before its own word to the watchdog.
+pids = sys.argv[1]
+watchdog = lifeline.Watchdog(grace_s=1.0)
+script = f"trap '' TERM; sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait"
+lifeline.spawn(["sh", "-c", script], dict(os.environ), watchdog)
+while not (os.path.exists(pids) and len(open(pids).read().split()) >= 2):
+    pass
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_wrapper_killed_before_it_names_the_group_still_leaves_no_orphan(
+    tmp_path: Path,
+) -> None:
+    """The shim tells the watchdog the command's group before it runs the command, so no
+    moment is left in which the wrapper's death orphans it (a CI run under load found one)."""
+    pids = tmp_path / "pids"
+    wrapper = subprocess.Popen([sys.executable, "-c", WRAPPER_KILLED_EARLY, str(pids)])
+    stray(wrapper.pid)
+    assert wrapper.wait(30) == -signal.SIGKILL
+    family = read_pids(pids, 2)
+    wait_for(lambda: not any(map(alive, family)), timeout=15)
