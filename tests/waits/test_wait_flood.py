@@ -65,11 +65,17 @@ def _flood(url: str, flooder: str, holder: str, elsewhere: str, *, sleeping: int
             assert other.get("/me").status_code == 200
             me.append(time.monotonic() - started)
         refused_early = sum(1 for status, _, _ in answers if status == 429)
+        granted_before_me = sum(1 for status, _, _ in answers if status == 201)
         boss.ok("post", "/leases/release", {"resource": "tests", "fence": held["fence"]})
         for thread in threads:
             thread.join(60)
         assert not any(thread.is_alive() for thread in threads)
-    return {"answers": answers, "me": me, "refused_early": refused_early}
+    return {
+        "answers": answers,
+        "me": me,
+        "refused_early": refused_early,
+        "granted_before_me": granted_before_me,
+    }
 
 
 def _assert_held_off(seen: dict[str, Any], sleeping: int) -> None:
@@ -82,7 +88,11 @@ def _assert_held_off(seen: dict[str, Any], sleeping: int) -> None:
             assert body["error"]["code"] == "rate_limited"
             assert body["error"]["retry_after_s"] > 0
             assert took < 5, took  # at once, not after a wait (60 calls on 2 cores)
-    assert max(seen["me"]) < 1.0, seen["me"]
+    # Another workspace's call is answered while the admitted waits sleep (they sleep until the
+    # holder lets go, after these calls): it never waits behind them. Wall-clock on a shared
+    # two-core machine is no measure of that; 5 s is the bound the refusals keep too.
+    assert seen["granted_before_me"] == 0, seen
+    assert max(seen["me"]) < 5, seen["me"]
 
 
 @pytest.mark.slow
