@@ -35,7 +35,7 @@ from typing import Any
 
 import groundcontrol_client as gc
 import httpx
-from groundcontrol_client.errors import describe_holder
+from groundcontrol_client.core.errors import describe_holder
 
 from apikit.errors import GroundControlError
 from demo import loop as demo_loop

@@ -183,7 +183,7 @@ def validate_fences(
 
 
 def validate_paths(value: object, *, field: str = "paths", limit: int = MAX_PATHS) -> list[str]:
-    """Files by their lease names (canonical resource names, `groundcontrol_client.files`)."""
+    """Files by their lease names (canonical resource names, `groundcontrol_client.git.files`)."""
     if value is None:
         return []
     if not isinstance(value, list):

@@ -13,84 +13,79 @@ from typing import TYPE_CHECKING, Any
 # name -> the module that defines it
 _WHERE = {
     "AsyncClient": "groundcontrol_client.async_client",
-    "AsyncClaimedAttempt": "groundcontrol_client.async_runtime",
-    "AsyncHand": "groundcontrol_client.async_runtime",
-    "AsyncHeldLease": "groundcontrol_client.async_runtime",
+    "AsyncClaimedAttempt": "groundcontrol_client.runtime.async_hand",
+    "AsyncHand": "groundcontrol_client.runtime.async_hand",
+    "AsyncHeldLease": "groundcontrol_client.runtime.async_hand",
     "Client": "groundcontrol_client.client",
     "RetryPolicy": "groundcontrol_client.client",
     "__version__": "groundcontrol_client.client",
     "run_plan": "groundcontrol_client.client",
-    "AttestOwnEvidence": "groundcontrol_client.errors",
-    "AuthFailed": "groundcontrol_client.errors",
-    "BudgetReached": "groundcontrol_client.errors",
-    "Busy": "groundcontrol_client.errors",
-    "CapabilityMissing": "groundcontrol_client.errors",
-    "ConfigError": "groundcontrol_client.errors",
-    "ConnectionFailed": "groundcontrol_client.errors",
-    "DecisionFromReplica": "groundcontrol_client.errors",
-    "Denied": "groundcontrol_client.errors",
-    "DependencyUnavailable": "groundcontrol_client.errors",
-    "EvidenceMissing": "groundcontrol_client.errors",
-    "GatewayUnavailable": "groundcontrol_client.errors",
-    "GroundControlError": "groundcontrol_client.errors",
-    "KeyExpired": "groundcontrol_client.errors",
-    "KeyInvalid": "groundcontrol_client.errors",
-    "KeyRevoked": "groundcontrol_client.errors",
-    "LeaseHeld": "groundcontrol_client.errors",
-    "LeaseLost": "groundcontrol_client.errors",
-    "MalformedAnswer": "groundcontrol_client.errors",
-    "NoOpenSlot": "groundcontrol_client.errors",
-    "NotFound": "groundcontrol_client.errors",
-    "NotHolder": "groundcontrol_client.errors",
-    "PayloadTooLarge": "groundcontrol_client.errors",
-    "ProcessMismatch": "groundcontrol_client.errors",
-    "RateLimited": "groundcontrol_client.errors",
-    "RunClosed": "groundcontrol_client.errors",
-    "ScopeDenied": "groundcontrol_client.errors",
-    "ServerError": "groundcontrol_client.errors",
-    "SlotTaken": "groundcontrol_client.errors",
-    "StaleFence": "groundcontrol_client.errors",
-    "TenureLost": "groundcontrol_client.errors",
-    "Unavailable": "groundcontrol_client.errors",
-    "ValidationFailed": "groundcontrol_client.errors",
-    "FrictionReport": "groundcontrol_client.friction",
-    "LinkedRefusal": "groundcontrol_client.friction",
-    "Attestation": "groundcontrol_client.grades",
-    "GradedEvidence": "groundcontrol_client.grades",
-    "describe_evidence": "groundcontrol_client.grades",
-    "process_identity": "groundcontrol_client.identity",
-    "Attempt": "groundcontrol_client.models",
-    "Brief": "groundcontrol_client.models",
-    "Evidence": "groundcontrol_client.models",
-    "FenceAnswer": "groundcontrol_client.models",
-    "Lease": "groundcontrol_client.models",
-    "Me": "groundcontrol_client.models",
-    "NotRenewed": "groundcontrol_client.models",
-    "RenewedAll": "groundcontrol_client.models",
-    "ReportResult": "groundcontrol_client.models",
-    "Run": "groundcontrol_client.models",
-    "Slot": "groundcontrol_client.models",
-    "SlotCounts": "groundcontrol_client.models",
-    "AsyncPoolLease": "groundcontrol_client.pool_leases",
-    "PoolLease": "groundcontrol_client.pool_leases",
-    "ClaimedAttempt": "groundcontrol_client.runtime",
-    "Hand": "groundcontrol_client.runtime",
-    "HeldLease": "groundcontrol_client.runtime",
-    "LeaseUnconfirmed": "groundcontrol_client.runtime",
-    "StopRequested": "groundcontrol_client.runtime",
-    "GitHubIntegration": "groundcontrol_client.schedule_models",
-    "Schedule": "groundcontrol_client.schedule_models",
-    "ScheduleTry": "groundcontrol_client.schedule_models",
+    "AttestOwnEvidence": "groundcontrol_client.core.errors",
+    "AuthFailed": "groundcontrol_client.core.errors",
+    "BudgetReached": "groundcontrol_client.core.errors",
+    "Busy": "groundcontrol_client.core.errors",
+    "CapabilityMissing": "groundcontrol_client.core.errors",
+    "ConfigError": "groundcontrol_client.core.errors",
+    "ConnectionFailed": "groundcontrol_client.core.errors",
+    "DecisionFromReplica": "groundcontrol_client.core.errors",
+    "Denied": "groundcontrol_client.core.errors",
+    "DependencyUnavailable": "groundcontrol_client.core.errors",
+    "EvidenceMissing": "groundcontrol_client.core.errors",
+    "GatewayUnavailable": "groundcontrol_client.core.errors",
+    "GroundControlError": "groundcontrol_client.core.errors",
+    "KeyExpired": "groundcontrol_client.core.errors",
+    "KeyInvalid": "groundcontrol_client.core.errors",
+    "KeyRevoked": "groundcontrol_client.core.errors",
+    "LeaseHeld": "groundcontrol_client.core.errors",
+    "LeaseLost": "groundcontrol_client.core.errors",
+    "MalformedAnswer": "groundcontrol_client.core.errors",
+    "NoOpenSlot": "groundcontrol_client.core.errors",
+    "NotFound": "groundcontrol_client.core.errors",
+    "NotHolder": "groundcontrol_client.core.errors",
+    "PayloadTooLarge": "groundcontrol_client.core.errors",
+    "ProcessMismatch": "groundcontrol_client.core.errors",
+    "RateLimited": "groundcontrol_client.core.errors",
+    "RunClosed": "groundcontrol_client.core.errors",
+    "ScopeDenied": "groundcontrol_client.core.errors",
+    "ServerError": "groundcontrol_client.core.errors",
+    "SlotTaken": "groundcontrol_client.core.errors",
+    "StaleFence": "groundcontrol_client.core.errors",
+    "TenureLost": "groundcontrol_client.core.errors",
+    "Unavailable": "groundcontrol_client.core.errors",
+    "ValidationFailed": "groundcontrol_client.core.errors",
+    "FrictionReport": "groundcontrol_client.core.friction",
+    "LinkedRefusal": "groundcontrol_client.core.friction",
+    "Attestation": "groundcontrol_client.core.grades",
+    "GradedEvidence": "groundcontrol_client.core.grades",
+    "describe_evidence": "groundcontrol_client.core.grades",
+    "process_identity": "groundcontrol_client.core.identity",
+    "Attempt": "groundcontrol_client.core.models",
+    "Brief": "groundcontrol_client.core.models",
+    "Evidence": "groundcontrol_client.core.models",
+    "FenceAnswer": "groundcontrol_client.core.models",
+    "Lease": "groundcontrol_client.core.models",
+    "Me": "groundcontrol_client.core.models",
+    "NotRenewed": "groundcontrol_client.core.models",
+    "RenewedAll": "groundcontrol_client.core.models",
+    "ReportResult": "groundcontrol_client.core.models",
+    "Run": "groundcontrol_client.core.models",
+    "Slot": "groundcontrol_client.core.models",
+    "SlotCounts": "groundcontrol_client.core.models",
+    "AsyncPoolLease": "groundcontrol_client.runtime.pools",
+    "PoolLease": "groundcontrol_client.runtime.pools",
+    "ClaimedAttempt": "groundcontrol_client.runtime.hand",
+    "Hand": "groundcontrol_client.runtime.hand",
+    "HeldLease": "groundcontrol_client.runtime.hand",
+    "LeaseUnconfirmed": "groundcontrol_client.runtime.hand",
+    "StopRequested": "groundcontrol_client.runtime.hand",
+    "GitHubIntegration": "groundcontrol_client.core.schedules",
+    "Schedule": "groundcontrol_client.core.schedules",
+    "ScheduleTry": "groundcontrol_client.core.schedules",
 }
 
 if TYPE_CHECKING:  # what a type checker and an IDE see: the names, imported
     from groundcontrol_client.async_client import (
         AsyncClient,
-    )
-    from groundcontrol_client.async_runtime import (
-        AsyncClaimedAttempt,
-        AsyncHand,
-        AsyncHeldLease,
     )
     from groundcontrol_client.client import (
         Client,
@@ -98,7 +93,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the names, imported
         __version__,
         run_plan,
     )
-    from groundcontrol_client.errors import (
+    from groundcontrol_client.core.errors import (
         AttestOwnEvidence,
         AuthFailed,
         BudgetReached,
@@ -133,19 +128,19 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the names, imported
         Unavailable,
         ValidationFailed,
     )
-    from groundcontrol_client.friction import (
+    from groundcontrol_client.core.friction import (
         FrictionReport,
         LinkedRefusal,
     )
-    from groundcontrol_client.grades import (
+    from groundcontrol_client.core.grades import (
         Attestation,
         GradedEvidence,
         describe_evidence,
     )
-    from groundcontrol_client.identity import (
+    from groundcontrol_client.core.identity import (
         process_identity,
     )
-    from groundcontrol_client.models import (
+    from groundcontrol_client.core.models import (
         Attempt,
         Brief,
         Evidence,
@@ -159,21 +154,26 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the names, imported
         Slot,
         SlotCounts,
     )
-    from groundcontrol_client.pool_leases import (
-        AsyncPoolLease,
-        PoolLease,
+    from groundcontrol_client.core.schedules import (
+        GitHubIntegration,
+        Schedule,
+        ScheduleTry,
     )
-    from groundcontrol_client.runtime import (
+    from groundcontrol_client.runtime.async_hand import (
+        AsyncClaimedAttempt,
+        AsyncHand,
+        AsyncHeldLease,
+    )
+    from groundcontrol_client.runtime.hand import (
         ClaimedAttempt,
         Hand,
         HeldLease,
         LeaseUnconfirmed,
         StopRequested,
     )
-    from groundcontrol_client.schedule_models import (
-        GitHubIntegration,
-        Schedule,
-        ScheduleTry,
+    from groundcontrol_client.runtime.pools import (
+        AsyncPoolLease,
+        PoolLease,
     )
 
 

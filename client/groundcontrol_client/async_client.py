@@ -38,8 +38,8 @@ from groundcontrol_client.client import (
     retryable_answer,
     run_plan,
 )
-from groundcontrol_client.decisions import decided_on_primary, decision_headers
-from groundcontrol_client.errors import (
+from groundcontrol_client.core.decisions import decided_on_primary, decision_headers
+from groundcontrol_client.core.errors import (
     ConfigError,
     ConnectionFailed,
     Denied,
@@ -49,10 +49,10 @@ from groundcontrol_client.errors import (
     SlotTaken,
     error_from_response,
 )
-from groundcontrol_client.friction import AsyncFrictionCalls
-from groundcontrol_client.grades import Attestation, GradedEvidence
-from groundcontrol_client.loop import cost_fields
-from groundcontrol_client.models import (
+from groundcontrol_client.core.friction import AsyncFrictionCalls
+from groundcontrol_client.core.grades import Attestation, GradedEvidence
+from groundcontrol_client.core.loop import cost_fields
+from groundcontrol_client.core.models import (
     Attempt,
     Brief,
     Checked,
@@ -71,7 +71,7 @@ from groundcontrol_client.models import (
     Slot,
     StoredReceipt,
 )
-from groundcontrol_client.waits import LongWait
+from groundcontrol_client.core.waits import LongWait
 
 
 class AsyncClient(AsyncFrictionCalls):

@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 import httpx
 
-from groundcontrol_client.decisions import decided_on_primary, decision_headers
-from groundcontrol_client.errors import (
+from groundcontrol_client.core.decisions import decided_on_primary, decision_headers
+from groundcontrol_client.core.errors import (
     TRANSIENT_STATUSES,
     ConfigError,
     ConnectionFailed,
@@ -38,11 +38,11 @@ from groundcontrol_client.errors import (
     error_from_response,
     is_transient,
 )
-from groundcontrol_client.friction import FrictionCalls
-from groundcontrol_client.grades import Attestation, GradedEvidence
-from groundcontrol_client.handoff_calls import HandoffCalls
-from groundcontrol_client.loop import cost_fields
-from groundcontrol_client.models import (
+from groundcontrol_client.core.friction import FrictionCalls
+from groundcontrol_client.core.grades import Attestation, GradedEvidence
+from groundcontrol_client.core.handoff_calls import HandoffCalls
+from groundcontrol_client.core.loop import cost_fields
+from groundcontrol_client.core.models import (
     Attempt,
     Brief,
     Checked,
@@ -61,8 +61,8 @@ from groundcontrol_client.models import (
     Slot,
     StoredReceipt,
 )
-from groundcontrol_client.supervisor import SupervisorCalls
-from groundcontrol_client.waits import LongWait
+from groundcontrol_client.core.supervisor import SupervisorCalls
+from groundcontrol_client.core.waits import LongWait
 
 __version__ = "0.1.0"
 DEFAULT_TIMEOUT_S = 10.0

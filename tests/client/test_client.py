@@ -36,11 +36,14 @@ from groundcontrol_client import (
     TenureLost,
     Unavailable,
     ValidationFailed,
-    errors,
-    tenure,
 )
 from groundcontrol_client.client import RETRY_STATUSES
-from groundcontrol_client.errors import TRANSIENT_STATUSES, describe_denial, error_from_response
+from groundcontrol_client.core import errors, tenure
+from groundcontrol_client.core.errors import (
+    TRANSIENT_STATUSES,
+    describe_denial,
+    error_from_response,
+)
 
 from tests.client.fakes import KEY, URL, FakeServer, error
 

@@ -23,7 +23,7 @@ from groundcontrol_client import (
     ServerError,
     cli,
 )
-from groundcontrol_client.decisions import DECISION_HEADER, READ_FROM_HEADER
+from groundcontrol_client.core.decisions import DECISION_HEADER, READ_FROM_HEADER
 
 from apikit import reads
 from tests.client.fakes import KEY, URL

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
-from groundcontrol_client.errors import (
+from groundcontrol_client.core.errors import (
     ADVICE_DENIED,
     ERRORS_BY_CODE,
     AuthFailed,

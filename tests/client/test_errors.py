@@ -20,7 +20,7 @@ from groundcontrol_client import (
     SlotTaken,
     ValidationFailed,
 )
-from groundcontrol_client.errors import describe, error_from_response
+from groundcontrol_client.core.errors import describe, error_from_response
 
 WAIT = "wait, pick other work, or escalate."
 

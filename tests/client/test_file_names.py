@@ -1,6 +1,6 @@
 """One name per file (issue 30, item 3): a file's lease is named from the file itself, its
 resolved path relative to the top level of its own repository, by the Claude Code hook, the MCP
-proxy and `gctl git` alike (`groundcontrol_client.files`), whatever the session's `cwd`, the
+proxy and `gctl git` alike (`groundcontrol_client.git.files`), whatever the session's `cwd`, the
 clone's path or the link it is reached through. The hook runs as Claude Code runs it: a new
 `gctl hook claude-code` process per event, against the live server."""
 
@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio
 import pytest
-from groundcontrol_client import files
-from groundcontrol_client.git_fences import staged_names
-from groundcontrol_client.mcp_proxy import resource_for
+from groundcontrol_client.git import files
+from groundcontrol_client.git.fences import staged_names
+from groundcontrol_client.mcp.proxy import resource_for
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -217,7 +217,7 @@ def test_the_one_function_names_alike_however_the_file_is_reached(work: Path) ->
     # git runs its hooks with GIT_DIR set: the name still comes from the file's own repository.
     env = {**os.environ, "GIT_DIR": str(repo / ".git"), "GIT_WORK_TREE": str(repo)}
     done = subprocess.run(
-        [sys.executable, "-c", "from groundcontrol_client import files; import sys; "
+        [sys.executable, "-c", "from groundcontrol_client.git import files; import sys; "
          "print(files.name_file(sys.argv[1]).name)", str(repo / "vendor/lib/x.py")],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip

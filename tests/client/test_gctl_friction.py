@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from groundcontrol_client import AsyncClient, CapabilityMissing, Client
-from groundcontrol_client.mcp_server import Session, build_server
+from groundcontrol_client.mcp.server import Session, build_server
 
 from friction.models import FrictionReport
 from hands import services as hand_services

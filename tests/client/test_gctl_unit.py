@@ -9,8 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-from groundcontrol_client import Client, Lease, RetryPolicy, Slot, cli, cli_parser
-from groundcontrol_client.models import describe_lease, describe_slot
+from groundcontrol_client import Client, Lease, RetryPolicy, Slot, cli
+from groundcontrol_client.cli import parser as cli_parser
+from groundcontrol_client.core.models import describe_lease, describe_slot
 
 from tests.client.fakes import KEY, URL, FakeServer, error
 

@@ -10,8 +10,8 @@ from groundcontrol_client import (
     Run,
     describe_evidence,
 )
-from groundcontrol_client.errors import describe
-from groundcontrol_client.models import describe_required, describe_run
+from groundcontrol_client.core.errors import describe
+from groundcontrol_client.core.models import describe_required, describe_run
 
 MESSAGE = (
     "the run requires pull_request evidence seen by ci (the best sent was seen by hand; no "

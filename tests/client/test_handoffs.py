@@ -8,9 +8,9 @@ import json
 
 import pytest
 from groundcontrol_client.client import Client
-from groundcontrol_client.handoffs import HandoffNotices, PendingHandoff
-from groundcontrol_client.mcp_session import Session
-from groundcontrol_client.mcp_tools import build_server
+from groundcontrol_client.core.handoffs import HandoffNotices, PendingHandoff
+from groundcontrol_client.mcp.session import Session
+from groundcontrol_client.mcp.tools import build_server
 
 from leases.models import HandoffRequest
 from tests.client.conftest import Fleet, wait_for

@@ -1,5 +1,5 @@
 """The client's limits are the server's: every limit the client keeps to
-(`groundcontrol_client.limits.LIMITS`) is in the schema's `x-limits` (from
+(`groundcontrol_client.core.limits.LIMITS`) is in the schema's `x-limits` (from
 `groundcontrol.limits`), with the same value; and the schema says what each limit means."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
-from groundcontrol_client.limits import LIMITS
+from groundcontrol_client.core.limits import LIMITS
 
 from groundcontrol.limits import limits
 
@@ -32,7 +32,7 @@ def test_every_client_limit_is_the_servers(schema_limits) -> None:
 
 
 def test_the_mcp_tools_say_the_servers_limits(schema_limits) -> None:
-    from groundcontrol_client import mcp_parameters
+    from groundcontrol_client.mcp import parameters as mcp_parameters
 
     assert mcp_parameters.MAX_TEXT == schema_limits["reason_length"]["value"]
     assert mcp_parameters.MAX_RESOURCE == schema_limits["resource_length"]["value"]

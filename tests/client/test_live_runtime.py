@@ -18,7 +18,7 @@ from groundcontrol_client import (
     TenureLost,
 )
 from groundcontrol_client import Evidence as GcEvidence
-from groundcontrol_client.errors import describe_denial
+from groundcontrol_client.core.errors import describe_denial
 
 from evidence.models import Evidence
 from fleet.attempts import services as attempt_services

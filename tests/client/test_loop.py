@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 from groundcontrol_client import BudgetReached, Client
-from groundcontrol_client.errors import Denied
-from groundcontrol_client.loop import attempt_notices, cost_fields, cost_usd_text
+from groundcontrol_client.core.errors import Denied
+from groundcontrol_client.core.loop import attempt_notices, cost_fields, cost_usd_text
 
 from fleet.costs import budgets as budget_services
 from fleet.models import Attempt, BudgetHit, Report

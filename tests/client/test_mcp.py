@@ -15,7 +15,7 @@ import anyio
 import httpx
 import pytest
 from groundcontrol_client import Client, RetryPolicy, __version__
-from groundcontrol_client.mcp_server import Session, build_server
+from groundcontrol_client.mcp.server import Session, build_server
 from mcp import Client as McpClient
 from mcp import StdioServerParameters
 from mcp.types import CallToolResult

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from groundcontrol_client import Client
-from groundcontrol_client.mcp_proxy import WRITE_TOOLS, WriteTool, resource_for, write_tools
+from groundcontrol_client.mcp.proxy import WRITE_TOOLS, WriteTool, resource_for, write_tools
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
@@ -141,7 +141,7 @@ def test_the_write_tools_table_is_small_and_overridable() -> None:
 
 
 def test_a_lease_is_named_by_the_path_in_the_files_repository(tmp_path: Path) -> None:
-    # Issue 30, item 3: names come from the file's own repository (groundcontrol_client.files),
+    # Issue 30, item 3: names come from the file's own repository (groundcontrol_client.git.files),
     # the root only resolves relative paths; outside any repository no lease can name it.
     root = str((tmp_path / "repo").resolve())
     (tmp_path / "repo" / "src").mkdir(parents=True)
@@ -380,7 +380,7 @@ def _answer_to(proxy: subprocess.Popen[bytes], request_id: int) -> dict[str, Any
 def test_a_stop_directive_releases_the_claim_though_the_host_says_nothing_more(gc: Fleet) -> None:
     """A host that waits quietly (no ping, no call) still has its claim released within a
     heartbeat of the stop, the proxy's connection open: stdin is read by the event loop, so
-    nothing waits for the host's next line (mcp_stdin.py). Its next call reads why; when it
+    nothing waits for the host's next line (mcp/stdin.py). Its next call reads why; when it
     ends the session, the proxy exits 1."""
     import time
 

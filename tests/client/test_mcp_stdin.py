@@ -1,4 +1,4 @@
-"""stdin read by the event loop (groundcontrol_client/mcp_stdin.py): lines as the SDK reads
+"""stdin read by the event loop (groundcontrol_client/mcp/stdin.py): lines as the SDK reads
 them, a read cancelled at once, and the descriptor as it was afterwards."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import tempfile
 
 import anyio
-from groundcontrol_client.mcp_stdin import loop_stdin
+from groundcontrol_client.mcp.stdin import loop_stdin
 
 
 def test_it_reads_lines_cancels_a_read_at_once_and_leaves_the_descriptor_as_it_was() -> None:

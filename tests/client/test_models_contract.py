@@ -9,14 +9,8 @@ from typing import Any
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
-from groundcontrol_client import (
-    friction,
-    grades,
-    handoff_calls,
-    handoffs,
-    models,
-    schedule_models,
-)
+from groundcontrol_client.core import friction, grades, handoff_calls, handoffs, models
+from groundcontrol_client.core import schedules as schedule_models
 
 # (what the client parses, the schema components it parses: an answer of any of them)
 MODELS: list[tuple[Callable[[Any], Any], tuple[str, ...]]] = [

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from groundcontrol_client import lifeline
-from groundcontrol_client.identity import process_identity
+from groundcontrol_client.core.identity import process_identity
+from groundcontrol_client.runtime import lifeline
 from mcp import Client as McpClient
 from mcp import StdioServerParameters
 
@@ -390,7 +390,7 @@ def test_gctl_mcp_starts_no_process_and_leaves_nothing_when_killed(gc: Fleet, tm
 
 WRAPPER_KILLED_EARLY = """
 import os, signal, sys
-from groundcontrol_client import lifeline
+from groundcontrol_client.runtime import lifeline
 
 # A wrapper killed the moment its command runs: before its own word to the watchdog.
 pids = sys.argv[1]

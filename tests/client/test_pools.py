@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from groundcontrol_client import AsyncClient, AsyncHand, Client, Hand, LeaseHeld, StaleFence
-from groundcontrol_client.errors import describe
+from groundcontrol_client.core.errors import describe
 
 from hands.models import Hand as HandRecord
 from leases.models import Event, Lease

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from groundcontrol_client import Client
-from groundcontrol_client.errors import LeaseHeld, describe
+from groundcontrol_client.core.errors import LeaseHeld, describe
 
 from leases.models import Event, Lease
 from tests.client.conftest import Fleet

@@ -25,15 +25,15 @@ from groundcontrol_client import (
     StopRequested,
     Unavailable,
 )
-from groundcontrol_client import runtime as runtime_module
-from groundcontrol_client.mcp_server import Session, build_server
-from groundcontrol_client.tenure import (
+from groundcontrol_client.core.tenure import (
     HEARTBEAT_FRACTION,
     LeaseUnconfirmed,
     TenureClock,
     renewal_period,
     safety_margin,
 )
+from groundcontrol_client.mcp.server import Session, build_server
+from groundcontrol_client.runtime import hand as runtime_module
 from mcp import Client as McpClient
 from mcp.types import CallToolResult
 

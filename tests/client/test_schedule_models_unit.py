@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from groundcontrol_client import GitHubIntegration, Schedule, ScheduleTry
-from groundcontrol_client.errors import MalformedAnswer
-from groundcontrol_client.schedule_models import describe_schedule, describe_try
+from groundcontrol_client.core.errors import MalformedAnswer
+from groundcontrol_client.core.schedules import describe_schedule, describe_try
 
 SCHEDULE: dict[str, Any] = {
     "id": 3,

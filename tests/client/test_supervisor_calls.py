@@ -21,7 +21,7 @@ from groundcontrol_client import (
     ValidationFailed,
     run_plan,
 )
-from groundcontrol_client.errors import GroundControlError
+from groundcontrol_client.core.errors import GroundControlError
 
 from fleet.models import WorkPackage
 from hands import services as hand_services

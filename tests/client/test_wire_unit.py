@@ -1,7 +1,7 @@
-"""The wire models' shared rules without a server (`groundcontrol_client.wire`): a whole number is
-never a boolean, a null reads as the default, a time that is not one reads as None, the answer
-is kept whole in `raw` aside from equality, and a malformed answer is a `MalformedAnswer` naming
-the innermost object at fault, while a value made in code fails as pydantic's own error."""
+"""The wire models' shared rules without a server (`groundcontrol_client.core.wire`): a whole
+number is never a boolean, a null reads as the default, a time that is not one reads as None, the
+answer is kept whole in `raw` aside from equality, and a malformed answer is a `MalformedAnswer`
+naming the innermost object at fault, while a value made in code fails as pydantic's own error."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pydantic
 import pytest
 from groundcontrol_client import Attempt, Lease, RenewedAll, ReportResult, Slot
-from groundcontrol_client.errors import MalformedAnswer, ServerError
-from groundcontrol_client.models import Checked, FencesVerified, Released
+from groundcontrol_client.core.errors import MalformedAnswer, ServerError
+from groundcontrol_client.core.models import Checked, FencesVerified, Released
 
 LEASE: dict[str, Any] = {"resource": "runs/12/slots/0", "fence": 3, "heartbeat_interval_s": 30}
 ATTEMPT: dict[str, Any] = {"id": 41, "run": 12, "slot": 0, "lease": LEASE}

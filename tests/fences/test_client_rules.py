@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
-from groundcontrol_client import git_fences, models
+from groundcontrol_client.core import models
+from groundcontrol_client.git import fences as git_fences
 
 from groundcontrol.limits import limits
 from leases import receipts, verification

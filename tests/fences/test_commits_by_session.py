@@ -5,8 +5,8 @@ are the hand's, whichever process holds them."""
 
 from __future__ import annotations
 
-from groundcontrol_client.git_fences import committing_process, judge
-from groundcontrol_client.models import Lease
+from groundcontrol_client.core.models import Lease
+from groundcontrol_client.git.fences import committing_process, judge
 
 
 def lease(resource: str, holder: str, process_id: str, fence: int = 1) -> Lease:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from groundcontrol_client.errors import LeaseHeld, describe
+from groundcontrol_client.core.errors import LeaseHeld, describe
 
 from tests.harnesses.events import REPO, answer, event, hook
 from tests.support.api import Api, error_of

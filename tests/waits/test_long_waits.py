@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from groundcontrol_client import Client, Lease, LeaseHeld
-from groundcontrol_client.errors import describe
-from groundcontrol_client.limits import LIMITS
+from groundcontrol_client.core.errors import describe
+from groundcontrol_client.core.limits import LIMITS
 
 from tests.support.live import Fleet
 

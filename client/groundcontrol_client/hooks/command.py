@@ -32,7 +32,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from groundcontrol_client import files
+from groundcontrol_client.git import files
 from groundcontrol_client.hooks import disk
 
 HARNESSES = ("claude-code", "codex", "gemini", "cursor", "opencode", "cline", "copilot")
@@ -157,7 +157,7 @@ def ask(url: str, key: str, body: dict[str, Any], timeout: float) -> tuple[bytes
 def resolve(paths: list[str], cwd: str) -> tuple[dict[str, str], list[str]]:
     """What each path (as the event names it: relative to `cwd`, or from `~`, as the harness's
     tools read it) resolves to on this disk, and the repositories holding them, named as every
-    writer names a file (`groundcontrol_client.files`)."""
+    writer names a file (`groundcontrol_client.git.files`)."""
     namer = files.Namer()
     resolved: dict[str, str] = {}
     tops: list[str] = []

@@ -3,7 +3,7 @@ top levels (as the session spells them, and resolved), their tracked symbolic li
 files a shell command changed. Standard library only: a hook starts cold for every tool call.
 
 The server names a file from these alone (harnesses/naming.py); the rule they serve is the
-client's own (`groundcontrol_client.files`, docs/agents.md "One name per file")."""
+client's own (`groundcontrol_client.git.files`, docs/agents.md "One name per file")."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import subprocess
 import zlib
 from typing import Any
 
-from groundcontrol_client import files
+from groundcontrol_client.git import files
 
 GIT_TIMEOUT_S = 10
 # Unplaced paths whose repositories one event looks for, at most.

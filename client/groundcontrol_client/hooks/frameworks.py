@@ -12,7 +12,7 @@
 A guard is what `gctl mcp --wrap` is for an MCP server's tools, in process: one session (its
 `mcp_session.Session`: one process identity, its leases renewed in the background by the
 runtime, its notices), and before a write-shaped call a lease on each path the call names,
-named by the one rule for a file (`groundcontrol_client.files`: links resolved, relative to the
+named by the one rule for a file (`groundcontrol_client.git.files`: links resolved, relative to the
 top level of the repository holding it; an existing directory gets a trailing `/`). A lease is
 held for the rest of the session, as the proxy and the harness hooks hold theirs; a later write
 of the same path checks its fence instead. When another holder has the path (or a directory
@@ -39,13 +39,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from groundcontrol_client import files
-from groundcontrol_client.errors import GroundControlError, describe
+from groundcontrol_client.core.errors import GroundControlError, describe
+from groundcontrol_client.git import files
 
 if TYPE_CHECKING:
     from groundcontrol_client.client import Client
-    from groundcontrol_client.mcp_session import Session
-    from groundcontrol_client.runtime import Hand, HeldLease
+    from groundcontrol_client.mcp.session import Session
+    from groundcontrol_client.runtime.hand import Hand, HeldLease
 
 __all__ = [
     "DEFAULT_TTL_S",
@@ -175,9 +175,9 @@ class WriteGuard:
         ttl: float = DEFAULT_TTL_S,
     ) -> None:
         from groundcontrol_client.client import Client
-        from groundcontrol_client.identity import process_identity
-        from groundcontrol_client.mcp_session import Session
-        from groundcontrol_client.runtime import Hand
+        from groundcontrol_client.core.identity import process_identity
+        from groundcontrol_client.mcp.session import Session
+        from groundcontrol_client.runtime.hand import Hand
 
         if not isinstance(owner, Hand | Client):
             raise TypeError(
@@ -199,7 +199,7 @@ class WriteGuard:
     def from_env(cls, **options: Any) -> WriteGuard:
         """From `GC_URL` and `GC_KEY` (`GC_PROCESS_ID`: the holder); `close()` closes the
         client too."""
-        from groundcontrol_client.runtime import Hand
+        from groundcontrol_client.runtime.hand import Hand
 
         guard = cls(Hand.from_env(), **options)
         guard._owns_client = True

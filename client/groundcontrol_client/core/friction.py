@@ -1,0 +1,124 @@
+"""Friction reports: what got in the way, what the filer did instead, the minutes it cost, and
+the refused calls it refers to, by request id (`POST /friction`, `GET /friction`).
+
+    client.friction_file("the migrations lock was held all morning", instead="wrote the docs",
+                         minutes=25, refusals=[error.request_id])
+
+A hand files for its own lane and attempts; a supervisor (scope `supervise`) for any lane, and
+lists them. `Client` and `AsyncClient` both have these calls (`FrictionCalls`,
+`AsyncFrictionCalls`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from groundcontrol_client.core.wire import OrDefault, Text, Time, WholeNumber, WireModel
+
+
+class LinkedRefusal(WireModel, title="friction report's refusal"):
+    """A refused call a report refers to, as it was recorded: its code and time."""
+
+    request_id: Text = ""
+    code: Text = ""
+    at: Time = None
+    method: Text = ""
+    path: Text = ""
+    message: Text = ""
+
+
+class FrictionReport(WireModel, title="friction report"):
+    id: WholeNumber
+    at: Time = None
+    lane: Text | None = None
+    run: WholeNumber | None = None
+    attempt: WholeNumber | None = None
+    hand: Text = ""
+    what: Text = ""
+    instead: Text = ""
+    minutes: WholeNumber = 0
+    refusals: OrDefault[list[LinkedRefusal]] = []
+
+
+def friction_body(
+    what: str,
+    *,
+    instead: str | None = None,
+    minutes: int | None = None,
+    lane: str | None = None,
+    run: int | None = None,
+    attempt: int | None = None,
+    refusals: Iterable[str] = (),
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"what": what, "refusals": list(refusals)}
+    for name, value in (
+        ("instead", instead),
+        ("minutes", minutes),
+        ("lane", lane),
+        ("run", run),
+        ("attempt", attempt),
+    ):
+        if value is not None:
+            body[name] = value
+    return body
+
+
+def _filters(lane: str | None, since: str | None) -> Mapping[str, Any]:
+    return {"lane": lane, "since": since}
+
+
+def describe_report(report: FrictionReport) -> str:
+    """One line: "#4 rewalk, 25 min: the lock was held (lease_held at 10:02:11)"."""
+    where = report.lane or "no lane"
+    linked = ", ".join(
+        f"{link.code} at {link.at:%H:%M:%S}" if link.at else link.code for link in report.refusals
+    )
+    return (
+        f"#{report.id} {where}, {report.minutes} min: {report.what}"
+        + (f" (instead: {report.instead})" if report.instead else "")
+        + (f" [{linked}]" if linked else "")
+    )
+
+
+class FrictionCalls:
+    """`Client`'s friction calls (it supplies `request` and `_list`)."""
+
+    def request(self, method: str, path: str, **options: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def _list(self, path: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        raise NotImplementedError  # pragma: no cover
+
+    def friction_file(self, what: str, **fields: Any) -> FrictionReport:
+        """File a report (`friction_body`'s fields); each request id in `refusals` must be a
+        refused call of yours (a supervisor's: any of the workspace's)."""
+        body = friction_body(what, **fields)
+        return FrictionReport.from_wire(self.request("POST", "friction", json=body))
+
+    def friction_reports(
+        self, *, lane: str | None = None, since: str | None = None
+    ) -> list[FrictionReport]:
+        """Every report (scope `supervise`), newest first; `since` an ISO time."""
+        return [FrictionReport.from_wire(r) for r in self._list("friction", _filters(lane, since))]
+
+
+class AsyncFrictionCalls:
+    """`AsyncClient`'s friction calls."""
+
+    async def request(self, method: str, path: str, **options: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    async def _list(
+        self, path: str, params: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:  # pragma: no cover
+        raise NotImplementedError
+
+    async def friction_file(self, what: str, **fields: Any) -> FrictionReport:
+        body = friction_body(what, **fields)
+        return FrictionReport.from_wire(await self.request("POST", "friction", json=body))
+
+    async def friction_reports(
+        self, *, lane: str | None = None, since: str | None = None
+    ) -> list[FrictionReport]:
+        rows = await self._list("friction", _filters(lane, since))
+        return [FrictionReport.from_wire(r) for r in rows]

@@ -1,0 +1,159 @@
+"""A supervisor's calls (a `plan` key; reads also with `supervise`): a lane's schedules, the
+record of their tries, and its GitHub integrations. `Client` has them all:
+
+    client.schedule_create("rewalk", cron="0 6 * * *", key_pattern="daily-{date}",
+                           title_pattern="Rewalk of {date}", runs=[{"title": "Walk"}])
+    issued = client.github_integration_create("rewalk", repository="acme/app", label="agent")
+    issued.secret   # shown in this answer only: set it as the GitHub webhook's secret
+
+The creating calls send an `Idempotency-Key` (a new one per call unless given), so they are
+retried like any other call: a retry whose first answer was lost gets that answer and creates
+nothing. A GitHub integration's replayed answer carries no secret (the server never stores it
+for a replay): `secret` is then None, and the way on is to delete that integration and create
+another.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from groundcontrol_client.core.schedules import GitHubIntegration, Schedule, ScheduleTry
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+def lane_path(lane: str, *rest: object) -> str:
+    """`lanes/<slug>/...`, the slug quoted as one path segment."""
+    return "/".join([f"lanes/{quote(lane, safe='')}", *(str(part) for part in rest)])
+
+
+def _idempotency(key: str | None) -> dict[str, str]:
+    return {IDEMPOTENCY_HEADER: key or f"gc-{uuid.uuid4().hex}"}
+
+
+class SupervisorCalls:
+    """Mixed into `Client`: its transport (`request`, `_list`) carries these calls."""
+
+    if TYPE_CHECKING:
+
+        def request(self, method: str, path: str, **options: Any) -> Any: ...
+
+        def _list(
+            self, path: str, params: Mapping[str, Any] | None = None
+        ) -> list[dict[str, Any]]: ...
+
+    # --- schedules ------------------------------------------------------------------------------
+
+    def schedules(self, lane: str) -> list[Schedule]:
+        """The lane's schedules, newest first, each with its next planned periods (UTC)."""
+        return [Schedule.from_wire(item) for item in self._list(lane_path(lane, "schedules"))]
+
+    def schedule(self, lane: str, schedule_id: int) -> Schedule:
+        return Schedule.from_wire(self.request("GET", lane_path(lane, "schedules", schedule_id)))
+
+    def schedule_create(
+        self,
+        lane: str,
+        *,
+        cron: str,
+        key_pattern: str,
+        title_pattern: str,
+        runs: Iterable[Mapping[str, Any]] = (),
+        active: bool = True,
+        idempotency_key: str | None = None,
+    ) -> Schedule:
+        """A schedule: each period of `cron` (five fields, UTC) makes a work package keyed
+        `key_pattern` ({date}, and {time} for more than one period a day) with `runs`, each a
+        run-create body (`run_plan(...)` makes one). Its first period is the first after now."""
+        body = {
+            "cron": cron,
+            "key_pattern": key_pattern,
+            "title_pattern": title_pattern,
+            "runs": [dict(run) for run in runs],
+            "active": active,
+        }
+        answer = self.request(
+            "POST",
+            lane_path(lane, "schedules"),
+            json=body,
+            headers=_idempotency(idempotency_key),
+        )
+        return Schedule.from_wire(answer)
+
+    def schedule_update(
+        self,
+        lane: str,
+        schedule_id: int,
+        *,
+        cron: str | None = None,
+        key_pattern: str | None = None,
+        title_pattern: str | None = None,
+        runs: Iterable[Mapping[str, Any]] | None = None,
+        active: bool | None = None,
+    ) -> Schedule:
+        """Change what is given (None: unchanged). A new `cron`, or `active=True` on a schedule
+        that was off, starts from now: the periods it missed are not made. Safe to repeat."""
+        body: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("cron", cron),
+                ("key_pattern", key_pattern),
+                ("title_pattern", title_pattern),
+                ("active", active),
+            )
+            if value is not None
+        }
+        if runs is not None:
+            body["runs"] = [dict(run) for run in runs]
+        answer = self.request("PATCH", lane_path(lane, "schedules", int(schedule_id)), json=body)
+        return Schedule.from_wire(answer)
+
+    def schedule_delete(self, lane: str, schedule_id: int) -> None:
+        """The schedule and its tries; the work packages it made stay."""
+        self.request("DELETE", lane_path(lane, "schedules", int(schedule_id)))
+
+    def schedule_tries(self, lane: str, schedule_id: int) -> list[ScheduleTry]:
+        """What the beat job did for each period of the schedule, newest first."""
+        path = lane_path(lane, "schedules", int(schedule_id), "tries")
+        return [ScheduleTry.from_wire(item) for item in self._list(path)]
+
+    def schedule_latest_try(self, lane: str, schedule_id: int) -> ScheduleTry | None:
+        """The newest try only (one page of one), or None before the first period."""
+        path = lane_path(lane, "schedules", int(schedule_id), "tries")
+        page = self.request("GET", path, params={"limit": 1}) or []
+        return ScheduleTry.from_wire(page[0]) if page else None
+
+    # --- GitHub integrations --------------------------------------------------------------------
+
+    def github_integrations(self, lane: str) -> list[GitHubIntegration]:
+        """The lane's GitHub integrations, newest first (without their secrets)."""
+        path = lane_path(lane, "github-integrations")
+        return [GitHubIntegration.from_wire(item) for item in self._list(path)]
+
+    def github_integration_create(
+        self,
+        lane: str,
+        *,
+        repository: str,
+        label: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> GitHubIntegration:
+        """An integration of `repository` (`owner/name`: only its deliveries act), made with a
+        key holding `attest` (its secret attests CI's grade): its `secret` (this answer only)
+        goes into the repository's GitHub webhook with the server's URL + `delivery_path` as
+        the payload URL. With `label`, only issues that carry it become the lane's work
+        packages."""
+        answer = self.request(
+            "POST",
+            lane_path(lane, "github-integrations"),
+            json={"repository": repository, "label": label},
+            headers=_idempotency(idempotency_key),
+        )
+        return GitHubIntegration.from_wire(answer)
+
+    def github_integration_delete(self, lane: str, integration_id: int) -> None:
+        """GitHub's deliveries to it are refused from now on (signature_invalid)."""
+        self.request("DELETE", lane_path(lane, "github-integrations", int(integration_id)))
