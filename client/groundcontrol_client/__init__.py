@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 # name -> the module that defines it
 _WHERE = {
-    "AsyncClient": "groundcontrol_client.async_client",
+    "AsyncClient": "groundcontrol_client.http",
     "AsyncClaimedAttempt": "groundcontrol_client.runtime.async_hand",
     "AsyncHand": "groundcontrol_client.runtime.async_hand",
     "AsyncHeldLease": "groundcontrol_client.runtime.async_hand",
-    "Client": "groundcontrol_client.client",
-    "RetryPolicy": "groundcontrol_client.client",
-    "__version__": "groundcontrol_client.client",
-    "run_plan": "groundcontrol_client.client",
+    "Client": "groundcontrol_client.http",
+    "RetryPolicy": "groundcontrol_client.core.sending",
+    "__version__": "groundcontrol_client.core.sending",
+    "run_plan": "groundcontrol_client.core.calls",
     "AttestOwnEvidence": "groundcontrol_client.core.errors",
     "AuthFailed": "groundcontrol_client.core.errors",
     "BudgetReached": "groundcontrol_client.core.errors",
@@ -71,8 +71,8 @@ _WHERE = {
     "Run": "groundcontrol_client.core.models",
     "Slot": "groundcontrol_client.core.models",
     "SlotCounts": "groundcontrol_client.core.models",
-    "AsyncPoolLease": "groundcontrol_client.runtime.pools",
-    "PoolLease": "groundcontrol_client.runtime.pools",
+    "AsyncPoolLease": "groundcontrol_client.runtime.async_hand",
+    "PoolLease": "groundcontrol_client.runtime.hand",
     "ClaimedAttempt": "groundcontrol_client.runtime.hand",
     "Hand": "groundcontrol_client.runtime.hand",
     "HeldLease": "groundcontrol_client.runtime.hand",
@@ -84,13 +84,7 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:  # what a type checker and an IDE see: the names, imported
-    from groundcontrol_client.async_client import (
-        AsyncClient,
-    )
-    from groundcontrol_client.client import (
-        Client,
-        RetryPolicy,
-        __version__,
+    from groundcontrol_client.core.calls import (
         run_plan,
     )
     from groundcontrol_client.core.errors import (
@@ -159,21 +153,27 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the names, imported
         Schedule,
         ScheduleTry,
     )
+    from groundcontrol_client.core.sending import (
+        RetryPolicy,
+        __version__,
+    )
+    from groundcontrol_client.http import (
+        AsyncClient,
+        Client,
+    )
     from groundcontrol_client.runtime.async_hand import (
         AsyncClaimedAttempt,
         AsyncHand,
         AsyncHeldLease,
+        AsyncPoolLease,
     )
     from groundcontrol_client.runtime.hand import (
         ClaimedAttempt,
         Hand,
         HeldLease,
         LeaseUnconfirmed,
-        StopRequested,
-    )
-    from groundcontrol_client.runtime.pools import (
-        AsyncPoolLease,
         PoolLease,
+        StopRequested,
     )
 
 

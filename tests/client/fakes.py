@@ -28,7 +28,8 @@ class FakeServer:
     Knobs: `down` makes every call fail to connect; `gateway` (502, 504, ...) answers every call
     with that status and an HTML page, as a reverse proxy does while the server behind it
     restarts; `report_answer` replaces the answer to reports (a refusal, say); `before_answer`
-    runs inside each call (to move a fake clock).
+    runs inside each call (to move a fake clock); `handoff_requests` are the open requests a
+    heartbeat's or a renewal's answer shows its holder.
     """
 
     def __init__(self, *, interval_s: float = 0.3, grace_s: float = 0.3) -> None:
@@ -49,6 +50,7 @@ class FakeServer:
         self.process_id = ""
         self.state = "live"
         self.leases: dict[str, dict[str, Any]] = {}
+        self.handoff_requests: list[dict[str, Any]] = []
 
     # --- helpers for tests ------------------------------------------------------------------
 
@@ -178,7 +180,8 @@ class FakeServer:
             if self.report_answer is not None:
                 return self.report_answer
             renewed = body.get("process_id") == self.process_id
-            return httpx.Response(200, json={"renewed": renewed, "attempt": self.attempt()})
+            answer = {"renewed": renewed, "attempt": self.attempt()}
+            return httpx.Response(200, json={**answer, "handoff_requests": self.handoff_requests})
         if route == "attempts/41/brief":
             run = {"id": 12, "title": "Run", "brief": "Do it", "evidence_required": []}
             return httpx.Response(200, json={"attempt": self.attempt(), "run": run})
@@ -231,7 +234,8 @@ class FakeServer:
         if body["fence"] != lease["fence"]:
             return error(409, "stale_fence", "stale", current_fence=lease["fence"])
         if action == "renew":
-            return httpx.Response(200, json=self.lease(resource))
+            renewed = {**self.lease(resource), "handoff_requests": self.handoff_requests}
+            return httpx.Response(200, json=renewed)
         if action == "check":
             return httpx.Response(200, json={"valid": True, "lease": self.lease(resource)})
         if action == "release":

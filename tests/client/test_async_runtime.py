@@ -174,9 +174,8 @@ def test_it_gives_up_when_unreachable_at_interval_plus_grace_and_releases_nothin
         assert tenure.give_up_at - tenure.renewed_at == pytest.approx(0.3 + 0.3 - 0.06)
         assert checked_at > tenure.give_up_at
         assert attempt.lost_error is not None and attempt.lost_error.get("local") is True
-        with pytest.raises(LeaseLost):
-            await attempt._exit(None)
-        await attempt._stop_renewing()
+        with pytest.raises(LeaseLost):  # leaving the block as if it ended without an error
+            await attempt.__aexit__(None, None, None)
 
     run(body())
     assert server.calls("/release") == []
@@ -279,9 +278,7 @@ def outage_hand(server: FakeServer, clock: FakeClock) -> AsyncHand:
     policy = RetryPolicy(retries=2, backoff_s=0.5, max_backoff_s=8.0)
     client = async_client(server, retry=policy, sleep=clock.sleep, clock=clock)
     # A huge fraction keeps the heartbeat task asleep: the test drives every call.
-    return AsyncHand(
-        client, process_id="p", heartbeat_fraction=1000, clock=clock, sleep=clock.sleep
-    )
+    return AsyncHand(client, process_id="p", heartbeat_fraction=1000, clock=clock)
 
 
 def down_until(server: FakeServer, clock: FakeClock, until_s: float) -> None:

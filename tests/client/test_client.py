@@ -37,13 +37,13 @@ from groundcontrol_client import (
     Unavailable,
     ValidationFailed,
 )
-from groundcontrol_client.client import RETRY_STATUSES
 from groundcontrol_client.core import errors, tenure
 from groundcontrol_client.core.errors import (
     TRANSIENT_STATUSES,
     describe_denial,
     error_from_response,
 )
+from groundcontrol_client.core.sending import RETRY_STATUSES
 
 from tests.client.fakes import KEY, URL, FakeServer, error
 

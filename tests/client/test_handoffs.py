@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.handoffs import HandoffNotices, PendingHandoff
+from groundcontrol_client.http import Client
 from groundcontrol_client.mcp.session import Session
 from groundcontrol_client.mcp.tools import build_server
 

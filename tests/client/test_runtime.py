@@ -33,7 +33,6 @@ from groundcontrol_client.core.tenure import (
     safety_margin,
 )
 from groundcontrol_client.mcp.server import Session, build_server
-from groundcontrol_client.runtime import hand as runtime_module
 from mcp import Client as McpClient
 from mcp.types import CallToolResult
 
@@ -220,7 +219,7 @@ def test_it_keeps_the_deadline_from_the_send_time_on_the_monotonic_clock(
     server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [1000.0]
-    monkeypatch.setattr(runtime_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
     server.interval_s, server.grace_s = 10.0, 5.0
     # A huge fraction keeps the background thread asleep: the test drives every renewal.
     hand = Hand(server.client(), process_id="p", heartbeat_fraction=1000)
@@ -441,18 +440,21 @@ def test_it_never_gives_up_a_closed_tenure_and_bounds_waits_by_the_give_up_point
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    """The fake clock as `time.monotonic` (the client's retries read it too) and the sleep of
-    the client and the runtime; the heartbeat thread is kept asleep by a huge fraction."""
+    """The fake clock as `time.monotonic` (the runtime's tenure clock reads it; the client is
+    given it, `outage_hand`) and the sleep of the client and the runtime; the heartbeat thread
+    is kept asleep by a huge fraction."""
     fake = FakeClock()
-    monkeypatch.setattr(runtime_module.time, "monotonic", fake)
+    monkeypatch.setattr(time, "monotonic", fake)
     return fake
 
 
 def outage_hand(server: FakeServer, clock: FakeClock) -> Hand:
     client = server.client(
-        retry=RetryPolicy(retries=2, backoff_s=0.5, max_backoff_s=8.0), sleep=clock.sleep
+        retry=RetryPolicy(retries=2, backoff_s=0.5, max_backoff_s=8.0),
+        sleep=clock.sleep,
+        clock=clock,
     )
-    return Hand(client, process_id="p", heartbeat_fraction=1000, sleep=clock.sleep)
+    return Hand(client, process_id="p", heartbeat_fraction=1000)
 
 
 def down_until(server: FakeServer, clock: FakeClock, until: float) -> None:
@@ -676,7 +678,7 @@ def proxied_hand(server: FakeServer, clock: FakeClock, bad_until: float, status:
         retry=RetryPolicy(retries=2, backoff_s=0.5, max_backoff_s=8.0),
         sleep=clock.sleep,
     )
-    return Hand(client, process_id="p", heartbeat_fraction=1000, sleep=clock.sleep)
+    return Hand(client, process_id="p", heartbeat_fraction=1000)
 
 
 @pytest.mark.parametrize("status", [502, 504])

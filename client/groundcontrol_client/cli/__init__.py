@@ -45,8 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_result,
     )
     from groundcontrol_client.cli.parser import build_parser, parse
-    from groundcontrol_client.client import Client
     from groundcontrol_client.core.errors import GroundControlError
+    from groundcontrol_client.http import Client
     from groundcontrol_client.runtime.wrappers import EXIT_OK, EXIT_USAGE
 
     parser = build_parser()

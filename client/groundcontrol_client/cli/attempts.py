@@ -21,7 +21,6 @@ from groundcontrol_client.cli.output import (
     export_line,
     waiting_notice,
 )
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.errors import ProcessMismatch
 from groundcontrol_client.core.models import (
     Evidence,
@@ -29,6 +28,7 @@ from groundcontrol_client.core.models import (
     describe_run,
     describe_slot,
 )
+from groundcontrol_client.http import Client
 
 
 def cmd_me(client: Client, args: argparse.Namespace) -> Result:

@@ -8,8 +8,8 @@ import argparse
 import os
 
 from groundcontrol_client.cli.output import UsageError
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.identity import process_identity
+from groundcontrol_client.http import Client
 
 
 def process_id_for(args: argparse.Namespace) -> str:

@@ -8,8 +8,8 @@ import argparse
 import os
 
 from groundcontrol_client.cli.output import Result, UsageError
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.friction import describe_report
+from groundcontrol_client.http import Client
 
 
 def _attempt(args: argparse.Namespace) -> int | None:

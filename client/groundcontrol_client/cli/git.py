@@ -11,8 +11,8 @@ import sys
 
 from groundcontrol_client.cli.environment import process_id_for
 from groundcontrol_client.cli.output import UsageError
-from groundcontrol_client.client import Client
 from groundcontrol_client.git import fences as git_fences
+from groundcontrol_client.http import Client
 
 
 def cmd_git(client: Client | None, args: argparse.Namespace) -> int:

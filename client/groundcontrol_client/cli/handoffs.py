@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 from groundcontrol_client.cli.output import Result, UsageError
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.handoffs import Handoff
+from groundcontrol_client.http import Client
 
 ACTIONS = ("show", "decline", "withdraw", "grant")
 # After a request's sentence in a renewal's output: how to answer it besides releasing.

@@ -7,8 +7,8 @@ import argparse
 from groundcontrol_client.cli.environment import lease_fence_for, process_id_for
 from groundcontrol_client.cli.handoffs import DECLINE
 from groundcontrol_client.cli.output import Result, UsageError, commented, export_line
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.models import describe_lease
+from groundcontrol_client.http import Client
 
 
 def cmd_lease_acquire(client: Client, args: argparse.Namespace) -> Result:

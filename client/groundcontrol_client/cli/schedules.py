@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from groundcontrol_client.cli.output import Result, UsageError
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.schedules import describe_schedule, describe_try
+from groundcontrol_client.http import Client
 
 
 def cmd_schedules(client: Client, args: argparse.Namespace) -> Result:

@@ -11,12 +11,11 @@ from pathlib import Path
 
 from groundcontrol_client.cli.environment import wrapper_process_id
 from groundcontrol_client.cli.output import UsageError, waiting_notice, wrapper_log
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.errors import EvidenceMissing, ValidationFailed, describe
 from groundcontrol_client.hooks import command
+from groundcontrol_client.http import Client
 from groundcontrol_client.runtime import wrappers
-from groundcontrol_client.runtime.hand import ClaimedAttempt, HeldLease
-from groundcontrol_client.runtime.pools import PoolLease
+from groundcontrol_client.runtime.hand import ClaimedAttempt, HeldLease, PoolLease
 from groundcontrol_client.runtime.wrappers import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 

@@ -5,14 +5,15 @@ the refused calls it refers to, by request id (`POST /friction`, `GET /friction`
                          minutes=25, refusals=[error.request_id])
 
 A hand files for its own lane and attempts; a supervisor (scope `supervise`) for any lane, and
-lists them. `Client` and `AsyncClient` both have these calls (`FrictionCalls`,
-`AsyncFrictionCalls`)."""
+lists them. `Client` and `AsyncClient` both have these calls (`FrictionCalls`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from groundcontrol_client.core.sending import Sending
+from groundcontrol_client.core.steps import Steps, call
 from groundcontrol_client.core.wire import OrDefault, Text, Time, WholeNumber, WireModel
 
 
@@ -80,45 +81,21 @@ def describe_report(report: FrictionReport) -> str:
     )
 
 
-class FrictionCalls:
-    """`Client`'s friction calls (it supplies `request` and `_list`)."""
+class FrictionCalls(Sending):
+    """The friction calls, as steps (`core.steps`); `Client` and `AsyncClient` have them."""
 
-    def request(self, method: str, path: str, **options: Any) -> Any:  # pragma: no cover
-        raise NotImplementedError
-
-    def _list(self, path: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        raise NotImplementedError  # pragma: no cover
-
-    def friction_file(self, what: str, **fields: Any) -> FrictionReport:
+    @call
+    def friction_file(self, what: str, **fields: Any) -> Steps[FrictionReport]:
         """File a report (`friction_body`'s fields); each request id in `refusals` must be a
         refused call of yours (a supervisor's: any of the workspace's)."""
         body = friction_body(what, **fields)
-        return FrictionReport.from_wire(self.request("POST", "friction", json=body))
+        data = yield from self._request("POST", "friction", json=body)
+        return FrictionReport.from_wire(data)
 
+    @call
     def friction_reports(
         self, *, lane: str | None = None, since: str | None = None
-    ) -> list[FrictionReport]:
+    ) -> Steps[list[FrictionReport]]:
         """Every report (scope `supervise`), newest first; `since` an ISO time."""
-        return [FrictionReport.from_wire(r) for r in self._list("friction", _filters(lane, since))]
-
-
-class AsyncFrictionCalls:
-    """`AsyncClient`'s friction calls."""
-
-    async def request(self, method: str, path: str, **options: Any) -> Any:  # pragma: no cover
-        raise NotImplementedError
-
-    async def _list(
-        self, path: str, params: Mapping[str, Any] | None = None
-    ) -> list[dict[str, Any]]:  # pragma: no cover
-        raise NotImplementedError
-
-    async def friction_file(self, what: str, **fields: Any) -> FrictionReport:
-        body = friction_body(what, **fields)
-        return FrictionReport.from_wire(await self.request("POST", "friction", json=body))
-
-    async def friction_reports(
-        self, *, lane: str | None = None, since: str | None = None
-    ) -> list[FrictionReport]:
-        rows = await self._list("friction", _filters(lane, since))
-        return [FrictionReport.from_wire(r) for r in rows]
+        items = yield from self._list("friction", _filters(lane, since))
+        return [FrictionReport.from_wire(r) for r in items]

@@ -1,5 +1,5 @@
-"""The client's handoff calls (a mixin of `Client`): ask the holder of what refused you, read the
-answer, decline a request for your own tenure, withdraw yours, and, for supervisors, grant."""
+"""The handoff calls (a mixin of `core.calls.Calls`): ask the holder of what refused you, read
+the answer, decline a request for your own tenure, withdraw yours, and, for supervisors, grant."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 
 from groundcontrol_client.core.handoffs import Handoff
 from groundcontrol_client.core.models import Lease
+from groundcontrol_client.core.sending import Sending
+from groundcontrol_client.core.steps import Steps, call
 from groundcontrol_client.core.wire import WireModel
 
 
@@ -17,15 +19,10 @@ class Granted(WireModel, title="handoff grant"):
     lease: Lease
 
 
-class HandoffCalls:
-    """`Client`'s handoff calls; `request` and `_list` are the client's."""
+class HandoffCalls(Sending):
+    """The handoff calls, as steps (`core.steps`); `Client` and `AsyncClient` have them."""
 
-    def request(self, method: str, path: str, **options: Any) -> Any:  # pragma: no cover
-        raise NotImplementedError
-
-    def _list(self, path: str, params: Any = None) -> list[dict[str, Any]]:  # pragma: no cover
-        raise NotImplementedError
-
+    @call
     def ask_handoff(
         self,
         *,
@@ -34,7 +31,7 @@ class HandoffCalls:
         run: int | None = None,
         slot: int | None = None,
         mode: str | None = None,
-    ) -> Handoff:
+    ) -> Steps[Handoff]:
         """Ask the holder of `resource` (or of slot `slot` of run `run`) to let it go. Asking
         again for the same tenure answers the open request: a retry never asks twice."""
         body: dict[str, Any] = {"reason": reason}
@@ -44,21 +41,29 @@ class HandoffCalls:
                 body["mode"] = mode
         if run is not None or slot is not None:
             body.update(run=run, slot=slot)
-        return Handoff.from_wire(self.request("POST", "leases/handoff", json=body))
+        data = yield from self._request("POST", "leases/handoff", json=body)
+        return Handoff.from_wire(data)
 
-    def handoff(self, handoff_id: int) -> Handoff:
+    @call
+    def handoff(self, handoff_id: int) -> Steps[Handoff]:
         """One request and its answer (for its asker, its holder or a supervisor)."""
-        return Handoff.from_wire(self.request("GET", f"leases/handoff/{int(handoff_id)}"))
+        data = yield from self._request("GET", f"leases/handoff/{int(handoff_id)}")
+        return Handoff.from_wire(data)
 
-    def handoffs(self, *, role: str | None = None, status: str | None = None) -> list[Handoff]:
+    @call
+    def handoffs(
+        self, *, role: str | None = None, status: str | None = None
+    ) -> Steps[list[Handoff]]:
         """This hand's requests, newest first: asked and received (`role`: asked, received, or,
         for a supervisor, workspace); `status` as stored (an open one may read lapsed)."""
         params = {k: v for k, v in {"role": role, "status": status}.items() if v}
-        return [Handoff.from_wire(item) for item in self._list("leases/handoffs", params)]
+        items = yield from self._list("leases/handoffs", params)
+        return [Handoff.from_wire(item) for item in items]
 
-    def decline_handoff(self, handoff_id: int, *, reason: str) -> Handoff:
+    @call
+    def decline_handoff(self, handoff_id: int, *, reason: str) -> Steps[Handoff]:
         """Keep the tenure and say why (only its current holder)."""
-        data = self.request(
+        data = yield from self._request(
             "POST",
             f"leases/handoff/{int(handoff_id)}/decline",
             json={"reason": reason},
@@ -66,15 +71,17 @@ class HandoffCalls:
         )
         return Handoff.from_wire(data)
 
-    def withdraw_handoff(self, handoff_id: int) -> Handoff:
-        data = self.request(
+    @call
+    def withdraw_handoff(self, handoff_id: int) -> Steps[Handoff]:
+        data = yield from self._request(
             "POST", f"leases/handoff/{int(handoff_id)}/withdraw", json={}, idempotent=False
         )
         return Handoff.from_wire(data)
 
-    def grant_handoff(self, handoff_id: int, *, reason: str) -> tuple[Handoff, Lease]:
+    @call
+    def grant_handoff(self, handoff_id: int, *, reason: str) -> Steps[tuple[Handoff, Lease]]:
         """A supervisor breaks the lease for the request (scope supervise)."""
-        data = self.request(
+        data = yield from self._request(
             "POST",
             f"leases/handoff/{int(handoff_id)}/grant",
             json={"reason": reason},

@@ -1,5 +1,5 @@
 """A supervisor's calls (a `plan` key; reads also with `supervise`): a lane's schedules, the
-record of their tries, and its GitHub integrations. `Client` has them all:
+record of their tries, and its GitHub integrations. `Client` and `AsyncClient` have them all:
 
     client.schedule_create("rewalk", cron="0 6 * * *", key_pattern="daily-{date}",
                            title_pattern="Rewalk of {date}", runs=[{"title": "Walk"}])
@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from groundcontrol_client.core.schedules import GitHubIntegration, Schedule, ScheduleTry
+from groundcontrol_client.core.sending import Sending
+from groundcontrol_client.core.steps import Steps, call
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -34,26 +36,23 @@ def _idempotency(key: str | None) -> dict[str, str]:
     return {IDEMPOTENCY_HEADER: key or f"gc-{uuid.uuid4().hex}"}
 
 
-class SupervisorCalls:
-    """Mixed into `Client`: its transport (`request`, `_list`) carries these calls."""
-
-    if TYPE_CHECKING:
-
-        def request(self, method: str, path: str, **options: Any) -> Any: ...
-
-        def _list(
-            self, path: str, params: Mapping[str, Any] | None = None
-        ) -> list[dict[str, Any]]: ...
+class SupervisorCalls(Sending):
+    """A supervisor's calls, as steps (`core.steps`); `Client` and `AsyncClient` have them."""
 
     # --- schedules ------------------------------------------------------------------------------
 
-    def schedules(self, lane: str) -> list[Schedule]:
+    @call
+    def schedules(self, lane: str) -> Steps[list[Schedule]]:
         """The lane's schedules, newest first, each with its next planned periods (UTC)."""
-        return [Schedule.from_wire(item) for item in self._list(lane_path(lane, "schedules"))]
+        items = yield from self._list(lane_path(lane, "schedules"))
+        return [Schedule.from_wire(item) for item in items]
 
-    def schedule(self, lane: str, schedule_id: int) -> Schedule:
-        return Schedule.from_wire(self.request("GET", lane_path(lane, "schedules", schedule_id)))
+    @call
+    def schedule(self, lane: str, schedule_id: int) -> Steps[Schedule]:
+        data = yield from self._request("GET", lane_path(lane, "schedules", schedule_id))
+        return Schedule.from_wire(data)
 
+    @call
     def schedule_create(
         self,
         lane: str,
@@ -64,7 +63,7 @@ class SupervisorCalls:
         runs: Iterable[Mapping[str, Any]] = (),
         active: bool = True,
         idempotency_key: str | None = None,
-    ) -> Schedule:
+    ) -> Steps[Schedule]:
         """A schedule: each period of `cron` (five fields, UTC) makes a work package keyed
         `key_pattern` ({date}, and {time} for more than one period a day) with `runs`, each a
         run-create body (`run_plan(...)` makes one). Its first period is the first after now."""
@@ -75,7 +74,7 @@ class SupervisorCalls:
             "runs": [dict(run) for run in runs],
             "active": active,
         }
-        answer = self.request(
+        answer = yield from self._request(
             "POST",
             lane_path(lane, "schedules"),
             json=body,
@@ -83,6 +82,7 @@ class SupervisorCalls:
         )
         return Schedule.from_wire(answer)
 
+    @call
     def schedule_update(
         self,
         lane: str,
@@ -93,7 +93,7 @@ class SupervisorCalls:
         title_pattern: str | None = None,
         runs: Iterable[Mapping[str, Any]] | None = None,
         active: bool | None = None,
-    ) -> Schedule:
+    ) -> Steps[Schedule]:
         """Change what is given (None: unchanged). A new `cron`, or `active=True` on a schedule
         that was off, starts from now: the periods it missed are not made. Safe to repeat."""
         body: dict[str, Any] = {
@@ -108,31 +108,40 @@ class SupervisorCalls:
         }
         if runs is not None:
             body["runs"] = [dict(run) for run in runs]
-        answer = self.request("PATCH", lane_path(lane, "schedules", int(schedule_id)), json=body)
+        answer = yield from self._request(
+            "PATCH", lane_path(lane, "schedules", int(schedule_id)), json=body
+        )
         return Schedule.from_wire(answer)
 
-    def schedule_delete(self, lane: str, schedule_id: int) -> None:
+    @call
+    def schedule_delete(self, lane: str, schedule_id: int) -> Steps[None]:
         """The schedule and its tries; the work packages it made stay."""
-        self.request("DELETE", lane_path(lane, "schedules", int(schedule_id)))
+        yield from self._request("DELETE", lane_path(lane, "schedules", int(schedule_id)))
 
-    def schedule_tries(self, lane: str, schedule_id: int) -> list[ScheduleTry]:
+    @call
+    def schedule_tries(self, lane: str, schedule_id: int) -> Steps[list[ScheduleTry]]:
         """What the beat job did for each period of the schedule, newest first."""
         path = lane_path(lane, "schedules", int(schedule_id), "tries")
-        return [ScheduleTry.from_wire(item) for item in self._list(path)]
+        items = yield from self._list(path)
+        return [ScheduleTry.from_wire(item) for item in items]
 
-    def schedule_latest_try(self, lane: str, schedule_id: int) -> ScheduleTry | None:
+    @call
+    def schedule_latest_try(self, lane: str, schedule_id: int) -> Steps[ScheduleTry | None]:
         """The newest try only (one page of one), or None before the first period."""
         path = lane_path(lane, "schedules", int(schedule_id), "tries")
-        page = self.request("GET", path, params={"limit": 1}) or []
+        page = (yield from self._request("GET", path, params={"limit": 1})) or []
         return ScheduleTry.from_wire(page[0]) if page else None
 
     # --- GitHub integrations --------------------------------------------------------------------
 
-    def github_integrations(self, lane: str) -> list[GitHubIntegration]:
+    @call
+    def github_integrations(self, lane: str) -> Steps[list[GitHubIntegration]]:
         """The lane's GitHub integrations, newest first (without their secrets)."""
         path = lane_path(lane, "github-integrations")
-        return [GitHubIntegration.from_wire(item) for item in self._list(path)]
+        items = yield from self._list(path)
+        return [GitHubIntegration.from_wire(item) for item in items]
 
+    @call
     def github_integration_create(
         self,
         lane: str,
@@ -140,13 +149,13 @@ class SupervisorCalls:
         repository: str,
         label: str | None = None,
         idempotency_key: str | None = None,
-    ) -> GitHubIntegration:
+    ) -> Steps[GitHubIntegration]:
         """An integration of `repository` (`owner/name`: only its deliveries act), made with a
         key holding `attest` (its secret attests CI's grade): its `secret` (this answer only)
         goes into the repository's GitHub webhook with the server's URL + `delivery_path` as
         the payload URL. With `label`, only issues that carry it become the lane's work
         packages."""
-        answer = self.request(
+        answer = yield from self._request(
             "POST",
             lane_path(lane, "github-integrations"),
             json={"repository": repository, "label": label},
@@ -154,6 +163,9 @@ class SupervisorCalls:
         )
         return GitHubIntegration.from_wire(answer)
 
-    def github_integration_delete(self, lane: str, integration_id: int) -> None:
+    @call
+    def github_integration_delete(self, lane: str, integration_id: int) -> Steps[None]:
         """GitHub's deliveries to it are refused from now on (signature_invalid)."""
-        self.request("DELETE", lane_path(lane, "github-integrations", int(integration_id)))
+        yield from self._request(
+            "DELETE", lane_path(lane, "github-integrations", int(integration_id))
+        )

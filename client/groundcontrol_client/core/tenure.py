@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from groundcontrol_client.client import RetryPolicy
 from groundcontrol_client.core import errors
 from groundcontrol_client.core.errors import GroundControlError, LeaseLost, ServerError, Unavailable
 from groundcontrol_client.core.limits import LIMITS
 from groundcontrol_client.core.models import Attempt, Evidence, Lease
+from groundcontrol_client.core.sending import RetryPolicy
 
 logger = logging.getLogger("groundcontrol_client")
 

@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.limits import LIMITS
 from groundcontrol_client.core.models import (
     FenceAnswer,
@@ -59,6 +58,7 @@ from groundcontrol_client.core.models import (
     StoredReceipt,
 )
 from groundcontrol_client.git import files
+from groundcontrol_client.http import Client
 
 TRAILER = "Ground-Control-Fence"
 MARK = "# installed by gctl git install (Ground Control)"

@@ -39,13 +39,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from groundcontrol_client.core.errors import GroundControlError, describe
+from groundcontrol_client.core.errors import describe
 from groundcontrol_client.git import files
 
 if TYPE_CHECKING:
-    from groundcontrol_client.client import Client
+    from groundcontrol_client.http import Client
     from groundcontrol_client.mcp.session import Session
-    from groundcontrol_client.runtime.hand import Hand, HeldLease
+    from groundcontrol_client.runtime.hand import Hand
 
 __all__ = [
     "DEFAULT_TTL_S",
@@ -174,8 +174,8 @@ class WriteGuard:
         base: str | os.PathLike[str] | None = None,
         ttl: float = DEFAULT_TTL_S,
     ) -> None:
-        from groundcontrol_client.client import Client
         from groundcontrol_client.core.identity import process_identity
+        from groundcontrol_client.http import Client
         from groundcontrol_client.mcp.session import Session
         from groundcontrol_client.runtime.hand import Hand
 
@@ -241,7 +241,12 @@ class WriteGuard:
                     "leased for it any more.",
                     tool,
                 )
-            self._take(names, tool)
+            from groundcontrol_client.mcp.session import WriteRefused
+
+            try:
+                self.session.take_for_write(names, ttl_s=self.ttl)
+            except WriteRefused as refused:
+                raise _not_run(describe(refused.error, subject=refused.name), tool) from refused
         return names
 
     def _names(self, paths: list[str], tool: str | None) -> list[str]:
@@ -257,30 +262,6 @@ class WriteGuard:
             if name is not None and name not in names:
                 names.append(name)
         return names
-
-    def _take(self, names: list[str], tool: str | None) -> None:
-        """Hold each name for the session (as `mcp_proxy.Wrapped._take` holds a write's); on a
-        refusal, give back what this call took and raise the sentence."""
-        session = self.session
-        taken: list[HeldLease] = []
-        name = ""
-        try:
-            for name in names:
-                session.observe()
-                with session.lock:
-                    held = session.leases.get(name)
-                if held is not None:
-                    held.check()  # the session's lease is still current
-                else:
-                    lease, new = session.hold(name, ttl_s=self.ttl)
-                    if new:
-                        taken.append(lease)
-        except GroundControlError as refusal:
-            for lease in taken:
-                with session.lock:
-                    session.leases.pop(lease.resource, None)
-                lease.release_quietly()
-            raise _not_run(describe(refusal, subject=name), tool) from refusal
 
     # --- the decorator ----------------------------------------------------------------------
 

@@ -55,9 +55,8 @@ from mcp.types import Tool as MCPTool
 from groundcontrol_client.core.errors import AuthFailed, GroundControlError, describe
 from groundcontrol_client.core.models import Lease
 from groundcontrol_client.git import files
-from groundcontrol_client.mcp.session import Session
+from groundcontrol_client.mcp.session import Session, WriteRefused
 from groundcontrol_client.mcp.tools import build_server, with_notices
-from groundcontrol_client.runtime.hand import HeldLease
 
 logger = logging.getLogger("groundcontrol_client.mcp")
 
@@ -199,7 +198,7 @@ class Wrapped:
             result = _text(f"{name} failed in the wrapped server: {error.message}", error=True)
         finally:
             if transient:
-                await anyio.to_thread.run_sync(self._release, transient)
+                await anyio.to_thread.run_sync(self.session.release_after_write, transient)
         return with_notices(self.session, result)
 
     # --- CMD ---------------------------------------------------------------------------------
@@ -332,50 +331,14 @@ class Wrapped:
     def _take(self, name: str, spec: WriteTool, arguments: dict[str, Any]) -> list[Lease]:
         """Take the leases a write needs (LookupError, the sentence, when one is refused);
         those held only for the call, to release after it."""
-        session = self.session
         resources = self._resources(name, spec, arguments)
-        taken: list[HeldLease] = []
-        transient: list[Lease] = []
-        resource = ""
         try:
-            for resource in resources:
-                session.observe()
-                with session.lock:
-                    held = session.leases.get(resource)
-                if held is not None:
-                    held.check()  # the fence of the lease this session holds is still current
-                elif spec.held:
-                    lease, new = session.hold(resource, ttl_s=self.ttl_s)
-                    if new:
-                        taken.append(lease)
-                else:
-                    transient.append(
-                        session.client.lease_acquire(
-                            resource, ttl_s=self.ttl_s, process_id=session.process_id
-                        )
-                    )
-        except GroundControlError as refusal:
-            # What this call took before the refusal goes back: it wrote nothing.
-            for lease in taken:
-                with session.lock:
-                    session.leases.pop(lease.resource, None)
-                lease.release_quietly()
-            self._release(transient)
+            return self.session.take_for_write(resources, ttl_s=self.ttl_s, keep=spec.held)
+        except WriteRefused as refused:
             raise LookupError(
-                f"{describe(refusal, subject=resource)} ({name} was not run: nothing was written.)"
-            ) from refusal
-        return transient
-
-    def _release(self, leases: list[Lease]) -> None:
-        for lease in leases:
-            if lease.process_id and lease.process_id != self.session.process_id:
-                continue  # another process of this hand holds that tenure: not ours to end
-            try:
-                self.session.client.lease_release(
-                    lease.resource, fence=lease.fence, process_id=self.session.process_id
-                )
-            except GroundControlError as error:
-                logger.warning("lease %s: release failed: %s", lease.resource, error)
+                f"{describe(refused.error, subject=refused.name)} ({name} was not run: nothing "
+                "was written.)"
+            ) from refused
 
 
 def _environment() -> dict[str, str]:

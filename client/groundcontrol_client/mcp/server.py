@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from groundcontrol_client.client import Client
+from groundcontrol_client.http import Client
 
 if TYPE_CHECKING:
     from groundcontrol_client.mcp.proxy import WriteTool

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from groundcontrol_client.client import Client
 from groundcontrol_client.core.errors import GroundControlError, LeaseHeld
+from groundcontrol_client.core.models import Lease
+from groundcontrol_client.http import Client
 from groundcontrol_client.runtime.hand import ClaimedAttempt, HeldLease
 
 # One logger for the whole MCP server (the tools log through it too).
@@ -51,6 +52,15 @@ class LostLease:
             f"your lease on {self.resource} was lost at {_at(self.at)}; acquire it again only "
             "if you still need it, and check first what changed meanwhile."
         )
+
+
+class WriteRefused(Exception):
+    """A write's lease on `name` was refused (`error`); what the write had taken went back."""
+
+    def __init__(self, name: str, error: GroundControlError) -> None:
+        super().__init__(name, error)
+        self.name = name
+        self.error = error
 
 
 class Session:
@@ -232,6 +242,52 @@ class Session:
             self.leases[resource] = lease
             self.lost_leases.pop(resource, None)
         return lease, True
+
+    def take_for_write(self, names: list[str], *, ttl_s: float, keep: bool = True) -> list[Lease]:
+        """The leases a write of `names` needs: a name this session holds is checked (its fence
+        still current); another is leased for the session (`keep`: renewed until released or
+        the session ends) or for this write alone (returned, for `release_after_write`). On a
+        refusal what this call took goes back, and `WriteRefused` says which name and why.
+        The write tool gates (the MCP proxy's, `hooks.frameworks.WriteGuard`) all take here."""
+        taken: list[HeldLease] = []
+        transient: list[Lease] = []
+        name = ""
+        try:
+            for name in names:
+                self.observe()
+                with self.lock:
+                    held = self.leases.get(name)
+                if held is not None:
+                    held.check()
+                elif keep:
+                    lease, new = self.hold(name, ttl_s=ttl_s)
+                    if new:
+                        taken.append(lease)
+                else:
+                    transient.append(
+                        self.client.lease_acquire(name, ttl_s=ttl_s, process_id=self.process_id)
+                    )
+        except GroundControlError as refusal:
+            # It wrote nothing: what this call took goes back.
+            for lease in taken:
+                with self.lock:
+                    self.leases.pop(lease.resource, None)
+                lease.release_quietly()
+            self.release_after_write(transient)
+            raise WriteRefused(name, refusal) from refusal
+        return transient
+
+    def release_after_write(self, leases: list[Lease]) -> None:
+        """Give back the leases `take_for_write` took for one write alone."""
+        for lease in leases:
+            if lease.process_id and lease.process_id != self.process_id:
+                continue  # another process of this hand holds that tenure: not ours to end
+            try:
+                self.client.lease_release(
+                    lease.resource, fence=lease.fence, process_id=self.process_id
+                )
+            except GroundControlError as error:
+                logger.warning("lease %s: release failed: %s", lease.resource, error)
 
     def close(self, reason: str = "the MCP session ended") -> None:
         """Release what the session still holds: it cannot be renewed after the session ends

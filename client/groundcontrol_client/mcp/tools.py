@@ -14,7 +14,6 @@ from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
-from groundcontrol_client.client import __version__
 from groundcontrol_client.core.errors import GroundControlError, describe
 from groundcontrol_client.core.loop import attempt_notices, cost_fields
 from groundcontrol_client.core.models import (
@@ -23,6 +22,7 @@ from groundcontrol_client.core.models import (
     describe_required,
     describe_run,
 )
+from groundcontrol_client.core.sending import __version__
 from groundcontrol_client.mcp.friction import RecentRefusals, register_friction_tool
 from groundcontrol_client.mcp.handoffs import register_handoff_tools
 from groundcontrol_client.mcp.parameters import (
@@ -41,8 +41,7 @@ from groundcontrol_client.mcp.parameters import (
 )
 from groundcontrol_client.mcp.session import Session, logger
 from groundcontrol_client.mcp.stdin import loop_stdin
-from groundcontrol_client.runtime.hand import ClaimedAttempt
-from groundcontrol_client.runtime.pools import PoolLease
+from groundcontrol_client.runtime.hand import ClaimedAttempt, PoolLease
 
 INSTRUCTIONS = """\
 Ground Control coordinates you with other agents. Find work with `list_runs`, claim a slot of a
