@@ -49,6 +49,7 @@ from apikit.errors import (
     ScopeDenied,
     ValidationFailed,
 )
+from apikit.inputs import whole_number
 from apikit.outages import drop_read_only_connections, is_database_outage
 from apikit.ratelimit import unauthenticated_refusal
 from apikit.retries import RETRY_AFTER_S, busy, is_conflict
@@ -545,10 +546,7 @@ class NewestFirst(CursorPagination):
         raw = request.query_params.get("limit")
         if raw is None or raw == "":
             return DEFAULT_PAGE_SIZE
-        try:
-            size = int(raw)
-        except ValueError:
-            size = 0
+        size = whole_number(raw) or 0  # ASCII digits only (`apikit.inputs`)
         if not (1 <= size <= MAX_PAGE_SIZE):
             raise ValidationFailed(
                 f"limit must be an integer from 1 to {MAX_PAGE_SIZE}",
@@ -563,12 +561,11 @@ class NewestFirst(CursorPagination):
             cursor = None
             invalid = True
         else:
-            # Only what `get_next_link` gives out: forward, at a primary key.
+            # Only what `get_next_link` gives out: forward, at a primary key (in ASCII digits:
+            # str.isdigit() also passes "²", which int() then refuses).
+            position = None if cursor is None else whole_number(str(cursor.position or ""))
             invalid = cursor is not None and (
-                cursor.reverse
-                or cursor.offset
-                or not str(cursor.position or "").isdigit()
-                or int(cursor.position) >= 2**63
+                cursor.reverse or cursor.offset or position is None or position >= 2**63
             )
         if invalid:
             raise ValidationFailed(

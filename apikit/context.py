@@ -8,7 +8,7 @@ audit log (`leases.audit`) receives it, so this package imports no app.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -27,6 +27,10 @@ class CallContext:
     request_id: str = ""
     # The client's address (`apikit.clients.client_address`); empty outside an HTTP request.
     address: str = ""
+    # Of the names it is given, those of hands the caller may not read (a lane-limited key: the
+    # hands of other lanes); None when it may read every name. Set by the authentication, from
+    # the lane rule (`hands.selectors.hands_elsewhere`); applied by `apikit.concealing`.
+    conceal: Callable[[frozenset[str]], frozenset[str]] | None = None
 
 
 # CallContext is frozen, so sharing one default instance is safe.

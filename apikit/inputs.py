@@ -5,8 +5,11 @@ parameters, and the pagination parameters the OpenAPI schema names."""
 from __future__ import annotations
 
 import functools
+import re
+from decimal import Decimal
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -70,6 +73,60 @@ class StrictFloatField(_JsonTyped, serializers.FloatField):
 
 class StrictBooleanField(_JsonTyped, serializers.BooleanField):
     json_types, expected = (bool,), "true or false"
+
+
+# Numbers are read exactly: Python's int(), float() and Decimal() (which DRF's fields and Django
+# call) also take digits of any script ("١٠٠"), superscripts, full-width digits, underscores
+# ("1_000"), surrounding whitespace of any kind, signs, exponents, "NaN" and "Infinity". A number
+# on the wire is a JSON number, or (where a field takes text: an amount, a query parameter) a
+# string of ASCII digits. `[0-9]` in a str pattern is ASCII only (`\d` would be any script's).
+_WHOLE_TEXT = re.compile(r"[0-9]{1,19}")
+_DECIMAL_TEXT = re.compile(r"[0-9]{1,30}(?:\.[0-9]{1,30})?")
+DECIMAL_TEXT_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
+
+
+def whole_number(text: str) -> int | None:
+    """`text` as a whole number when it is 1 to 19 ASCII digits (every id and count fits in
+    64 bits), else None: no sign, space, underscore, exponent or other script's digit."""
+    return int(text) if _WHOLE_TEXT.fullmatch(text) else None
+
+
+class StrictDecimalField(serializers.DecimalField):
+    """An amount: a JSON number, or a decimal string of ASCII digits with at most one `.`
+    ("0.62"; no sign, exponent, padding, underscore or other digits), never negative (nor -0).
+    A number is read by its shortest text, so 0.1 is 0.1."""
+
+    default_error_messages = {
+        "text": 'Expected a JSON number or a decimal string of ASCII digits such as "0.62" '
+        "(no sign, exponent, spaces, underscores or other digits).",
+        "signed": "Expected an amount of 0 or more, without a sign.",
+    }
+
+    def validate_empty_values(self, data: Any) -> tuple[bool, Any]:
+        # DRF's own reads a blank string (of spaces of any kind) as null: here only null is.
+        return serializers.Field.validate_empty_values(self, data)
+
+    def to_internal_value(self, data: Any) -> Decimal:
+        if isinstance(data, bool) or not isinstance(data, int | float | str):
+            self.fail("text")
+        if isinstance(data, str) and not _DECIMAL_TEXT.fullmatch(data):
+            self.fail("text")
+        value = super().to_internal_value(data)
+        if value.is_signed():  # negative, or a JSON -0.0
+            self.fail("signed")
+        return value
+
+
+class StrictDecimalFieldSchema(OpenApiSerializerFieldExtension):
+    """The schema says what StrictDecimalField reads: a number, or a string of ASCII digits."""
+
+    target_class = StrictDecimalField
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> Any:
+        mapped = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if direction == "request":
+            mapped["pattern"] = DECIMAL_TEXT_PATTERN
+        return mapped
 
 
 def created_or_found(created: bool) -> int:

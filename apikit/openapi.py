@@ -29,11 +29,13 @@ class ErrorDetailSerializer(serializers.Serializer):
     )
     required_scope = serializers.CharField(required=False, help_text="scope_denied")
     holder = serializers.CharField(required=False, help_text="lease_held, slot_taken")
-    fence = serializers.IntegerField(required=False, help_text="lease_held, slot_taken")
+    fence = serializers.IntegerField(
+        required=False, help_text="lease_held, slot_taken; held_in_other_mode: the caller's tenure"
+    )
     expires_in_s = serializers.FloatField(
         required=False,
-        help_text="lease_held, slot_taken: when the holder's CURRENT renewal window ends; a "
-        "holder that keeps renewing keeps it longer",
+        help_text="lease_held, slot_taken, held_in_other_mode: when the holder's CURRENT "
+        "renewal window ends; a holder that keeps renewing keeps it longer",
     )
     lost_in_s = serializers.FloatField(
         required=False,
@@ -71,11 +73,23 @@ class ErrorDetailSerializer(serializers.Serializer):
         help_text="capability_missing: the tags the hand has",
     )
     retry_after_s = serializers.FloatField(required=False, help_text="rate_limited")
+    waits_of = serializers.CharField(
+        required=False,
+        help_text="rate_limited, a wait_s acquire over a cap of waits: whose cap (key, "
+        "workspace, process, or workspace_in_process: the workspace's half of a web process's)",
+    )
+    waits_limit = serializers.IntegerField(
+        required=False, help_text="rate_limited with waits_of: that cap"
+    )
     limit_per_minute = serializers.IntegerField(required=False, help_text="rate_limited")
     limit_bytes = serializers.IntegerField(required=False, help_text="payload_too_large")
-    resource = serializers.CharField(required=False, help_text="lease_held, slot_taken")
+    resource = serializers.CharField(
+        required=False, help_text="lease_held, slot_taken, held_in_other_mode"
+    )
     mode = serializers.CharField(
-        required=False, help_text="lease_held: the mode of the tenure in the way"
+        required=False,
+        help_text="lease_held: the mode of the tenure in the way; held_in_other_mode: the mode "
+        "the caller holds it in",
     )
     others = serializers.IntegerField(
         required=False, help_text="lease_held: how many other tenures are in the way too"

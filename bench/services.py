@@ -5,6 +5,7 @@ database on the machine's PostgreSQL, a redis-server, an etcd and the production
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -255,7 +256,9 @@ def gc_env(database: str, redis_url: str | None) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "groundcontrol.settings",
         "DATABASE_URL": database,
         "DEBUG": "0",
-        "SECRET_KEY": "bench-" + "x" * 50,
+        # One key for every process of the run (they share this environment); "x" * 50 is
+        # refused with DEBUG off (groundcontrol/secret_key.py: weakness).
+        "SECRET_KEY": "bench-" + secrets.token_urlsafe(40),
         "GC_RATE_LIMIT_PER_MINUTE": "100000000",
         "GC_CELERY_QUEUE": "gc-bench",
     }

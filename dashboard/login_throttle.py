@@ -6,19 +6,27 @@ the embedded default):
 - **Caps, counted before the password is checked.** Every try takes a place atomically
   (`cache.add` then `cache.incr`, atomic on Redis and on locmem) in three windows of
   `WINDOW_S`: its (username, address) pair's (`PAIR_LIMIT`), its username's across every
-  address (`USERNAME_LIMIT`, looser, so that an attacker cannot lock a user out from everywhere
-  as quickly as from one address) and its address's across every username (`ADDRESS_LIMIT`). A
-  try that finds any window full is refused and gives its places back, so N concurrent tries
-  get at most the limit of password checks however they interleave. A window starts with its
-  first try and is not extended by later ones.
+  address (`USERNAME_LIMIT`, looser: guessing one password from many addresses) and its
+  address's across every username (`ADDRESS_LIMIT`). A try that finds any window full is
+  refused and gives its places back, so N concurrent tries get at most the limit of password
+  checks however they interleave. A window starts with its first try and is not extended by
+  later ones.
+- **Known addresses.** The username's window would let anyone lock a user out from everywhere
+  (five addresses times ten tries filled it for 15 minutes, issue 33, item 9c). So a try from
+  an address the username logged in from with its right password within `KNOWN_S` takes no
+  place in it: the user's own addresses stay open whoever fills it, and answer to their pair's
+  and the address's windows and waits, which only a guesser at that very address fills. An
+  address is known by a success alone, so a guesser never makes one known, and many addresses
+  guessing one password stay capped by the username's window.
 - **A doubling wait**, per pair and per address: after `FREE_FAILURES` free failures each
   further failure doubles the wait before the next try is even checked (up to `MAX_DELAY_S`).
   It is read before the caps and written after the check, so concurrent tries can slip past it;
   the caps bound how many do.
 
-A right password clears its pair (places and wait) and gives back its own place in the
-username's and the address's windows; the other failures there stand, so the real user logging
-in does not hand an attacker elsewhere a fresh allowance for the username.
+A right password clears its pair (places and wait), gives back its own place in the
+username's (if it took one) and the address's windows, and makes the address known to the
+username for `KNOWN_S`; the other failures there stand, so the real user logging in does not
+hand an attacker elsewhere a fresh allowance for the username.
 
 The wait is measured on this worker's clock: it guards a password form, not a lease, and a few
 seconds of skew between workers only shifts a penalty.
@@ -49,8 +57,11 @@ MEMORY_S = 24 * 3600
 # The caps: password checks per window of WINDOW_S.
 WINDOW_S = 15 * 60
 PAIR_LIMIT = 10  # one address guessing one username
-USERNAME_LIMIT = 50  # one username, from every address together
+USERNAME_LIMIT = 50  # one username, from every address together, but its known ones
 ADDRESS_LIMIT = 50  # one address, over every username together
+# How long a right password makes its address known to its username (renewed by each try from
+# it, so that a record does not end between a try and its success).
+KNOWN_S = 30 * 24 * 3600
 
 
 def _key(kind: str, *values: str) -> str:
@@ -70,16 +81,31 @@ def _address_key(address: str) -> str:
     return _key("addr", address or "unknown")
 
 
+def _known_key(username: str, address: str) -> str:
+    return _key("known", _normal(username), address or "unknown")
+
+
 def _wait_keys(*, username: str, address: str) -> list[str]:
     return [_pair_key(username, address), _address_key(address)]
 
 
-def _windows(*, username: str, address: str) -> list[tuple[str, int]]:
+def _user_window(username: str) -> str:
+    return "n:" + _key("user", _normal(username))
+
+
+def _windows(*, username: str, address: str, known: bool) -> list[tuple[str, int]]:
+    """The windows a try takes a place in: a known address's none of the username's."""
     return [
         ("n:" + _pair_key(username, address), PAIR_LIMIT),
-        ("n:" + _key("user", _normal(username)), USERNAME_LIMIT),
+        *([] if known else [(_user_window(username), USERNAME_LIMIT)]),
         ("n:" + _address_key(address), ADDRESS_LIMIT),
     ]
+
+
+def _known(*, username: str, address: str) -> bool:
+    """The username logged in from this address within `KNOWN_S` (renewed for as long again:
+    a try's success then finds it as the try did)."""
+    return bool(cache.touch(_known_key(username, address), KNOWN_S))
 
 
 def _take(key: str) -> int:
@@ -123,7 +149,8 @@ def login_attempt(*, username: str, address: str) -> float:
     until one of its full windows ends (the try is refused and has given its places back)."""
     taken: list[str] = []
     full: list[str] = []
-    for key, limit in _windows(username=username, address=address):
+    known = _known(username=username, address=address)
+    for key, limit in _windows(username=username, address=address, known=known):
         taken.append(key)
         if _take(key) > limit:
             full.append(key)
@@ -170,9 +197,15 @@ def login_failed(*, username: str, address: str) -> float:
 
 @_store_required
 def login_succeeded(*, username: str, address: str) -> None:
-    """A right password clears its pair and gives back its own place in the username's and the
-    address's windows (their other failures, and the address's wait, stand)."""
-    pair, user, addr = (key for key, _ in _windows(username=username, address=address))
+    """A right password clears its pair, gives back its own place in the username's window (a
+    try from a known address took none) and the address's (their other failures, and the
+    address's wait, stand), and makes the address known to the username."""
+    # Known at the try means known now: the try renewed the record. (Unknown at the try and
+    # known now, after another success of this pair meanwhile, leaves one place taken: safe.)
+    known = _known(username=username, address=address)
+    windows = [key for key, _ in _windows(username=username, address=address, known=known)]
+    pair = windows.pop(0)
     cache.delete_many([pair, pair + ":end", _pair_key(username, address)])
-    _give_back(user)
-    _give_back(addr)
+    for key in windows:
+        _give_back(key)
+    cache.set(_known_key(username, address), 1, timeout=KNOWN_S)

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apikit import concealing
 from apikit.api import paginated
 from apikit.inputs import PAGE_PARAMS, StrictCharField, text_param, valid
 from apikit.openapi import error_responses
@@ -28,7 +29,7 @@ from fleet.api.inputs import fence_field
 from fleet.api.presenters import attempt_json
 from fleet.api.schemas import AttemptOut
 from fleet.attempts import selectors as attempt_selectors
-from fleet.models import GRADE_ORDER
+from fleet.models import GRADE_ORDER, Attempt
 from hands.views import ATTEST, READ_ATTEMPT, SUPERVISE, WORK, HandAPIView, name_field
 
 
@@ -64,9 +65,13 @@ class AttestationOut(serializers.Serializer):
     kind = serializers.CharField(allow_null=True)
     note = serializers.CharField(allow_null=True)
     hand = serializers.CharField(
-        help_text="The hand whose key attested (CI), or github-integration-<id>."
+        allow_null=True,
+        help_text="The hand whose key attested (CI), or github-integration-<id>. "
+        f"{concealing.CONCEALED}",
     )
-    key_prefix = serializers.CharField(help_text="Empty for a GitHub integration's.")
+    key_prefix = serializers.CharField(
+        allow_null=True, help_text="Empty for a GitHub integration's; null with `hand`."
+    )
     lane = serializers.CharField(
         allow_null=True,
         help_text="The lane whose evidence it grades (a lane-limited key's, an integration's); "
@@ -78,7 +83,8 @@ class AttestationOut(serializers.Serializer):
     )
     backs = serializers.IntegerField(
         allow_null=True,
-        help_text="The one attempt whose finish this pass backs (graded ci by it), if any.",
+        help_text="The one attempt whose finish this pass backs (graded ci by it), if any; "
+        "null to a lane-limited key when that attempt is another lane's.",
     )
     at = serializers.DateTimeField(help_text="When it arrived.")
 
@@ -105,7 +111,13 @@ class FinishedOut(AttemptOut):
     evidence = EvidenceOut(many=True)
 
 
-def attestation_json(item: Attestation) -> dict[str, Any]:
+def attestation_json(
+    item: Attestation, *, backs_shown: frozenset[int] | None = None
+) -> dict[str, Any]:
+    """`backs_shown`: the backed attempts the caller may read (None: all of them)."""
+    backs = item.backs_id
+    if backs is not None and backs_shown is not None and backs not in backs_shown:
+        backs = None
     return {
         "id": item.pk,
         "url": item.url,
@@ -116,7 +128,7 @@ def attestation_json(item: Attestation) -> dict[str, Any]:
         "key_prefix": item.key_prefix,
         "lane": item.lane.slug if item.lane_id else None,
         "observed_at": item.observed_at,
-        "backs": item.backs_id,
+        "backs": backs,
         "at": item.at,
     }
 
@@ -283,5 +295,25 @@ class AttestationsApi(HandAPIView):
         if url:
             found = found.filter(url=url)
         return paginated(
-            request, found.order_by("-id"), lambda rows: [attestation_json(a) for a in rows]
+            request,
+            found.order_by("-id"),
+            lambda rows: attestations_json(rows, lane_id=self.lane_id),
         )
+
+
+def attestations_json(rows: list[Attestation], *, lane_id: int | None) -> list[dict[str, Any]]:
+    shown = backed_in_lane(rows, lane_id=lane_id)
+    return [attestation_json(a, backs_shown=shown) for a in rows]
+
+
+def backed_in_lane(rows: list[Attestation], *, lane_id: int | None) -> frozenset[int] | None:
+    """The attempts `rows` back that a lane-limited caller (`lane_id`) may read: its lane's. A
+    workspace's attestation may back an attempt of any lane, and another lane's attempt is not
+    found to it, so `backs` reads null there (None: every attempt may be read)."""
+    if lane_id is None:
+        return None
+    backed = {a.backs_id for a in rows if a.backs_id is not None}
+    if not backed:
+        return frozenset()
+    mine = Attempt.objects.filter(pk__in=backed).in_lane(lane_id).values_list("pk", flat=True)
+    return frozenset(mine)

@@ -240,6 +240,12 @@ class Report(models.Model):
     cost_usd = models.DecimalField(
         max_digits=14, decimal_places=6, default=Decimal(0), db_default=Decimal(0)
     )
+    # A supervisor's void of the report's cost (fleet/costs/voids.py): when, who (the hand and
+    # its key's prefix) and why. The figures stay as the hand said them; no sum counts them.
+    voided_at = models.DateTimeField(null=True, blank=True)
+    voided_by = models.CharField(max_length=200, blank=True, default="", db_default="")
+    voided_key = models.CharField(max_length=32, blank=True, default="", db_default="")
+    void_reason = models.TextField(blank=True, default="", db_default="")
 
     LANE = "attempt__lane_id"  # `hands.scoping.InLane`
     objects = InLane.as_manager()

@@ -3,6 +3,7 @@ lost per week and lane (the dashboard's chart), and the Markdown export."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -87,17 +88,31 @@ def _sum(minutes: dict[tuple[str, date], int], lane: str) -> int:
     return sum(value for (name, _), value in minutes.items() if name == lane)
 
 
+# What a hand wrote, made inert for an issue tracker that renders what is pasted (issue 33,
+# item 9b: links, images and @mentions passed through):
+# - HTML, and `<url>` autolinks: `&`, `<` and `>` as entities;
+# - Markdown's own syntax: a backslash before each character that opens some (CommonMark renders
+#   any escaped ASCII punctuation as itself): links and images (`[`, `]`, `!`), code (`` ` ``),
+#   emphasis and strikethrough (`*`, `_`, `~`), the table's `|`, and the backslash;
+# - what trackers find in the rendered text, where no escape is left: @mentions (and e-mail
+#   addresses), #references, bare links (`scheme://`, `www.`): a zero-width space after the `@`,
+#   the `#`, the `:` of `://` and the `www` (`&#8203;`, as Dependabot writes the mentions it
+#   must not send), so the text reads the same and links, pings and references nothing.
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_SYNTAX = frozenset("\\`*_~[]!|")
+_BREAK = "&#8203;"
+_BROKEN_AFTER = frozenset("@#")
+_WWW = re.compile(r"(www)(\.)", re.IGNORECASE)
+
+
 def _cell(text: str) -> str:
-    """Text for one Markdown table cell: one line, pipes escaped, HTML neutralised (an issue
-    tracker renders what is pasted)."""
-    flat = " ".join(text.split())
-    return (
-        flat.replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("`", "\\`")
+    """Text for one Markdown table cell: one line, inert (`_ENTITIES`, `_SYNTAX`, `_BREAK`)."""
+    cell = "".join(
+        _ENTITIES.get(c)
+        or (f"\\{c}" if c in _SYNTAX else f"{c}{_BREAK}" if c in _BROKEN_AFTER else c)
+        for c in " ".join(text.split())
     )
+    return _WWW.sub(rf"\1{_BREAK}\2", cell.replace("://", f":{_BREAK}//"))
 
 
 def friction_markdown(reports: Iterable[FrictionReport], *, title: str) -> str:

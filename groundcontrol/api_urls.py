@@ -137,6 +137,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="api-directive",
     ),
     path("costs", costs_api.CostsApi.as_view(), name="api-costs"),
+    path("costs/reports", costs_api.CostReportsApi.as_view(), name="api-cost-reports"),
+    path(
+        "costs/reports/<int:report_id>/void",
+        costs_api.ReportVoidApi.as_view(),
+        name="api-cost-report-void",
+    ),
     path("budgets", costs_api.BudgetsApi.as_view(), name="api-budgets"),
     path("budgets/<int:budget_id>", costs_api.BudgetApi.as_view(), name="api-budget"),
     path("refusals", records_api.RefusalsApi.as_view(), name="api-refusals"),

@@ -25,6 +25,7 @@ from fleet.plan.services import (
 )
 from friction.services import MAX_MINUTES, MAX_REFUSALS
 from hands.capabilities import MAX_TAG_LENGTH, MAX_TAGS
+from leases.audit import KEPT_PER_KEY_MINUTE
 from leases.handoffs import MAX_OPEN_PER_TENURE
 from leases.names import MAX_RESOURCE_LENGTH, MAX_SEGMENTS
 from leases.receipts import MAX_RECEIPT_COMMITS, MAX_RECEIPT_NAMES
@@ -39,6 +40,13 @@ from leases.verification import MAX_FENCES, MAX_PATHS
 from leases.waiting import MAX_WAIT_S
 from leasing.api import MAX_COVERING
 from pools.services import MAX_MEMBERS
+from schedules.periods import MIN_PERIOD_S
+from schedules.services import (
+    MAX_SCHEDULES_PER_LANE,
+    MAX_SCHEDULES_PER_WORKSPACE,
+    MAX_TEMPLATE_RUNS,
+    MAX_TEMPLATE_SLOTS,
+)
 
 
 def limits() -> dict[str, tuple[int | float, str]]:
@@ -81,7 +89,10 @@ def limits() -> dict[str, tuple[int | float, str]]:
         ),
         "details_bytes": (MAX_DETAILS_BYTES, "A report's `details`, in bytes of JSON."),
         "tokens": (MAX_TOKENS, "A report's tokens_in or tokens_out, at most."),
-        "cost_usd": (float(MAX_COST_USD), "A report's cost_usd, at most."),
+        "cost_usd": (
+            float(MAX_COST_USD),
+            "A report's cost_usd (US dollars since the hand's last report), at most.",
+        ),
         "slots": (MAX_SLOTS, "The slots of one run."),
         "brief_length": (MAX_BRIEF_LENGTH, "A run's brief (Markdown), in characters."),
         "external_ref_length": (
@@ -102,6 +113,19 @@ def limits() -> dict[str, tuple[int | float, str]]:
         "capability_tag_length": (MAX_TAG_LENGTH, "One capability tag, in characters."),
         "friction_minutes": (MAX_MINUTES, "A friction report's minutes, at most."),
         "friction_refusals": (MAX_REFUSALS, "The refusals one friction report may cite."),
+        "records_per_key_minute": (
+            KEPT_PER_KEY_MINUTE,
+            "A key's refused calls, and the fences it asks about, kept as rows of their own in "
+            "one minute (each kind); the rest are counted, not kept.",
+        ),
+        "schedule_runs": (MAX_TEMPLATE_RUNS, "The runs one schedule's period makes."),
+        "schedule_run_slots": (MAX_TEMPLATE_SLOTS, "The slots of each run a schedule makes."),
+        "schedule_min_period_s": (
+            MIN_PERIOD_S,
+            "The shortest time between two periods of a schedule, in seconds.",
+        ),
+        "schedules_per_lane": (MAX_SCHEDULES_PER_LANE, "The schedules of one lane."),
+        "schedules_per_workspace": (MAX_SCHEDULES_PER_WORKSPACE, "The schedules of one workspace."),
     }
 
 

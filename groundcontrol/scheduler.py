@@ -7,6 +7,10 @@ Celery task in-process. It is started by each web worker (`groundcontrol/server.
 `manage.py serve` and `scripts/run` use) only when `GC_EMBEDDED_SCHEDULER` is on (the default
 without REDIS_URL), and never by `migrate`, tests or other commands. Several processes running
 it at once is harmless: every job is safe to run concurrently.
+
+Each Celery queue the jobs are routed to (`settings.CELERY_TASK_ROUTES`) has a thread of its own,
+as it has workers of its own in production: the schedules' planning never runs on the thread
+that sweeps, so a long run of it delays no lease expiry.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class Job:
     interval_s: float
     run: Callable[[], object]
     next_run: float = 0.0  # time.monotonic(); 0 runs it at once
+    queue: str = ""  # the Celery queue its task is routed to: each has a thread of its own
 
 
 def _task_runner(task_name: str) -> Callable[[], object]:
@@ -45,9 +50,21 @@ def _task_runner(task_name: str) -> Callable[[], object]:
     return run
 
 
+def queue_of(task_name: str) -> str:
+    """The queue a task is routed to, as Celery routes it (`CELERY_TASK_ROUTES`, else the
+    default queue)."""
+    route = settings.CELERY_TASK_ROUTES
+    return str(route.get(task_name, {}).get("queue", settings.CELERY_TASK_DEFAULT_QUEUE))
+
+
 def jobs_from_settings() -> list[Job]:
     return [
-        Job(name=name, interval_s=float(entry["schedule"]), run=_task_runner(entry["task"]))
+        Job(
+            name=name,
+            interval_s=float(entry["schedule"]),
+            run=_task_runner(entry["task"]),
+            queue=queue_of(entry["task"]),
+        )
         for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
     ]
 
@@ -64,12 +81,19 @@ class Scheduler:
         self.jobs = jobs
         self._monotonic = monotonic
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
-    def run_pending(self) -> list[str]:
-        """Run every job whose time has come; one failing job never stops the others."""
+    @property
+    def queues(self) -> list[str]:
+        return list(dict.fromkeys(job.queue for job in self.jobs))
+
+    def run_pending(self, queue: str | None = None) -> list[str]:
+        """Run every job (of `queue`, or of every queue) whose time has come; one failing job
+        never stops the others."""
         ran = []
         for job in self.jobs:
+            if queue is not None and job.queue != queue:
+                continue
             now = self._monotonic()
             if now < job.next_run:
                 continue
@@ -84,30 +108,40 @@ class Scheduler:
             ran.append(job.name)
         return ran
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.run_pending()
-            wait = min(job.next_run for job in self.jobs) - self._monotonic()
-            self._stop.wait(min(max(wait, 0.01), MAX_SLEEP_S))
+    def _loop(self, queue: str) -> None:
+        mine = [job for job in self.jobs if job.queue == queue]
+        try:
+            while not self._stop.is_set():
+                self.run_pending(queue)
+                wait = min(job.next_run for job in mine) - self._monotonic()
+                self._stop.wait(min(max(wait, 0.01), MAX_SLEEP_S))
+        finally:
+            connection.close()  # this thread's own
 
     def start(self) -> None:
-        if self._thread is not None:
+        if self._threads:
             return
-        self._thread = threading.Thread(
-            target=self._loop, name="groundcontrol-scheduler", daemon=True
-        )
-        self._thread.start()
+        self._stop.clear()
+        for queue in self.queues:
+            thread = threading.Thread(
+                target=self._loop,
+                args=(queue,),
+                name=f"groundcontrol-scheduler-{queue}",
+                daemon=True,
+            )
+            self._threads.append(thread)
+            thread.start()
         logger.info("embedded scheduler started: %s", ", ".join(j.name for j in self.jobs))
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = []
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return bool(self._threads) and all(thread.is_alive() for thread in self._threads)
 
 
 _lock = threading.Lock()

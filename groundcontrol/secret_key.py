@@ -4,7 +4,11 @@ Django signs sessions, CSRF tokens and password-reset links with SECRET_KEY, so 
 read (one written in the repository) lets anyone forge a login. The rules, in order:
 
 1. `SECRET_KEY` set: used, unless it is the development key earlier versions shipped as their
-   default (published in this repository's history: never a secret), which is refused.
+   default (published in this repository's history: never a secret), which is refused; and
+   with DEBUG off, unless it is weak (`weakness`: shorter than `MIN_LENGTH`, of fewer than
+   `MIN_DISTINCT` different characters, a shorter string repeated, or Django's
+   `django-insecure-` placeholder), which is refused too: `SECRET_KEY=x` signed every session
+   of a production install.
 2. Not set, on the embedded default (no DATABASE_URL: the database server lives under VAR_DIR)
    and without `GC_REQUIRE_SECRET_KEY`: a random key minted the first time and kept in
    `VAR_DIR/secret_key` (mode 0600). That server is one machine's, so every process that can
@@ -31,18 +35,50 @@ HOW_TO_SET = (
     'set SECRET_KEY to a long random value, e.g. the output of python3 -c "import secrets; '
     'print(secrets.token_urlsafe(50))" (docs/deploy.md, "SECRET_KEY")'
 )
+# A given key's floor with DEBUG off (`weakness`): a check of what a person types ("x",
+# "changeme" four times, 50 x's), never a measure of secrecy. 32 characters and 8 different ones
+# pass every generated key (32 hex digits hold fewer than 8 different ones about once in 10^8).
+MIN_LENGTH = 32
+MIN_DISTINCT = 8
+# What `django-admin startproject` writes into a settings file, which is then published with it.
+DJANGO_PLACEHOLDER = "django-insecure-"
 # A process that finds the file created but not yet written (only without hard links) waits
 # this long for the writer.
 _SETTLE_S = 2.0
 
 
-def secret_key(*, given: str, embedded: bool, require: bool, var_dir: Path) -> str:
+def weakness(key: str) -> str | None:
+    """Why `key` is too weak to sign with (the clause that ends "SECRET_KEY ..."), or None."""
+    if key.startswith(DJANGO_PLACEHOLDER):
+        return (
+            f"starts with {DJANGO_PLACEHOLDER!r}, the mark of a key django-admin wrote into a "
+            "settings file"
+        )
+    if len(key) < MIN_LENGTH:
+        return f"is {len(key)} characters long; a key has at least {MIN_LENGTH}"
+    distinct = len(set(key))
+    if distinct < MIN_DISTINCT:
+        return f"is made of {distinct} different characters; a key has at least {MIN_DISTINCT}"
+    if key in (key + key)[1:-1]:  # a string is a repetition iff it occurs inside itself twice
+        return "repeats a shorter string"
+    return None
+
+
+def secret_key(
+    *, given: str, embedded: bool, require: bool, var_dir: Path, debug: bool = False
+) -> str:
     """The key to run with (see the module's docstring), or ImproperlyConfigured saying why."""
     given = given.strip()
     if given == PUBLISHED_DEV_KEY:
         raise ImproperlyConfigured(
             "SECRET_KEY is the development key that earlier versions published as their "
             f"default, so it is no secret: {HOW_TO_SET}, or unset it on the embedded default"
+        )
+    weak = weakness(given) if given and not debug else None
+    if weak is not None:
+        # The key itself is never repeated: a log of the refusal must not publish it.
+        raise ImproperlyConfigured(
+            f"SECRET_KEY {weak}, too weak to sign sessions with while DEBUG is off: {HOW_TO_SET}"
         )
     if given:
         return given

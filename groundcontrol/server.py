@@ -38,7 +38,8 @@ MAX_HEADER_TIMEOUT_S = 60.0
 
 def web_threads() -> int:
     """`GC_WEB_THREADS` (12): Python threads per worker; the waits' cap per process is half
-    of them (settings.GC_WAITS_PER_PROCESS)."""
+    of them (settings.GC_WAITS_PER_PROCESS), and one workspace's waits half of that
+    (leasing/waits.py)."""
     return env_int("GC_WEB_THREADS", 12, minimum=1)
 
 

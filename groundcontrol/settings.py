@@ -172,12 +172,13 @@ GC_REPLICA_RETRY_S = env_float("GC_REPLICA_RETRY_S", 10.0, minimum=0.1)
 # The environment's; on the embedded default without one, a key minted once and kept in
 # VAR_DIR/secret_key; with a DATABASE_URL and none (or with GC_REQUIRE_SECRET_KEY=1 anywhere), the
 # process refuses to start. The development key earlier versions shipped is refused wherever it is
-# given.
+# given, and with DEBUG off so is a weak one (`secret_key.weakness`: `SECRET_KEY=x`).
 SECRET_KEY = secret_key(
     given=env_str("SECRET_KEY", ""),
     embedded=EMBEDDED,
     require=env_bool("GC_REQUIRE_SECRET_KEY", False),
     var_dir=VAR_DIR,
+    debug=DEBUG,
 )
 
 # --- Redis and Celery ---------------------------------------------------------------------------
@@ -367,6 +368,11 @@ CELERY_BEAT_SCHEDULE = {
     "prune-records": _every("fleet.prune_records", GC_RETENTION_INTERVAL_S),
     "plan-schedules": _every("schedules.plan", GC_SCHEDULE_INTERVAL_S),
 }
+# Planning runs on a queue of its own, served by a worker of its own (the Procfile's `planner`),
+# so however long a run of it takes it never holds a worker slot the sweep waits for; the
+# embedded scheduler gives each queue a thread of its own (groundcontrol/scheduler.py).
+GC_PLAN_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}.plan"
+CELERY_TASK_ROUTES = {"schedules.plan": {"queue": GC_PLAN_QUEUE}}
 
 # --- REST API limits and schema (apikit/, each app's api) -----------------------------------
 # The interactive docs' assets are served from here (the sidecar), not from a CDN.
@@ -376,7 +382,8 @@ INSTALLED_APPS += ["drf_spectacular_sidecar"]
 GC_RATE_LIMIT_PER_MINUTE = env_int("GC_RATE_LIMIT_PER_MINUTE", 1200, minimum=0)
 # `wait_s` acquires that may sleep at once, per key, per workspace and per web process; over a
 # cap the call is refused at once (429 rate_limited). A process's cap leaves the other half of
-# its threads to calls that do not wait (leasing/waits.py).
+# its threads to calls that do not wait, and one workspace takes at most half of a process's
+# waits, since its own cap is larger (leasing/waits.py).
 GC_WAITS_PER_KEY = env_int("GC_WAITS_PER_KEY", 4, minimum=1)
 GC_WAITS_PER_WORKSPACE = env_int("GC_WAITS_PER_WORKSPACE", 16, minimum=1)
 GC_WAITS_PER_PROCESS = env_int("GC_WAITS_PER_PROCESS", max(1, web_threads() // 2), minimum=1)

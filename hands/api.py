@@ -202,7 +202,8 @@ class KeyIn(serializers.Serializer):
         required=False,
         help_text="Bind the key to a tenure the hand holds now (a resource lease, or an "
         "attempt's slot lease: its `lease.resource` and `fence`): it answers key_revoked from "
-        "the first call after that tenure ends.",
+        "the first call after that tenure ends. Only an exclusive tenure: a shared one is a "
+        "validation_error.",
     )
 
 
@@ -307,7 +308,9 @@ class HandsApi(HandAPIView):
     def post(self, request: Request) -> Response:
         data = valid(HandIn, request)
         lane = (
-            hand_selectors.lane_get(workspace_id=self.workspace_id, slug=data["lane"])
+            hand_selectors.lane_get(
+                workspace_id=self.workspace_id, slug=data["lane"], lane_id=self.lane_id
+            )
             if data.get("lane")
             else None
         )
@@ -373,7 +376,9 @@ class HandKeysApi(HandAPIView):
         },
     )
     def get(self, request: Request, name: str) -> Response:
-        hand = hand_selectors.hand_get(workspace_id=self.workspace_id, name=name)
+        hand = hand_selectors.hand_get(
+            workspace_id=self.workspace_id, name=name, lane_id=self.lane_id
+        )
         return paginated(
             request,
             hand_selectors.keys_list(hand=hand, lane_id=self.lane_id),
@@ -393,9 +398,14 @@ class HandKeysApi(HandAPIView):
     )
     def post(self, request: Request, name: str) -> Response:
         data = valid(KeyIn, request)
-        hand = hand_selectors.hand_get(workspace_id=self.workspace_id, name=name)
+        # Another lane's hand, or lane, is not found by a lane-limited key, as everywhere.
+        hand = hand_selectors.hand_get(
+            workspace_id=self.workspace_id, name=name, lane_id=self.lane_id
+        )
         lane = (
-            hand_selectors.lane_get(workspace_id=self.workspace_id, slug=data["lane"])
+            hand_selectors.lane_get(
+                workspace_id=self.workspace_id, slug=data["lane"], lane_id=self.lane_id
+            )
             if data.get("lane")
             else None
         )

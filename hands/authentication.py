@@ -30,6 +30,7 @@ from apikit.errors import KeyInvalid
 from apikit.ratelimit import unauthenticated_refusal
 from hands.errors import KeyExpired, KeyRevoked
 from hands.models import Hand, HandKey
+from hands.selectors import concealer
 from hands.services import key_authenticate, key_require_scope
 
 BEARER = "bearer"
@@ -96,7 +97,14 @@ def _authenticate(request: HttpRequest) -> HandKey:
         if owner is not None:
             describe_call(request, workspace_id=owner[0], hand=owner[1])
         raise
-    describe_call(request, workspace_id=key.hand.workspace_id, hand=key.hand.name)
+    describe_call(
+        request,
+        workspace_id=key.hand.workspace_id,
+        hand=key.hand.name,
+        conceal=concealer(
+            workspace_id=key.hand.workspace_id, lane_id=key.lane_id, own=key.hand.name
+        ),
+    )
     return key
 
 

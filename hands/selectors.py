@@ -9,6 +9,8 @@ lane forgets its entry all the same (`forget_lane`, connected in hands.apps).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -39,9 +41,11 @@ def forget_lane(instance: Lane, **_: Any) -> None:
     _LANE_SLUGS.pop(instance.pk, None)
 
 
-def hand_get(*, workspace_id: int, name: str) -> Hand:
+def hand_get(*, workspace_id: int, name: str, lane_id: int | None = None) -> Hand:
+    """A hand by its name; for a lane-limited caller (`lane_id`), only one of its lane: any
+    other is not found, as if it did not exist."""
     try:
-        return Hand.objects.get(workspace_id=workspace_id, name=name)
+        return Hand.objects.filter(workspace_id=workspace_id).in_lane(lane_id).get(name=name)
     except Hand.DoesNotExist:
         raise NotFound(f"no hand {name!r}") from None
 
@@ -60,6 +64,34 @@ def lane_get(*, workspace_id: int, slug: str, lane_id: int | None = None) -> Lan
 def hands_list(*, workspace_id: int, lane_id: int | None = None) -> QuerySet[Hand]:
     """A workspace's hands; for a lane-limited caller (`lane_id`), only its lane's."""
     return Hand.objects.filter(workspace_id=workspace_id).in_lane(lane_id).select_related("lane")
+
+
+def hands_elsewhere(
+    names: frozenset[str], *, workspace_id: int, lane_id: int | None, own: str = ""
+) -> frozenset[str]:
+    """Of `names`, the hands a lane-limited caller (`lane_id`; its own hand `own` aside) may not
+    read: those of another lane, which are to it as if they did not exist. The workspace's own
+    hands (of no lane: its supervisors, its CI) are named where they act; a name that is no
+    hand's is nobody's to hide. Nothing for a workspace-wide caller."""
+    if lane_id is None or not names:
+        return frozenset()
+    others = (
+        Hand.objects.filter(workspace_id=workspace_id, name__in=sorted(names - {own}))
+        .exclude(lane_id=None)
+        .exclude(lane_id=lane_id)
+    )
+    return frozenset(others.values_list("name", flat=True))
+
+
+def concealer(
+    *, workspace_id: int, lane_id: int | None, own: str
+) -> Callable[[frozenset[str]], frozenset[str]] | None:
+    """What a key of hand `own` limited to `lane_id` may not read named, for the call's context
+    (`apikit.concealing`): `hands_elsewhere`; None for a workspace-wide key, which reads every
+    name."""
+    if lane_id is None:
+        return None
+    return functools.partial(hands_elsewhere, workspace_id=workspace_id, lane_id=lane_id, own=own)
 
 
 def keys_list(*, hand: Hand, lane_id: int | None = None) -> QuerySet[HandKey]:

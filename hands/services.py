@@ -10,22 +10,29 @@ from __future__ import annotations
 import functools
 import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import Model, Q
 from django.utils.text import slugify
 
-from apikit.errors import KeyInvalid, NotFound, ScopeDenied, ValidationFailed
+from apikit.errors import GroundControlError, KeyInvalid, NotFound, ScopeDenied, ValidationFailed
 from apikit.retries import retried
 from hands import capabilities as hand_capabilities
 from hands import keys
 from hands.models import Hand, HandKey, Lane, Membership, Role, Scope, Workspace
 from leases import engine
-from leases.audit import event, record_event, record_events, refusals_recorded
+from leases.audit import (
+    event,
+    record_event,
+    record_events,
+    record_refusal,
+    refusals_recorded,
+)
 from leases.clock import db_now, now_expression, now_sql, parse_timestamp
 from leases.models import EventKind, Lease
 from leases.services import (
@@ -47,6 +54,10 @@ LAST_USED_RESOLUTION_S = 60
 
 
 ALL_SCOPES = [scope.value for scope in Scope]
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def workspace_get_or_create(*, name: str) -> Workspace:
@@ -153,7 +164,24 @@ def _validate_scopes(scopes: object) -> list[str]:
     return list(dict.fromkeys(scopes))
 
 
-@refusals_recorded
+def _refused_as_the_caller(func: Callable[P, R]) -> Callable[P, R]:
+    """`refusals_recorded` for a service whose `hand` is the hand a key is minted for: a refusal
+    is the caller's (the call's key's hand; none for a person on the dashboard), never recorded
+    under the hand it aimed at, whose record it is not."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except GroundControlError as error:
+            hand = kwargs.get("hand")
+            record_refusal(error, workspace_id=getattr(hand, "workspace_id", None), hand="")
+            raise
+
+    return wrapper
+
+
+@_refused_as_the_caller
 def key_issue(
     *,
     hand: Hand,
@@ -236,8 +264,28 @@ def key_issue(
 def _held_tenure(
     hand: Hand, resource: str, fence: int | None, *, now: datetime
 ) -> tuple[Lease, int]:
-    """The lease `hand` holds on `resource` now, alive, at `fence` (or its current one)."""
-    lease = Lease.objects.filter(workspace_id=hand.workspace_id, resource=resource).first()
+    """The lease `hand` holds on `resource` now, alive, at `fence` (or its current one): the
+    node's own row (`shared_by` ''), the exclusive tenure. A shared tenure of the hand's is
+    refused in words of its own (issue 33, item 9d): it is not the tenure "does not hold"
+    would deny, and a node's rows were once picked in id order, the node's first."""
+    rows = {
+        row.shared_by: row
+        for row in Lease.objects.filter(
+            workspace_id=hand.workspace_id, resource=resource, shared_by__in=("", hand.name)
+        )
+    }
+    shared = rows.get(hand.name)
+    if shared is not None and keys.bound_alive(
+        shared, shared.fence if fence is None else fence, now
+    ):
+        raise ValidationFailed(
+            f"hand {hand.name!r} holds the lease on {resource!r} shared (fence {shared.fence}): "
+            "a key can be bound only to an exclusive tenure (a resource lease taken exclusive, "
+            "or an attempt's slot lease); release the shared tenure and acquire the lease "
+            "exclusive to bind a key to it",
+            fields={"bound_to": ["An exclusive tenure of this hand; this one is shared."]},
+        )
+    lease = rows.get("")
     if lease is None:
         raise NotFound(f"no lease on {resource!r} in this workspace")
     fence = lease.fence if fence is None else fence
@@ -568,7 +616,7 @@ def bootstrap(
     }
 
 
-@refusals_recorded
+@_refused_as_the_caller
 def key_issue_by(
     *,
     issuer: HandKey,

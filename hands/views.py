@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from apikit import reads
 from apikit.api import LimitedJSONParser, check_body_size
+from apikit.concealing import conceal_answer
 from apikit.inputs import StrictCharField
 from apikit.ratelimit import rate_caller, rate_limit
 from hands.authentication import HandKeyAuthentication, ScopeRequired, lane_id_of
@@ -53,6 +54,14 @@ class HandAPIView(APIView):
         # replica says so itself (`apikit.reads.replica_list`).
         with reads.primary():
             return super().dispatch(request, *args, **kwargs)
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        # Whatever the endpoint answers (a refusal too), a lane-limited key reads no hand of
+        # another lane in it (`apikit.concealing`).
+        data = getattr(response, "data", None)
+        if data is not None:
+            response.data = conceal_answer(data)
+        return super().finalize_response(request, response, *args, **kwargs)
 
     def perform_authentication(self, request: Request) -> None:
         super().perform_authentication(request)

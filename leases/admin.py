@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from leases.models import AddressRefusal, Event, FenceVerification, Lease, Refusal
+from leases.models import AddressRefusal, Event, FenceVerification, KeyTally, Lease, Refusal
 
 
 class StampedAdmin(admin.ModelAdmin):
@@ -71,6 +71,23 @@ class AddressRefusalAdmin(admin.ModelAdmin):
     date_hierarchy = "minute"
     ordering = ("-minute", "-count")
     readonly_fields = [f.name for f in AddressRefusal._meta.fields]
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False
+
+
+@admin.register(KeyTally)
+class KeyTallyAdmin(admin.ModelAdmin):
+    """Each key's refused calls and the fences it asked about, counted per minute: the first
+    of each kind a minute are rows of their own (refusals, fence verifications); `past_limit`
+    holds the rest, by code or status."""
+
+    list_display = ("minute", "record", "key_prefix", "hand", "workspace_id", "count", "last_at")
+    list_filter = ("record",)
+    search_fields = ("key_prefix", "hand")
+    date_hierarchy = "minute"
+    ordering = ("-minute", "-count")
+    readonly_fields = [f.name for f in KeyTally._meta.fields]
 
     def has_add_permission(self, request):  # noqa: ANN001, ANN201
         return False

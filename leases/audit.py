@@ -11,15 +11,18 @@ A refusal answered for a call that reached no workspace (no key, a malformed, un
 one, an unknown path, a NUL in the path, and the 429s of the limit on such calls) names nobody a
 supervisor could be shown, and anyone can send such calls as fast as they like: it is counted
 instead (`record_address_refusal`, one `AddressRefusal` row per client address, code and minute),
-so a flood grows a number, not the table. Every refusal of a call with a workspace keeps its own
-row.
+so a flood grows a number, not the table. A refusal of a call with a key and a workspace keeps
+its own row while the key has made fewer than `KEPT_PER_KEY_MINUTE` refusals that minute; past
+that it is counted (`key_tally`, one `KeyTally` row per key, kind and minute), and so are the
+fences a key asks about (`leases.verification.fences_verify`): no key can write more than that
+many rows of either a minute, however fast it calls.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -28,7 +31,7 @@ from django.db import DatabaseError, connection, transaction
 from apikit.context import CallContext, current_call, refused
 from apikit.errors import DependencyUnavailable, GroundControlError
 from leases.clock import now_sql
-from leases.models import AddressRefusal, Event, Refusal
+from leases.models import AddressRefusal, Event, KeyRecord, KeyTally, Refusal
 
 logger = logging.getLogger(__name__)
 
@@ -146,28 +149,131 @@ def event_select_sql(*, workspace_id: str, kind: str, at: str, **fields: str) ->
 def record_refusal(
     error: GroundControlError, *, workspace_id: int | None = None, hand: str = ""
 ) -> None:
-    """Write one refusal row for `error`, once; never let the record itself fail the call."""
+    """Record `error` once: a row of its own, or, past its key's kept ones this minute, a count
+    in the key's tally; never let the record itself fail the call."""
     if error.recorded or isinstance(error, DependencyUnavailable):
         return
     call = current_call()
+    workspace_id = workspace_id if workspace_id is not None else call.workspace_id
+    # The calling key's hand when there is one: the hand a service acted on (a key minted for
+    # another hand, say) is not who was refused.
+    hand = (call.hand or hand)[:200]
     try:
         with transaction.atomic():
-            Refusal.objects.create(
-                workspace_id=workspace_id if workspace_id is not None else call.workspace_id,
-                # The calling key's hand when there is one: the hand a service acted on (a key
-                # minted for another hand, say) is not who was refused.
-                hand=(call.hand or hand)[:200],
-                key_prefix=call.key_prefix,
-                method=call.method[:10],
-                path=_printable(call.path)[:1024],
-                code=error.code,
-                message=error.message[:2000],
-                request_id=call.request_id,
-                details=_jsonable(error.fields),
-            )
+            # A key's refusals are tallied, and those past the minute's kept ones only counted.
+            if (
+                workspace_id is None
+                or not call.key_prefix
+                or key_tally(
+                    workspace_id=workspace_id,
+                    key_prefix=call.key_prefix,
+                    hand=hand,
+                    record=KeyRecord.REFUSAL,
+                    labels=[error.code],
+                )
+            ):
+                Refusal.objects.create(
+                    workspace_id=workspace_id,
+                    hand=hand,
+                    key_prefix=call.key_prefix,
+                    method=call.method[:10],
+                    path=_printable(call.path)[:1024],
+                    code=error.code,
+                    message=error.message[:2000],
+                    request_id=call.request_id,
+                    details=_jsonable(error.fields),
+                )
     except DatabaseError:
         logger.exception("could not record refusal %s", error.code)
     error.recorded = True
+
+
+# How many of one key's records of a kind (its refusals; the fences it asks about) keep rows of
+# their own each minute; the rest are counted in the key's tally (`KeyTally`). The limits table
+# publishes it (groundcontrol/limits.py, `x-limits`).
+KEPT_PER_KEY_MINUTE = 100
+
+# The tally's one statement: insert the (workspace, key, kind, minute) row or add the call's
+# records to it, on the database's clock, read once (`stamp`). ON CONFLICT takes the row lock for
+# the update, so concurrent calls of one key are counted one after another, each against the
+# count the previous one left: the records numbered past the limit (`WITH ORDINALITY`, from the
+# old count) go to `past_limit` by label, and the new count comes back, which says how many of
+# this call's records are within it. The minute is in UTC whatever the session's time zone.
+_PAST_LIMIT = (
+    "SELECT label, 1 AS n FROM unnest(CAST(%(labels)s AS text[])) WITH ORDINALITY AS l(label, i) "
+    "WHERE i > %(kept)s - {before}"
+)
+_TALLY_UPSERT = """
+INSERT INTO {table} AS tally ({columns})
+SELECT %(workspace_id)s, %(key_prefix)s, %(record)s, date_trunc('minute', stamp.at, 'UTC'),
+       cardinality(CAST(%(labels)s AS text[])),
+       (SELECT COALESCE(jsonb_object_agg(label, n), CAST('{{}}' AS jsonb))
+        FROM (SELECT label, COUNT(*) AS n FROM ({past_new}) AS past GROUP BY label) AS labelled),
+       %(hand)s, stamp.at, stamp.at
+FROM (SELECT {now} AS at) stamp
+ON CONFLICT (workspace_id, key_prefix, record, minute) DO UPDATE SET
+    {count} = tally.{count} + EXCLUDED.{count},
+    past_limit = (
+        SELECT COALESCE(jsonb_object_agg(label, n), CAST('{{}}' AS jsonb))
+        FROM (SELECT label, SUM(n) AS n FROM (
+            SELECT key AS label, CAST(value AS bigint) AS n FROM jsonb_each_text(tally.past_limit)
+            UNION ALL {past_old}
+        ) AS parts GROUP BY label) AS labelled
+    ),
+    last_at = GREATEST(tally.last_at, EXCLUDED.last_at)
+RETURNING tally.{count}
+"""
+_TALLY_COLUMNS = (
+    "workspace_id",
+    "key_prefix",
+    "record",
+    "minute",
+    "count",
+    "past_limit",
+    "hand",
+    "first_at",
+    "last_at",
+)
+
+
+def key_tally_sql() -> str:
+    """The tally's upsert, with the engine's clock (a frozen test clock is in it)."""
+    quote = connection.ops.quote_name
+    count = quote("count")
+    return _TALLY_UPSERT.format(
+        table=quote(KeyTally._meta.db_table),
+        columns=", ".join(quote(column) for column in _TALLY_COLUMNS),
+        count=count,
+        now=now_sql(),
+        past_new=_PAST_LIMIT.format(before="0"),
+        past_old=_PAST_LIMIT.format(before=f"tally.{count}"),
+    )
+
+
+def key_tally(
+    *, workspace_id: int, key_prefix: str, hand: str, record: KeyRecord, labels: Sequence[str]
+) -> int:
+    """Count a call's records of `record` (each by its label: a refusal's code, a fence's
+    status, in the call's order) in the key's tally for this minute, in one statement; how many
+    of them, from the first, keep rows of their own. A key keeps at most `KEPT_PER_KEY_MINUTE`
+    a minute of each kind, across every web process. Run it in the transaction that writes
+    those rows: the tally's row lock holds the next call of the key until they are written."""
+    if not labels:
+        return 0
+    kept = KEPT_PER_KEY_MINUTE
+    params = {
+        "workspace_id": workspace_id,
+        "key_prefix": key_prefix[:32],
+        "record": str(record),
+        "labels": [label[:64] for label in labels],
+        "kept": kept,
+        "hand": hand[:200],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(key_tally_sql(), params)
+        (count,) = cursor.fetchone()
+    before = count - len(labels)
+    return max(0, min(len(labels), kept - before))
 
 
 # The count's one statement: insert the (address, code, minute) row or add one to its count, on

@@ -364,24 +364,31 @@ def renew_holder(
     process_id: str,
     interval_s: float,
     grace_s: float,
+    mode: str = LeaseMode.EXCLUSIVE,
     guard: Guard | None = None,
 ) -> LeaseSnapshot | None:
     """The current holder acquiring again while its tenure is not lost: renew it, keep the fence
-    (the contract: a second acquire by the holder renews), in whichever mode it holds it. The
-    holder is the hand's process (DESIGN rule 6): the same hand asking from another process
-    matches nothing here, and is in the way of itself like another hand (`tree.in_the_way`)."""
+    (the contract: a second acquire by the holder renews), only in the `mode` it holds it: a
+    shared tenure renewed for an exclusive ask would answer "yours" while others share it, an
+    exclusive one for a shared ask a mode nobody asked for. Asked in the other mode it matches
+    nothing, and its own tenure stands in the way of the grant (`tree.in_the_way`), whose
+    refusal says so (`held_in_other_mode`). The holder is the hand's process (DESIGN rule 6):
+    the same hand asking from another process matches nothing here, and is in the way of
+    itself like another hand."""
     return one(
         _sql(
             "UPDATE {table} SET interval_s = %(interval_s)s, "
             "grace_s = %(grace_s)s, renewed_at = {now}, deadline = {deadline_from_now}, "
             "noticed_state = 'live' "
             "WHERE workspace_id = %(workspace_id)s AND node = %(node)s "
-            "AND holder = %(holder)s AND process_id = %(process_id)s AND {alive}{caller_guard} "
+            "AND holder = %(holder)s AND process_id = %(process_id)s AND mode = %(mode)s "
+            "AND {alive}{caller_guard} "
             "RETURNING {columns}, {now} AS server_time",
             **(guard.slots() if guard else {}),
         ),
         {
             **tenure_params(workspace_id, resource, holder, process_id, interval_s, grace_s),
+            "mode": str(mode),
             **(guard.params if guard else {}),
         },
     )

@@ -28,6 +28,16 @@ class LeaseLost(GroundControlError):
     http_status = 409
 
 
+class HeldInOtherMode(GroundControlError):
+    """The caller's process holds the resource already, in the other mode (`mode`, `fence`): a
+    tenure keeps the mode it was granted in, so an acquire in the other mode neither renews it
+    nor grants a second one. Release that tenure (its `fence`), then acquire in the mode wanted;
+    or acquire in the mode held, which renews it."""
+
+    code = "held_in_other_mode"
+    http_status = 409
+
+
 class ProcessMismatch(GroundControlError):
     """Another process of the hand holds the tenure (`process_id`): only that process's calls
     count."""

@@ -25,6 +25,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
+from apikit import concealing
 from apikit.errors import NotFound
 
 # `services` as a module: it imports this one (a release answers the tenure's requests).
@@ -476,4 +477,6 @@ def handoffs_open(*, workspace_id: int, limit: int = 100) -> list[HandoffView]:
 def sentence(request: HandoffRequest) -> str:
     """What the holder is told (the client says the same from the answer's fields)."""
     wants = f" (for `{request.wanted}`)" if request.wanted != request.resource else ""
-    return f"hand {request.asker} asks for `{request.resource}`{wants}: release when you can"
+    # An asker the reader may not read (another lane's hand) is named by nobody.
+    asker = f"hand {request.asker}" if concealing.shown(request.asker) else concealing.ANOTHER_LANE
+    return f"{asker} asks for `{request.resource}`{wants}: release when you can"

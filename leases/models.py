@@ -372,6 +372,52 @@ class AddressRefusal(models.Model):
         return f"{self.code} x{self.count} from {self.address} at {self.minute:%Y-%m-%d %H:%M}"
 
 
+class KeyRecord(models.TextChoices):
+    REFUSAL = "refusal"  # a refused call of the key (`Refusal`)
+    VERIFICATION = "verification"  # a fence the key asked about (`FenceVerification`)
+
+
+class KeyTally(models.Model):
+    """One key's records of one kind in one minute, counted: its refused calls, or the fences it
+    asked about (`POST /fences/verify`).
+
+    The first `leases.audit.KEPT_PER_KEY_MINUTE` of each kind a key makes in a minute keep rows
+    of their own (`Refusal`, `FenceVerification`); the rest only add to this row, so that no
+    key can write more than that many rows (and this one) a minute, however fast it calls.
+    `count` is every record of the minute, kept or not; `past_limit` those without a row of
+    their own, by code (a refusal's) or status (a verification's). One statement writes a row
+    (`leases.audit.key_tally`): it inserts it or adds to it, and says how many of the call's
+    records may keep rows. `minute` is the database's clock truncated to the minute, as
+    `AddressRefusal`'s is.
+    """
+
+    workspace_id = models.BigIntegerField()
+    key_prefix = models.CharField(max_length=32)
+    record = models.CharField(max_length=16, choices=KeyRecord.choices)
+    minute = models.DateTimeField()
+    count = models.BigIntegerField(default=0)
+    past_limit = models.JSONField(default=dict, blank=True)
+    hand = models.CharField(max_length=200, blank=True, default="")
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # The upsert's conflict target: concurrent calls of one key add to one row.
+            models.UniqueConstraint(
+                fields=["workspace_id", "key_prefix", "record", "minute"],
+                name="key_tally_unique_minute",
+            ),
+        ]
+        indexes = [
+            # Retention's WHERE and ORDER BY (`ops.jobs.records_prune`); `minute` never changes.
+            models.Index(fields=["minute"], name="key_tally_minute_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record} x{self.count} by {self.key_prefix} at {self.minute:%Y-%m-%d %H:%M}"
+
+
 class Waiter(models.Model):
     """A `wait_s` acquire in line for a resource (`leases.queue`): while it stays (it refreshes
     `expires_at` as it waits), no request on its line of the tree that it conflicts with and

@@ -15,15 +15,30 @@ alike must never be two resources. So a canonical name is:
 4. without leading or trailing whitespace;
 5. without empty segments (`a//b`, and so no leading `/`), `.` or `..` segments; a single
    trailing `/` is allowed (`src/auth/`);
-6. at most 32 segments (`MAX_SEGMENTS`).
+6. at most 32 segments (`MAX_SEGMENTS`);
+7. without look-alikes of the two characters that give a name its shape (issue 33, item 8):
+   no character drawn as a solidus (`_drawn_as`: U+FF0F fullwidth solidus, U+2215 division
+   slash, U+2044 fraction slash, U+29F8 big solidus, ...), anywhere, since `src／auth.py` is
+   one segment that no lease on `src/` covers; and no segment of dots spelled with a character
+   drawn as a full stop (U+FF0E fullwidth full stop, U+2024 one dot leader, U+2025 two dot
+   leader, ...), since `．．` reads as `..`.
+
+Rule 7 refuses, it does not fold: `src／auth.py` and `src/auth.py` are two files on a disk, and
+a name folded into another file's would lease the wrong one. The normal form stays NFC, not
+NFKC: NFKC would also fold what file names keep apart (the ligature `ﬁ`, full-width letters,
+superscripts), and leaves U+2044, U+2215 and U+29F8 as they are, so rule 7 names its characters
+itself (`_drawn_as`: NFKC's `/` and `.` folds, and Unicode's confusables of `/` and `.` that
+no decomposition reaches; letters that spell words, such as KATAKANA LETTER NO, are left out).
 
 The service (`leases.services.validate_resource`), and through it the DRF views, and the hot
 path (`leasing.hot`) all ask `resource_problem`; a prefix filter asks `prefix_problem`, which
-refuses only what no canonical name can hold anywhere (rule 2, and the length).
+refuses only what no canonical name can hold anywhere (rule 2, rule 7's solidus look-alikes,
+and the length).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -60,6 +75,44 @@ _INVISIBLE = (
     (0xE0000, 0xE0FFF),
 )
 _INVISIBLE_KIND = "an invisible character"
+# Rule 7: characters drawn as a solidus or a full stop that no compatibility decomposition (NFKC)
+# folds into one: Unicode's confusables of `/` and `.` (confusables.txt), less the letters that
+# spell words (KATAKANA LETTER NO, CJK ideograph 4E3F, COPTIC CAPITAL LETTER OLD COPTIC ESH).
+_SLASHES = frozenset(
+    map(
+        chr,
+        (
+            0x0337,  # combining short solidus overlay
+            0x0338,  # combining long solidus overlay
+            0x1735,  # Philippine single punctuation
+            0x2041,  # caret insertion point
+            0x2044,  # fraction slash
+            0x2215,  # division slash
+            0x2571,  # box drawings light diagonal upper right to lower left
+            0x27CB,  # mathematical rising diagonal
+            0x29F6,  # solidus with overbar
+            0x29F8,  # big solidus
+            0x2AFB,  # triple solidus binary relation
+            0x2AFD,  # double solidus operator
+            0x2F03,  # Kangxi radical slash
+            0x3033,  # vertical kana repeat mark upper half
+            0x31D3,  # CJK stroke sp
+            0x1D23A,  # Greek instrumental notation symbol-47
+        ),
+    )
+)
+_DOTS = frozenset(
+    map(
+        chr,
+        (
+            0x0701,  # Syriac supralinear full stop
+            0x0702,  # Syriac sublinear full stop
+            0xA60E,  # Vai full stop
+            0x10A50,  # Kharoshthi punctuation dot
+            0x1D16D,  # musical symbol combining augmentation dot
+        ),
+    )
+)
 _SHOWN = 60  # characters of a name repeated in a message
 # Of ASCII, only the controls are forbidden (and ASCII is always NFC): most names are ASCII, and
 # the hot path asks on every acquire and renew.
@@ -85,6 +138,45 @@ def _forbidden(name: str) -> str | None:
     return next((c for c in name if _is_forbidden(c)), None)
 
 
+@functools.cache
+def _drawn_as(c: str) -> str:
+    """What a non-ASCII character is drawn as, of the two characters that give a name its shape
+    (rule 7): `/` for a solidus look-alike, the dots it reads as (`.`, `..` for U+2025) for a
+    full-stop look-alike, else ''. (A cache of the characters met: few, since most names are
+    ASCII and never ask.)"""
+    if c in _SLASHES:
+        return "/"
+    if c in _DOTS:
+        return "."
+    folded = unicodedata.normalize("NFKC", c)
+    if folded == c:
+        return ""
+    if "/" in folded:  # U+FF0F fullwidth solidus; also U+2105 care of, drawn `c/o`
+        return "/"
+    return folded if folded.strip(".") == "" else ""  # U+FF0E, U+2024, U+2025, U+2026, ...
+
+
+def _slash(name: str) -> str | None:
+    """The first character of a non-ASCII `name` drawn as a solidus (rule 7), or None."""
+    return next((c for c in name if not c.isascii() and _drawn_as(c) == "/"), None)
+
+
+def _dotted(segments: list[str]) -> str | None:
+    """The first segment made only of dots of which one is a look-alike (rule 7), or None."""
+    for segment in segments:
+        if segment.isascii() or not segment:
+            continue
+        if all(c == "." or (not c.isascii() and _drawn_as(c).startswith(".")) for c in segment):
+            return segment
+    return None
+
+
+def _named(c: str) -> str:
+    """`U+FF0F (fullwidth solidus)`: a character as a message names it."""
+    named = unicodedata.name(c, "").lower()
+    return f"U+{ord(c):04X}" + (f" ({named})" if named else "")
+
+
 def _shown(name: str) -> str:
     """The name as a message quotes it: escaped (repr shows every invisible character as an
     escape), and cut short."""
@@ -106,6 +198,8 @@ def _broken(name: str) -> str | None:
         return "character"
     if not name.isascii() and not unicodedata.is_normalized("NFC", name):
         return "nfc"
+    if not name.isascii() and _slash(name) is not None:
+        return "slash"
     if name != name.strip():
         return "whitespace"
     segments = _segments(name)
@@ -117,6 +211,8 @@ def _broken(name: str) -> str | None:
         return ".."
     if "." in segments:
         return "."
+    if not name.isascii() and _dotted(segments) is not None:
+        return "dots"
     if len(segments) > MAX_SEGMENTS:
         return "deep"
     return None
@@ -168,6 +264,24 @@ def resource_problem(name: str, *, field: str = "resource") -> str | None:
         return f"{field} {ascii(name)} is not in Unicode normal form C (NFC); " + _fix(
             name, f"send it as {ascii(normal)}"
         )
+    if broken == "slash":
+        bad = _slash(name)
+        assert bad is not None
+        return (
+            f"{shown} holds {_named(bad)}, which looks like the separator '/' but separates "
+            "nothing, so no lease on the directory it seems to be in would cover it; write '/' "
+            "where a separator is meant, else name it without that character"
+        )
+    if broken == "dots":
+        dots = _dotted(_segments(name))
+        assert dots is not None
+        look = next(c for c in dots if c != ".")
+        reads = "".join("." if c == "." else _drawn_as(c) for c in dots)
+        return (
+            f"{shown} has a segment {dots!r} that reads as {reads!r}, spelled with "
+            f"{_named(look)}: a segment of dots is written with '.' only, and a resource name "
+            "is not a path to resolve; name it without that segment"
+        )
     if broken == "whitespace":
         return f"{shown} has leading or trailing whitespace; " + _fix(name, "remove it")
     if broken == "leading /":
@@ -217,6 +331,12 @@ def prefix_problem(prefix: str, *, field: str = "prefix") -> str | None:
         return (
             f"{field} {_shown(prefix)} holds {_kind(bad)} at "
             f"U+{ord(bad):04X}, which no resource name holds; remove it"
+        )
+    slash = _slash(prefix) if not prefix.isascii() else None
+    if slash is not None:
+        return (
+            f"{field} {_shown(prefix)} holds {_named(slash)}, which looks like '/' and no "
+            "resource name holds; write '/' instead"
         )
     return None
 

@@ -89,7 +89,8 @@ def conflicts(
     """The held tenures of other holders that stand in the way of `holder`'s process
     `process_id` taking `resource` in `mode` (the condition the granting statements check; with
     `process_id` None, of other hands only), soonest to end first, and how many there are in
-    all."""
+    all. The caller's own tenure of the node, in the way only when held in the other mode, comes
+    before them all: no wait ends it (`held_in_other_mode`)."""
     params = {
         "workspace_id": workspace_id,
         "holder": holder,
@@ -105,17 +106,19 @@ def conflicts(
 
 
 def conflicts_sql(*, by_process: bool = True) -> str:
-    """`conflicts`' query, to render: the tenures in the way, soonest to end first, each row the
-    engine's columns, the statement's time and how many there are in all (parameters
-    `workspace_id`, `holder`, `process_id`, `mode`, `limit` and `tree.tree_params`)."""
+    """`conflicts`' query, to render: the tenures in the way, the caller's own first (with
+    `by_process`), then soonest to end first, each row the engine's columns, the statement's
+    time and how many there are in all (parameters `workspace_id`, `holder`, `process_id`,
+    `mode`, `limit` and `tree.tree_params`)."""
     process = "%(process_id)s" if by_process else None
     ids = " UNION ALL ".join(
         tree.held_on_line("%(workspace_id)s", tree.in_the_way("%(holder)s", process))
     )
+    own_first = f"{tree.mine('%(holder)s', process, '')} DESC, " if by_process else ""
     return (
         "SELECT {columns}, {now} AS server_time, COUNT(*) OVER () AS in_all FROM {table} "
         "WHERE {table}.workspace_id = %(workspace_id)s AND id IN (" + ids + ") "
-        "ORDER BY deadline LIMIT %(limit)s"
+        f"ORDER BY {own_first}deadline LIMIT %(limit)s"
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.db import connection
 
+from apikit import concealing
 from leases import engine, names, nodes, tree
 from leases.clock import now_expression, now_sql, parse_timestamp, plus_seconds_sql
 from leases.engine import LeaseSnapshot
@@ -61,10 +62,12 @@ class Standing:
     estimated_wait_s: float | None
 
     def fields(self) -> dict[str, Any]:
+        # A hand the caller may not read (another lane's) is ahead all the same, unnamed.
+        hidden = concealing.concealed(self.ahead)
         return {
             "requested": self.requested,
             "position": self.position,
-            "ahead": self.ahead,
+            "ahead": [None if name in hidden else name for name in self.ahead],
             "estimated_wait_s": self.estimated_wait_s,
         }
 

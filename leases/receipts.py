@@ -41,6 +41,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils.crypto import constant_time_compare, salted_hmac
 
+from apikit import concealing
 from apikit.errors import ValidationFailed
 from leases import verification
 from leases.clock import db_now
@@ -222,13 +223,19 @@ def _fence_sentence(answer: dict[str, Any], pusher: str) -> str:
     holder, named = answer["holder"], answer["named_holder"]
     if named and named != holder:
         return (
-            f"carries {fence} naming hand '{named}', but that tenure is hand '{holder}''s: a "
+            f"carries {fence} naming hand '{named}', but that tenure is {_hand(holder)}'s: a "
             "commit cannot borrow another's fence"
         )
     return (
-        f"carries {fence}, the tenure of hand '{holder}', but hand '{pusher}' pushed it: a push "
+        f"carries {fence}, the tenure of {_hand(holder)}, but hand '{pusher}' pushed it: a push "
         "vouches only for the pushing hand's own fences"
     )
+
+
+def _hand(name: str) -> str:
+    """A holder as a receipt's sentence names it: nobody the pusher may not read (another
+    lane's hand, to a lane-limited key: `apikit.concealing`)."""
+    return f"hand '{name}'" if concealing.shown(name) else concealing.ANOTHER_LANE
 
 
 def _fence_verdict(*, workspace_id: int, carried: Carried, pusher: str) -> dict[str, Any]:
@@ -256,7 +263,7 @@ def _path_refusal(standing: PathStanding, pusher: str) -> dict[str, Any] | None:
             "fence": f"{t.resource}@{t.fence}",
             "holder": t.holder,
             "message": (
-                f"touches {standing.path}, under {t.resource} held by hand '{t.holder}' (fence "
+                f"touches {standing.path}, under {t.resource} held by {_hand(t.holder)} (fence "
                 f"{t.fence}, {t.state}{shared}), and hand '{pusher}' holds no lease covering it"
             ),
         }
@@ -301,6 +308,14 @@ def _judge(
         refusal = _path_refusal(paths[path], pusher)
         if refusal is not None:
             refusals.append(refusal)
+    # A holder the pusher may not read (another lane's hand, to a lane-limited key) is recorded
+    # unnamed, as its sentences say it: the receipt is what the push was told.
+    hidden = concealing.concealed(item["holder"] for item in (*verdicts, *refusals))
+    for item in (*verdicts, *refusals):
+        if item["holder"] in hidden:
+            item["holder"] = ""
+            if "process_id" in item:
+                item["process_id"] = ""
     return verdicts, refusals
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC
 from functools import partial
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import Signal
 
+from apikit import concealing
 from apikit.errors import GroundControlError, NotFound, ValidationFailed
 from apikit.retries import retried
 from leases import engine, handoffs, names, nodes, queue, tree, verification
@@ -23,6 +24,7 @@ from leases.audit import record_event, refusals_recorded
 from leases.engine import LeaseSnapshot
 from leases.errors import (
     HandoffAnswered,
+    HeldInOtherMode,
     LeaseHeld,
     LeaseLost,
     NotHolder,
@@ -198,7 +200,7 @@ def describe_holder(lease: LeaseSnapshot, *, asker: str | None = None) -> str:
         by = f"your own hand '{lease.holder}' in another process ({lease.process_id!r})"
         advice = OWN_HAND_ADVICE
     else:
-        by = f"hand '{lease.holder}'"
+        by = f"hand '{lease.holder}'" if lease.holder else concealing.ANOTHER_LANE
     who = f"{lease.resource} is held{shared} by {by} (fence {lease.fence})"
     window = lease.expires_in_s or 0.0
     lost_in = max(lease_lost_in_s(lease) or 0.0, 0.0)
@@ -229,7 +231,12 @@ def held_error(
 ) -> GroundControlError:
     """The denial that says which tenure is in the way, who holds it, its fence, mode, state,
     and for how long (rule 8), and how many others are in the way too. A tenure of the
-    `asker`'s own hand (another process's) is named so, with `own_hand` and its `process_id`."""
+    `asker`'s own hand (another process's) is named so, with `own_hand` and its `process_id`.
+    A holder the caller may not read (a hand of another lane, to a lane-limited key) is named
+    by nobody, nor its process (`apikit.concealing`): the sentence, the answer and the refusal
+    recorded with it."""
+    if lease.holder and concealing.shown(lease.holder) is None:
+        lease = replace(lease, holder="", process_id="")
     also = f" (and {others} other lease{'s' if others != 1 else ''} in the way)" if others else ""
     mine = {"own_hand": True, "process_id": lease.process_id} if own_hand(lease, asker) else {}
     session = session_of(lease.process_id)
@@ -239,7 +246,8 @@ def held_error(
     return error(
         describe_holder(lease, asker=asker) + also,
         **mine,
-        holder=lease.holder,
+        # An unnamed holder is no `holder` at all: the refusal's record keeps these fields.
+        **({"holder": lease.holder} if lease.holder else {}),
         fence=lease.fence,
         expires_in_s=lease.expires_in_s,
         lost_in_s=lease_lost_in_s(lease),
@@ -248,6 +256,32 @@ def held_error(
         mode=lease.mode,
         others=others,
         **(standing.fields() if standing is not None else {}),
+    )
+
+
+def other_mode_error(lease: LeaseSnapshot, *, asked: str) -> HeldInOtherMode:
+    """The refusal of an acquire in mode `asked` by the process that holds `lease`, its tenure of
+    the node in the other mode: a tenure keeps the mode it was granted in, so the acquire
+    neither renews it (an answer in a mode not asked for) nor grants a second tenure beside it.
+    Nothing is written: the tenure stays as it was."""
+    return HeldInOtherMode(
+        f"this process holds {lease.resource} {lease.mode} already (fence {lease.fence}), and a "
+        f"tenure keeps its mode: an acquire {asked} renews nothing and grants nothing; release "
+        f"fence {lease.fence}, then acquire it {asked} (or acquire it {lease.mode} to renew it)",
+        resource=lease.resource,
+        fence=lease.fence,
+        mode=lease.mode,
+        expires_in_s=lease.expires_in_s,
+    )
+
+
+def own_tenure(
+    leases: list[LeaseSnapshot], *, holder: str, process_id: str
+) -> LeaseSnapshot | None:
+    """The tenure of the caller (`holder`'s process `process_id`) among `leases`, if any."""
+    return next(
+        (lease for lease in leases if (lease.holder, lease.process_id) == (holder, process_id)),
+        None,
     )
 
 
@@ -416,7 +450,7 @@ def lease_acquire(
             if guard is not None:
                 guard.hold()  # LOCK_ORDER: the guard's rows, then the tree, then lease rows
             tree.lock_tree(workspace_id=workspace_id, resource=resource)
-            renewed = engine.renew_holder(guard=guard, **options)
+            renewed = engine.renew_holder(mode=mode, guard=guard, **options)
             if renewed is not None:
                 return renewed  # the holder asked again: a renewal, not a state change
             # Every lost tenure on the line ends on record before anything is granted over it.
@@ -448,6 +482,13 @@ def lease_acquire(
         )
         if any(not lease.held for lease in in_the_way):
             continue  # lost since the expiry step (or in its way): the next try records its end
+        # The caller's own tenure of the node (listed first): held in the other mode, which no
+        # wait ends; or granted to its process meanwhile, which the next try renews.
+        own = own_tenure(in_the_way, holder=holder, process_id=process_id)
+        if own is not None:
+            if own.mode == mode:
+                continue
+            raise other_mode_error(own, asked=mode)
         place = queue.standing(
             workspace_id=workspace_id,
             resource=resource,
@@ -475,16 +516,17 @@ def missed_grant_denial(
     *, workspace_id: int, resource: str, holder: str, process_id: str
 ) -> GroundControlError | None:
     """The denial of an exclusive grant that its statement just refused, from one read of what
-    stands in the way (`queue.standing_in_the_way`): others' tenures, all still held, or
-    waiters ahead. None when the read shows the caller's own tenure of the node, a lost one or
-    nothing in the way: the statement renews nothing and records no end, so the service must."""
+    stands in the way (`queue.standing_in_the_way`): the caller's own tenure of the node held
+    shared (`held_in_other_mode`), others' tenures, all still held, or waiters ahead. None when
+    the read shows the caller's own exclusive tenure of the node, a lost one or nothing in the
+    way: the statement renews nothing and records no end, so the service must."""
     in_the_way, in_all, place = queue.standing_in_the_way(
         workspace_id=workspace_id, resource=resource, holder=holder, process_id=process_id
     )
-    if any(
-        not lease.held or (lease.holder, lease.process_id) == (holder, process_id)
-        for lease in in_the_way
-    ):
+    own = own_tenure(in_the_way, holder=holder, process_id=process_id)
+    if own is not None and own.held and own.mode != LeaseMode.EXCLUSIVE:
+        return other_mode_error(own, asked=LeaseMode.EXCLUSIVE.value)
+    if own is not None or any(not lease.held for lease in in_the_way):
         return None
     if in_the_way:
         return held_error(in_the_way[0], others=in_all - 1, standing=place, asker=holder)

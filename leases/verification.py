@@ -4,7 +4,8 @@
 held and not lost; a shared one stays current beside later shared grants), read the same way (the
 rows FOR SHARE on PostgreSQL, so a grant or break in flight is waited for). `fences_verify` asks it
 for each `<resource>@<fence>` a commit carried (`gctl git`, `gctl verify`), says since when each
-superseded one was no longer current, and records the answer (`FenceVerification`).
+superseded one was no longer current, and records the answer (`FenceVerification`; past a key's
+kept rows for the minute, a count in its tally: `leases.audit.key_tally`).
 
 A commit carries a fence as the trailer `Ground-Control-Fence: <resource>@<fence> <holder>`
 (`parse_fence`; the older form without the holder still reads): a current fence whose tenure is
@@ -30,8 +31,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
+from django.db import transaction
+
 from apikit.errors import ValidationFailed
-from leases import engine, names, nodes
+from leases import audit, engine, names, nodes
 from leases.engine import LeaseSnapshot
 from leases.fences import FENCE_MAX
 from leases.models import (
@@ -39,6 +42,7 @@ from leases.models import (
     EventKind,
     FenceStatus,
     FenceVerification,
+    KeyRecord,
     LeaseMode,
     LeaseState,
 )
@@ -304,24 +308,37 @@ def fences_verify(
     hand: str = "",
     required: bool = True,
 ) -> list[dict[str, Any]]:
-    """Each fence's standing, in the order sent (a fence sent twice is read once), recorded."""
+    """Each fence's standing, in the order sent (a fence sent twice is read once), recorded:
+    a row each while the key has asked about fewer than `audit.KEPT_PER_KEY_MINUTE` fences this
+    minute, and every one counted in the key's tally (`audit.key_tally`)."""
     parsed = validate_fences(fences, required=required)
     answers: dict[Carried, dict[str, Any]] = {}
     for carried in parsed:
         if carried not in answers:
             answers[carried] = judged(workspace_id=workspace_id, carried=carried)[1]
-    FenceVerification.objects.bulk_create(
-        FenceVerification(
-            workspace_id=workspace_id,
-            key_prefix=key_prefix,
-            hand=hand,
-            resource=carried.resource,
-            fence=carried.fence,
-            status=answer["status"],
-            current_fence=answer["current_fence"],
+    answered = list(answers.items())
+    with transaction.atomic():
+        kept = len(answered)
+        if key_prefix:
+            kept = audit.key_tally(
+                workspace_id=workspace_id,
+                key_prefix=key_prefix,
+                hand=hand,
+                record=KeyRecord.VERIFICATION,
+                labels=[answer["status"] for _, answer in answered],
+            )
+        FenceVerification.objects.bulk_create(
+            FenceVerification(
+                workspace_id=workspace_id,
+                key_prefix=key_prefix,
+                hand=hand,
+                resource=carried.resource,
+                fence=carried.fence,
+                status=answer["status"],
+                current_fence=answer["current_fence"],
+            )
+            for carried, answer in answered[:kept]
         )
-        for carried, answer in answers.items()
-    )
     return [answers[carried] for carried in parsed]
 
 

@@ -10,6 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apikit import concealing
 from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
@@ -67,14 +68,17 @@ class LeaseAcquireApi(HotCallView):
         tags=["leases"],
         request=AcquireIn,
         description="Take the resource if free (fence + 1), or renew it if the caller (this "
-        "hand, from this process_id) holds it; the same hand from another process is denied like "
-        "another hand (own_hand, process_id), unless take_over. "
-        "With wait_s the request is held until the resource frees or the wait ends; a key, a "
-        "workspace and a web process may each have only so many waits at once (429 "
-        "rate_limited with retry_after_s, at once, beyond that).",
+        "hand, from this process_id) holds it in the mode asked; held in the other mode, the "
+        "call is refused (409 held_in_other_mode) and the tenure stays as it was. The same hand "
+        "from another process is denied like another hand (own_hand, process_id), unless "
+        "take_over. With wait_s the request is held until the resource frees or the wait ends; a "
+        "key, a workspace and a web process (a workspace at most half of its) may each have only "
+        "so many waits at once (429 rate_limited with retry_after_s, at once, beyond that).",
         responses={
             201: LeaseOut,
-            **error_responses("scope_denied", "lease_held", "rate_limited", body=True),
+            **error_responses(
+                "scope_denied", "lease_held", "held_in_other_mode", "rate_limited", body=True
+            ),
         },
     )
     def post(self, request: HttpRequest) -> HttpResponse:
@@ -202,6 +206,8 @@ class LeaseListApi(HandAPIView):
             state=choice_param(request, "state", lease_selectors.LEASE_STATES),
             covering=covering_param(request),
         )
+        if concealing.unnamed(params.get("holder", "")):
+            leases = leases.none()
         return paginated(
             request,
             leases,

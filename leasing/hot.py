@@ -8,7 +8,9 @@ makes the change together, prepared (`run_statement`). When the statement matche
 refusal is explained by one read of the key (its own refusal, if the key is the reason: revoked,
 expired, another scope, another lane) and then by the service's reading of the lease or attempt
 as it stands; the change is never tried again. A refusal before the statement (a body, a limit)
-reads the key first too, so that a bad key is told so before a bad body is.
+reads the key first too, so that a bad key is told so before a bad body is. A call without a
+key (no Authorization header, one that cannot be a key, or a key no one has) is refused on its
+headers, before a byte of its body is read, and counted against its address (`Caller.of`).
 
 What a statement cannot decide is the service's, after the key is read: an acquire that was
 denied (the caller may hold the name already, a lost tenure on its line may need its end
@@ -38,6 +40,8 @@ from rest_framework import serializers
 
 from apikit import reads
 from apikit.api import json_answer, json_body, refusal_body, refusal_of
+from apikit.concealing import conceal_answer
+from apikit.context import call_context
 from apikit.errors import GroundControlError, KeyInvalid
 from apikit.inputs import valid_data
 from apikit.ratelimit import rate_caller, rate_limit
@@ -56,6 +60,7 @@ from hands import keys
 from hands import services as hand_services
 from hands.authentication import authenticate, require_scope
 from hands.models import Hand, HandKey, Scope
+from hands.selectors import concealer
 from hands.views import HandAPIView
 from leases import engine, handoffs, names, tree
 from leases import services as lease_services
@@ -82,11 +87,15 @@ ATTEMPT_LEASES: dict[int, int] = {}
 # secret never runs a statement (nor judges a body) before its key is refused. Whether the key
 # may still be used is the statement's to say.
 KEY_WORKSPACES: dict[tuple[str, str], int] = {}
+# The same key -> its hand's name and the key's lane (neither ever changes), read with its
+# workspace: who reads an answer that names other hands (`_concealed`).
+KEY_READERS: dict[tuple[str, str], tuple[str, int | None]] = {}
 MAX_REMEMBERED = 100_000
 
-# The key's hand's workspace, by the key's prefix and its secret's hash.
+# The key's hand's workspace (and name, and the key's lane), by the key's prefix and its
+# secret's hash.
 KEY_WORKSPACE = (
-    f"SELECT h.workspace_id FROM {HandKey._meta.db_table} k "
+    f"SELECT h.workspace_id, h.name, k.lane_id FROM {HandKey._meta.db_table} k "
     f"JOIN {Hand._meta.db_table} h ON h.id = k.hand_id "
     "WHERE k.prefix = %(key_prefix)s AND k.secret_hash = %(key_secret_hash)s"
 )
@@ -110,6 +119,9 @@ def key_workspace(db: Any, prefix: str, secret_hash: str) -> int | None:
     if row is None:
         return None
     remember(KEY_WORKSPACES, (prefix, secret_hash), row[0])
+    if len(KEY_READERS) >= MAX_REMEMBERED:
+        KEY_READERS.clear()
+    KEY_READERS[prefix, secret_hash] = (row[1], row[2])
     return row[0]
 
 
@@ -347,6 +359,11 @@ class Caller:
             raise KeyInvalid("the key is missing or malformed")
         caller.prefix, secret = token
         caller.secret_hash = keys.hash_secret(secret)
+        if caller.params() is None:
+            # A key no one has (an unknown prefix, a wrong secret) is refused on the headers,
+            # before the body is read: a body that trickles in would hold this thread. The
+            # key's workspace is read once per process, so a valid key pays nothing here.
+            caller.key()  # refused, and counted against the address (unless minted meanwhile)
         return caller
 
     def key(self) -> HandKey:
@@ -732,7 +749,8 @@ class HotCallView(HandAPIView):
                 return self.post(request, **kwargs)
             except Exception as exc:  # noqa: BLE001 - every error gets the API's one answer
                 error, headers = refusal_of(exc, request)
-                response = json_answer(refusal_body(error, request), status=error.http_status)
+                body = conceal_answer(refusal_body(error, request))
+                response = json_answer(body, status=error.http_status)
                 for name, value in headers.items():
                     response[name] = value
                 response["Allow"] = ", ".join(self.allowed_methods)
@@ -752,9 +770,47 @@ class HotCallView(HandAPIView):
         except Exception:
             caller.key()  # whatever failed, a refusal names the caller (or is the key's own)
             raise
-        response = json_answer(payload, status=status)
+        response = json_answer(_concealed(caller, payload), status=status)
         response["Allow"] = ", ".join(self.allowed_methods)
         return response
+
+
+# The parts of a hot answer that may name another hand than the caller's (its renewal answers
+# name only the caller's own tenures otherwise).
+_OTHERS = ("handoff_requests", "not_renewed")
+
+
+def _concealed(caller: Caller, payload: Any) -> Any:
+    """The answer as its caller may read it (`apikit.concealing`): when it names other hands
+    (who asks for a tenure, who holds a lost one now), by the key's lane as remembered with its
+    workspace (`KEY_READERS`), else as the key read afresh says; if it cannot be, none is
+    named."""
+    if not _names_others(payload):
+        return payload
+    known = (caller.prefix, caller.secret_hash)
+    reader, workspace_id = KEY_READERS.get(known), KEY_WORKSPACES.get(known)
+    try:
+        if reader is not None and workspace_id is not None:
+            own, lane_id = reader
+            conceal = concealer(workspace_id=workspace_id, lane_id=lane_id, own=own)
+            with call_context(conceal=conceal):
+                return conceal_answer(payload)
+        caller.key()  # describes the call, its context's `conceal` with it
+        return conceal_answer(payload)
+    except Exception:  # noqa: BLE001 - the call is done: name nobody rather than fail it
+        logger.exception("telling whose names an answer may carry")
+        return conceal_answer(payload, everyone=True)
+
+
+def _names_others(payload: Any) -> bool:
+    if isinstance(payload, dict):
+        return any(
+            (field in _OTHERS and bool(value)) or _names_others(value)
+            for field, value in payload.items()
+        )
+    if isinstance(payload, list):
+        return any(_names_others(item) for item in payload)
+    return False
 
 
 renew, acquire, report, renew_all = Renew(), Acquire(), Report(), RenewAll()

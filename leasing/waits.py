@@ -8,8 +8,10 @@ permit of each kind below; a call that cannot is refused at once with 429 `rate_
 its first try needs no permit.
 
 1. The process: at most `GC_WAITS_PER_PROCESS` of its threads (half of `GC_WEB_THREADS` unless
-   set) sleep in a wait, so the other threads are always there for calls that do not wait.
-   Counted in memory.
+   set) sleep in a wait, so the other threads are always there for calls that do not wait; and
+   one workspace's waits take at most half of those permits (rounded up: `share`), so one
+   workspace that fills its own cap (`GC_WAITS_PER_WORKSPACE`, 16, more than a process's 6)
+   never leaves another workspace's waits without a permit. Counted in memory.
 2. The key and the workspace: at most `GC_WAITS_PER_KEY` and `GC_WAITS_PER_WORKSPACE` waits
    across every web process. A permit is one of N numbered session advisory locks, taken with
    `pg_try_advisory_lock` (which never blocks) on the waiting thread's own
@@ -42,16 +44,30 @@ RETRY_AFTER_S = 1.0
 _BLOCK_BITS = 16
 MAX_WAITS = 2**_BLOCK_BITS
 
+# Each cap's setting and the refusal's sentence (`waits_of` is the key).
 _WHOSE = {
     "process": ("GC_WAITS_PER_PROCESS", "this web process already has {n} acquires waiting"),
+    "workspace_in_process": (
+        "half of GC_WAITS_PER_PROCESS",
+        "this workspace already has {n} acquires waiting in this web process",
+    ),
     "key": ("GC_WAITS_PER_KEY", "this key already has {n} acquires waiting"),
     "workspace": ("GC_WAITS_PER_WORKSPACE", "this workspace already has {n} acquires waiting"),
 }
 
 
 def cap(whose: str) -> int:
-    """The number of waits that may sleep at once for one `whose` (process, key, workspace)."""
+    """The number of waits that may sleep at once for one `whose` (process, a workspace in the
+    process, key, workspace)."""
+    if whose == "workspace_in_process":
+        return share(cap("process"))
     return min(int(getattr(settings, _WHOSE[whose][0])), MAX_WAITS)
+
+
+def share(process_cap: int) -> int:
+    """One workspace's waits in one process: half of the process's permits, rounded up, so the
+    rest are always another workspace's (a cap of 1 has nothing to share)."""
+    return (process_cap + 1) // 2
 
 
 def refusal(whose: str) -> RateLimited:
@@ -73,13 +89,17 @@ class _Counts:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, int], int] = {}
 
-    def take(self, name: tuple[str, int], limit: int) -> bool:
+    def take(self, wanted: list[tuple[tuple[str, int], int]]) -> tuple[str, int] | None:
+        """A permit of each `(name, limit)`, all or none: the first name that is full, else
+        None (all taken). Together, so that no other thread sees a permit taken for a call
+        that another cap then refuses."""
         with self._lock:
-            held = self._held.get(name, 0)
-            if held >= limit:
-                return False
-            self._held[name] = held + 1
-            return True
+            for name, limit in wanted:
+                if self._held.get(name, 0) >= limit:
+                    return name
+            for name, _ in wanted:
+                self._held[name] = self._held.get(name, 0) + 1
+            return None
 
     def give(self, name: tuple[str, int]) -> None:
         with self._lock:
@@ -98,13 +118,21 @@ counts = _Counts()
 
 
 @contextmanager
-def _counted(name: tuple[str, int], whose: str) -> Iterator[None]:
-    if not counts.take(name, cap(whose)):
-        raise refusal(whose)
+def _counted(workspace_id: int) -> Iterator[None]:
+    """The process's permit and its workspace's share of them, both or neither. The share is
+    asked first: a workspace that has its share is told so, even when the process is full too."""
+    wanted = [
+        (("workspace_in_process", workspace_id), cap("workspace_in_process")),
+        (("process", 0), cap("process")),
+    ]
+    full = counts.take(wanted)
+    if full is not None:
+        raise refusal(full[0])
     try:
         yield
     finally:
-        counts.give(name)
+        for name, _ in wanted:
+            counts.give(name)
 
 
 def lock_base(whose: str, ident: int) -> int:
@@ -160,6 +188,6 @@ def _unlock(db: BaseDatabaseWrapper, locks: list[int]) -> None:
 def wait_permit(*, key_id: int, workspace_id: int) -> Iterator[None]:
     """Hold a permit to wait for the call's duration; RateLimited at once when one is full."""
     with ExitStack() as stack:
-        stack.enter_context(_counted(("process", 0), "process"))
+        stack.enter_context(_counted(workspace_id))
         stack.enter_context(_advisory(key_id, workspace_id))
         yield

@@ -31,6 +31,8 @@ from leases.models import (
     FenceReceipt,
     FenceVerification,
     HandoffRequest,
+    KeyRecord,
+    KeyTally,
     Lease,
     Refusal,
     Waiter,
@@ -207,6 +209,22 @@ def records_prune(*, batch: int | None = None) -> PruneResult:
         "fence_verifications": _prune(
             FenceVerification._meta.db_table, "at", settings.GC_RETENTION_EVENTS_DAYS * day, batch
         ),
+        # Each key's tallies (`leases.audit.key_tally`), by the minute they count, as long as the
+        # rows they count beside: refusals', and verifications' (the events').
+        "key_refusal_tallies": _prune(
+            KeyTally._meta.db_table,
+            "minute",
+            settings.GC_RETENTION_REFUSALS_DAYS * day,
+            batch,
+            extra=f" AND record = '{KeyRecord.REFUSAL.value}'",
+        ),
+        "key_verification_tallies": _prune(
+            KeyTally._meta.db_table,
+            "minute",
+            settings.GC_RETENTION_EVENTS_DAYS * day,
+            batch,
+            extra=f" AND record = '{KeyRecord.VERIFICATION.value}'",
+        ),
         # Handoff requests, kept as long as the events of their steps. One still open on a
         # tenure that old goes too: its lease row's count then costs that tenure's renewals a
         # read that finds nothing, until the tenure ends.
@@ -313,6 +331,14 @@ def metrics_snapshot() -> MetricsSnapshot:
     }
     for code, count in address_refusals.items():
         refusals[code] = refusals.get(code, 0) + count
+    # A key's refusals past its kept rows of the minute are counted in its tally, by code.
+    for code, count in rows(
+        f"SELECT past.key, SUM(CAST(past.value AS bigint)) FROM {KeyTally._meta.db_table} t, "
+        f"jsonb_each_text(t.past_limit) past WHERE t.record = '{KeyRecord.REFUSAL.value}' "
+        "GROUP BY 1",
+        params,
+    ):
+        refusals[str(code)] = refusals.get(str(code), 0) + int(count)
     [(undispatched,)] = rows(
         f"SELECT COUNT(*) FROM {Event._meta.db_table} WHERE dispatched_at IS NULL", params
     )

@@ -32,10 +32,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
+from apikit import concealing
 from apikit.errors import NotFound, ScopeDenied, ValidationFailed
 from apikit.retries import retried
 from hands.models import Workspace
@@ -327,11 +329,20 @@ def full_error(
     pool: Pool, leases: list[LeaseSnapshot], standing: queue.Standing | None = None
 ) -> LeaseHeld:
     """The denial of a full pool: every member's holder, fence, state and window (`members`),
-    and, as a resource's denial has them, the fields of the member whose window ends first."""
+    and, as a resource's denial has them, the fields of the member whose window ends first. A
+    holder the caller may not read (a hand of another lane) is named by nobody, nor its process
+    (`apikit.concealing`)."""
+    hidden = concealing.concealed(lease.holder for lease in leases)
+    leases = [
+        replace(lease, holder="", process_id="") if lease.holder in hidden else lease
+        for lease in leases
+    ]
     held = [lease for lease in leases if lease.held]
     soonest = min(held, key=lambda lease: lease.expires_in_s or 0.0) if held else None
     named = [
-        f"{member_of(pool, lease.resource)} by hand '{lease.holder}' (fence {lease.fence}, "
+        f"{member_of(pool, lease.resource)} by "
+        + (f"hand '{lease.holder}'" if lease.holder else concealing.ANOTHER_LANE)
+        + f" (fence {lease.fence}, "
         f"{lease.state}, window ends in {max(lease.expires_in_s or 0.0, 0.0):.0f} s)"
         for lease in held[:_NAMED_IN_MESSAGE]
     ]
@@ -349,8 +360,9 @@ def full_error(
     if standing is not None:
         fields.update(standing.fields())
     if soonest is not None:
+        if soonest.holder:  # unnamed, no holder at all (as a resource's denial)
+            fields["holder"] = soonest.holder
         fields.update(
-            holder=soonest.holder,
             fence=soonest.fence,
             expires_in_s=soonest.expires_in_s,
             lost_in_s=lease_lost_in_s(soonest),

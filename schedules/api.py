@@ -56,7 +56,8 @@ class RunBodiesField(serializers.ListField):
 class ScheduleIn(serializers.Serializer):
     cron = StrictCharField(
         max_length=periods.MAX_CRON_LENGTH,
-        help_text="Five fields (minute hour day-of-month month day-of-week), in UTC.",
+        help_text="Five fields (minute hour day-of-month month day-of-week), in UTC; two periods "
+        f"at least {periods.MIN_PERIOD_S // 60} minutes apart.",
     )
     key_pattern = StrictCharField(
         max_length=MAX_NAME,
@@ -65,7 +66,8 @@ class ScheduleIn(serializers.Serializer):
     )
     title_pattern = StrictCharField(max_length=MAX_NAME)
     runs = RunBodiesField(
-        help_text="Each run as POST /work-packages/{id}/runs takes it, validated so."
+        help_text="Each run as POST /work-packages/{id}/runs takes it, validated so, with at "
+        f"most {schedule_services.MAX_TEMPLATE_SLOTS} slots."
     )
     active = StrictBooleanField(required=False, default=True)
 
@@ -125,7 +127,10 @@ class SchedulesApi(_LaneView):
         request=ScheduleIn,
         parameters=IDEMPOTENCY_PARAMS,
         description="The first period is the first after now. Runs are validated as the "
-        "run-create API validates them (`runs[<i>].<field>` in the error's fields).",
+        "run-create API validates them (`runs[<i>].<field>` in the error's fields). A lane has "
+        f"at most {schedule_services.MAX_SCHEDULES_PER_LANE} schedules and a workspace "
+        f"{schedule_services.MAX_SCHEDULES_PER_WORKSPACE} (more: 400 validation_error naming "
+        "`lane`).",
         responses={
             201: ScheduleOut,
             **error_responses("scope_denied", "not_found", "idempotency_conflict", body=True),
@@ -299,6 +304,10 @@ class GitHubDeliveryApi(APIView):
         },
     )
     def post(self, request: Request, integration_id: int) -> Response:
+        signature = request.headers.get(github.SIGNATURE_HEADER, "")
+        if not github.signature_shaped(signature):
+            # No signature: refused on the headers, before a byte of the body is read.
+            raise _unsigned(request, github.signature_refusal())
         check_body_size(request)
         raw = request._request.read(max_body_bytes() + 1)
         if len(raw) > max_body_bytes():
@@ -308,14 +317,10 @@ class GitHubDeliveryApi(APIView):
             )
         try:
             integration = github.integration_verified(
-                integration_id=integration_id,
-                body=raw,
-                signature=request.headers.get(github.SIGNATURE_HEADER, ""),
+                integration_id=integration_id, body=raw, signature=signature
             )
         except SignatureInvalid as refusal:
-            # Counted against the caller's address, as any unauthenticated call is.
-            over = unauthenticated_refusal(client_address(request))
-            raise (over or refusal) from None
+            raise _unsigned(request, refusal) from None
         try:
             payload = decode_json(raw)
         except ValueError as exc:
@@ -330,3 +335,9 @@ class GitHubDeliveryApi(APIView):
         )
         status = 202 if answer.outcome == github.Outcome.IGNORED else 200
         return Response(delivery_json(answer), status=status)
+
+
+def _unsigned(request: Request, refusal: SignatureInvalid) -> Exception:
+    """A delivery not signed by the integration: counted against the caller's address, as any
+    unauthenticated call is, and answered 429 instead once the address is over its limit."""
+    return unauthenticated_refusal(client_address(request)) or refusal

@@ -148,6 +148,26 @@ def integration_delete(*, lane: Lane, integration_id: int, key_lane_id: int | No
         raise NotFound(f"lane {lane.slug!r} has no GitHub integration {integration_id}")
 
 
+# What GitHub sends: `sha256=` and the HMAC's 64 lowercase hex digits (`signature_valid` compares
+# with exactly that). A header of any other shape signs no body, so a delivery that carries none
+# is refused on its headers, before its body is read (issue 33): a body that trickles in would
+# hold a web thread.
+_SIGNATURE = re.compile(r"sha256=[0-9a-f]{64}")
+
+
+def signature_shaped(header: str) -> bool:
+    """True when `header` could be a signature (whose body must then be read to judge it)."""
+    return _SIGNATURE.fullmatch(header) is not None
+
+
+def signature_refusal() -> SignatureInvalid:
+    """The one answer to a delivery that is not signed by an active integration's secret."""
+    return SignatureInvalid(
+        f"{SIGNATURE_HEADER} is missing or is not the HMAC-SHA256 of the body with this "
+        "integration's secret"
+    )
+
+
 def signature_valid(*, secret: str, body: bytes, header: str) -> bool:
     expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected.encode(), header.encode("utf-8", "replace"))
@@ -162,10 +182,7 @@ def integration_verified(*, integration_id: int, body: bytes, signature: str) ->
     if integration is None or not signature_valid(
         secret=integration.secret, body=body, header=signature
     ):
-        raise SignatureInvalid(
-            f"{SIGNATURE_HEADER} is missing or is not the HMAC-SHA256 of the body with this "
-            "integration's secret"
-        )
+        raise signature_refusal()
     return integration
 
 

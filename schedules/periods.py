@@ -23,6 +23,10 @@ MAX_CRON_LENGTH = 100
 MAX_CATCH_UP = 24
 # How many next periods pages and listings show.
 PLANNED = 5
+# The shortest time between two periods of one schedule. Each period makes a package and its runs
+# with their slots (a lease row each), so a schedule that fires every minute is a planner of its
+# own: six of them once kept the shared job busy for most of every minute.
+MIN_PERIOD_S = 300
 # Firings looked at to tell whether an expression can fire twice on one UTC day (two on one day
 # are always consecutive, so a day's second firing is within this many of its first).
 _SAME_DAY_HORIZON = 64
@@ -62,7 +66,42 @@ def validate_cron(value: object) -> str:
         raise ValidationFailed(
             f"cron {value!r} never fires", fields={"cron": ["It names no instant."]}
         ) from None
+    validate_period(expression)
     return expression
+
+
+def validate_period(cron: str) -> None:
+    """Two periods of `cron` are at least MIN_PERIOD_S apart: the beat job judges a stored
+    schedule by this rule too (`schedules.jobs`), so one written before it makes nothing."""
+    gap = shortest_gap_s(cron)
+    if gap < MIN_PERIOD_S:
+        raise ValidationFailed(
+            f"cron {cron!r} fires {gap // 60} minute(s) apart; a schedule's periods must be at "
+            f"least {MIN_PERIOD_S // 60} minutes apart",
+            fields={"cron": [f"Periods at least {MIN_PERIOD_S // 60} minutes apart."]},
+        )
+
+
+def shortest_gap_s(cron: str) -> int:
+    """The shortest time between two consecutive periods, in seconds, from the minutes and hours
+    the expression names, as if every day fired (a day's last period and the next day's first
+    count as consecutive). Never longer than the truth: exact when two days in a row fire,
+    shorter otherwise (so an expression of some days only may be refused for a gap across
+    midnight it never has). Periods are whole minutes in UTC (no seconds field, no DST)."""
+    minutes, hours = (
+        _expanded(field, size)
+        for field, size in zip(croniter(cron).expanded[:2], (60, 24), strict=True)
+    )
+    times = sorted(hour * 60 + minute for hour in hours for minute in minutes)
+    day = 24 * 60
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    gaps.append(times[0] + day - times[-1])
+    return min(gaps) * 60
+
+
+def _expanded(values: list[object], size: int) -> list[int]:
+    # croniter writes an unrestricted field as ['*'].
+    return list(range(size)) if values == ["*"] else sorted({int(str(v)) for v in values})
 
 
 def fires_twice_a_day(cron: str) -> bool:

@@ -7,6 +7,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apikit import concealing
 from apikit.api import paginated
 from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
@@ -170,6 +171,8 @@ class AttemptsApi(HandAPIView):
                 choice_param(request, "idle", ["true", "false"])
             ],
         )
+        if concealing.unnamed(params.get("hand", "")):  # another lane's hand: nobody's name
+            attempts = attempts.none()
         return paginated(
             request,
             attempts,

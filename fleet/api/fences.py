@@ -6,11 +6,14 @@ reads back for CI (`leases.receipts`; `gctl git`, `gctl verify`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apikit import concealing
 from apikit.openapi import error_responses
 from hands.views import LEASES, SUPERVISE, VERIFY, HandAPIView
 from leases import receipts, verification
@@ -65,14 +68,16 @@ class FenceAnswerOut(serializers.Serializer):
         help_text="For `superseded`: released, lost, broken or taken (by a later grant)."
     )
     holder = serializers.CharField(
-        required=False, help_text="For `current` and `not_holder`: who holds it."
+        required=False,
+        allow_null=True,
+        help_text=f"For `current` and `not_holder`: who holds it. {concealing.CONCEALED}",
     )
 
 
 class HeldOverOut(serializers.Serializer):
     resource = serializers.CharField()
     fence = serializers.IntegerField()
-    holder = serializers.CharField()
+    holder = serializers.CharField(allow_null=True, help_text=concealing.CONCEALED)
     mode = serializers.ChoiceField(choices=LeaseMode.choices)
     state = serializers.CharField(help_text="live, late or stalled.")
 
@@ -142,6 +147,7 @@ class FencesVerifyApi(HandAPIView):
         standings = verification.paths_standing(
             workspace_id=self.workspace_id, hand=self.hand.name, paths=paths
         )
+        answers = unvouched(answers)
         return Response(
             {
                 "fences": answers,
@@ -188,7 +194,9 @@ class FenceReceiptsIn(serializers.Serializer):
 
 class ReceiptFenceOut(FenceAnswerOut):
     process_id = serializers.CharField(
-        help_text="For `current` and `not_holder`: the process identity holding the tenure."
+        allow_null=True,
+        help_text="For `current` and `not_holder`: the process identity holding the tenure. "
+        f"{concealing.CONCEALED}",
     )
 
 
@@ -200,7 +208,11 @@ class ReceiptRefusalOut(serializers.Serializer):
     )
     path = serializers.CharField(allow_blank=True, help_text="The path ('' for a fence).")
     fence = serializers.CharField(allow_blank=True, help_text="`<resource>@<fence>` at issue.")
-    holder = serializers.CharField(allow_blank=True, help_text="The tenure's holder, if any.")
+    holder = serializers.CharField(
+        allow_blank=True,
+        allow_null=True,
+        help_text=f"The tenure's holder, if any. {concealing.CONCEALED}",
+    )
     message = serializers.CharField(help_text="What was refused, as the hooks print it.")
 
 
@@ -313,4 +325,28 @@ class FenceReceiptsApi(HandAPIView):
             repository=request.query_params.get("repository"),
             shas=request.query_params.getlist("sha"),
         )
+        # A receipt that names a hand the caller may not read (another lane's: its pusher, a
+        # holder, a named holder) is not on record to it; its sentences could not be concealed.
+        hidden = concealing.concealed(name for receipt in found for name in _names_of(receipt))
+        found = [r for r in found if not hidden.intersection(_names_of(r))]
         return Response({"receipts": found})
+
+
+def unvouched(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fences' answers as the caller may read them: a current tenure of a hand it may not
+    read (another lane's, to a lane-limited key) is one it cannot vouch for, so a trailer that
+    names a holder reads `not_holder` whoever it names (else the answer would confirm a guessed
+    name); its holder is concealed with every answer's (`apikit.concealing`)."""
+    hidden = concealing.concealed(answer.get("holder") for answer in answers)
+    for answer in answers:
+        if answer.get("holder") in hidden and answer["named_holder"]:
+            answer["status"] = str(FenceStatus.NOT_HOLDER)
+    return answers
+
+
+def _names_of(receipt: dict[str, Any]) -> list[str]:
+    return [
+        receipt["hand"],
+        *(f.get(key) or "" for f in receipt["fences"] for key in ("holder", "named_holder")),
+        *(r.get("holder") or "" for r in receipt["refusals"]),
+    ]

@@ -11,6 +11,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apikit import concealing
 from apikit.api import paginated
 from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, StrictIntegerField, choice_param, valid
@@ -50,8 +51,10 @@ class HandoffOut(serializers.Serializer):
     resource = serializers.CharField(help_text="The tenure's name (what the holder releases).")
     kind = serializers.CharField(help_text="resource or slot.")
     fence = serializers.IntegerField(help_text="The tenure asked for.")
-    holder = serializers.CharField()
-    from_ = serializers.CharField(help_text="The asking hand.")
+    holder = serializers.CharField(allow_null=True, help_text=concealing.CONCEALED)
+    from_ = serializers.CharField(
+        allow_null=True, help_text=f"The asking hand. {concealing.CONCEALED}"
+    )
     wanted = serializers.CharField(help_text="What the asker was refused.")
     reason = serializers.CharField()
     status = serializers.ChoiceField(choices=STATUSES)
@@ -61,7 +64,7 @@ class HandoffOut(serializers.Serializer):
     answer = serializers.CharField(
         allow_null=True, help_text="The holder's reason (declined) or the supervisor's (granted)."
     )
-    answered_by = serializers.CharField(allow_null=True)
+    answered_by = serializers.CharField(allow_null=True, help_text=concealing.CONCEALED)
     asked_at = serializers.DateTimeField()
     answered_at = serializers.DateTimeField(allow_null=True)
     message = serializers.CharField(help_text="The request and its answer in a sentence.")
@@ -81,17 +84,26 @@ def answer_sentence(view: HandoffView) -> str:
     asked = handoffs.sentence(request)
     if status == HandoffStatus.OPEN:
         return asked
+    # A hand the reader may not read (another lane's) is named by nobody (`apikit.concealing`).
+    hidden = concealing.concealed([request.asker, request.holder, request.answered_by])
+
+    def named(name: str, *, hand: bool = False) -> str:
+        if name in hidden:
+            return concealing.ANOTHER_LANE
+        return f"hand {name}" if hand else name
+
+    asker, holder = named(request.asker), named(request.holder)
     said = {
-        HandoffStatus.RELEASED: f"{request.holder}'s tenure ended ({request.ended_by}): acquire "
+        HandoffStatus.RELEASED: f"{holder}'s tenure ended ({request.ended_by}): acquire "
         f"`{request.wanted}` now",
-        HandoffStatus.DECLINED: f"hand {request.holder} declined: {request.answer}",
-        HandoffStatus.GRANTED: f"a supervisor ({request.answered_by}) broke the lease for it: "
-        f"acquire `{request.wanted}` now",
-        HandoffStatus.WITHDRAWN: f"hand {request.asker} withdrew it",
-        handoffs.LAPSED: f"{request.holder}'s tenure ended without an answer: acquire "
+        HandoffStatus.DECLINED: f"{named(request.holder, hand=True)} declined: {request.answer}",
+        HandoffStatus.GRANTED: f"a supervisor ({named(request.answered_by)}) broke the lease "
+        f"for it: acquire `{request.wanted}` now",
+        HandoffStatus.WITHDRAWN: f"{named(request.asker, hand=True)} withdrew it",
+        handoffs.LAPSED: f"{holder}'s tenure ended without an answer: acquire "
         f"`{request.wanted}` now",
     }[status]
-    return f"{request.asker} asked {request.holder} for `{request.resource}`: {status}; {said}"
+    return f"{asker} asked {holder} for `{request.resource}`: {status}; {said}"
 
 
 def handoff_json(view: HandoffView) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from apikit.inputs import (
     StrictBooleanField,
     StrictCharField,
+    StrictDecimalField,
     StrictFloatField,
     StrictIntegerField,
 )
@@ -59,7 +60,8 @@ def resource_field(**kwargs: Any) -> serializers.CharField:
         help_text="A canonical name of 1 to 512 characters (a path like src/auth/ is normal): "
         "no control or invisible format characters, in Unicode NFC, no leading or trailing "
         "whitespace, no empty, '.' or '..' segments (so no leading '/'); one trailing '/' is "
-        "allowed.",
+        "allowed; no character that looks like '/' (U+FF0F, U+2215, ...) and no segment of "
+        "dots spelled with a look-alike of '.' (U+FF0E, U+2024, ...).",
     )
 
 
@@ -95,7 +97,7 @@ class ReportIn(serializers.Serializer):
         max_value=MAX_TOKENS,
         help_text="Output tokens the work used since the last report.",
     )
-    cost_usd = serializers.DecimalField(
+    cost_usd = StrictDecimalField(
         required=False,
         allow_null=True,
         max_digits=12,
@@ -103,8 +105,8 @@ class ReportIn(serializers.Serializer):
         min_value=Decimal(0),
         max_value=MAX_COST_USD,
         coerce_to_string=True,
-        help_text="What the work cost since the last report, in US dollars (a number or a "
-        "decimal string; at most 6 places).",
+        help_text="What the work cost since the last report, in US dollars: a JSON number or a "
+        "decimal string of ASCII digits (at most 6 places), from 0 to the `cost_usd` limit.",
     )
 
 

@@ -9,9 +9,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apikit import concealing
 from apikit.api import paginated
 from apikit.errors import ValidationFailed
-from apikit.inputs import PAGE_PARAMS, choice_param
+from apikit.inputs import PAGE_PARAMS, choice_param, whole_number
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet import records as fleet_records
@@ -87,19 +88,21 @@ class EventsApi(HandAPIView):
             attempt_id=int_param(request, "attempt"),
             lane_id=self.lane_id,
         )
+        if concealing.unnamed(request.query_params.get("hand", "")):  # another lane's hand
+            events = events.none()
         return paginated(request, events, lambda rows: [event_json(x) for x in rows])
 
 
 def int_param(request: Request, name: str) -> int | None:
+    """An id in ASCII digits (`apikit.inputs.whole_number`), or None when absent."""
     raw = request.query_params.get(name, "")
     if raw == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not (0 <= value < 2**63):
-        raise ValidationFailed(f"{name} must be an id", fields={name: ["A positive integer."]})
+    value = whole_number(raw)
+    if value is None or value >= 2**63:
+        raise ValidationFailed(
+            f"{name} must be an id in ASCII digits", fields={name: ["A positive integer."]}
+        )
     return value
 
 
@@ -107,10 +110,11 @@ def since_param(request: Request) -> tuple[datetime | None, int | None]:
     raw = request.query_params.get("since", "")
     if raw == "":
         return None, None
-    if raw.isdigit():
+    if raw.isascii() and raw.isdigit():
         return None, int_param(request, "since")
     try:
-        at = parse_datetime(raw)
+        # ASCII only: Django's parse_datetime reads any script's digits (its pattern's \d).
+        at = parse_datetime(raw) if raw.isascii() else None
     except ValueError:
         at = None
     if at is None or at.tzinfo is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from apikit.concealing import CONCEALED
 from fleet.api.inputs import SLOT_STATES
 from fleet.attempts import selectors as attempt_selectors
 from fleet.models import GRADE_ORDER, Directive, PlanState, RunState
@@ -16,7 +17,7 @@ class AttemptLeaseOut(serializers.Serializer):
     resource = serializers.CharField()
     fence = serializers.IntegerField(help_text="This attempt's fence: carry it on every write.")
     current_fence = serializers.IntegerField(help_text="The slot lease's fence now.")
-    holder = serializers.CharField()
+    holder = serializers.CharField(allow_null=True, help_text=CONCEALED)
     heartbeat_interval_s = serializers.FloatField()
     grace_s = serializers.FloatField()
     expires_at = serializers.DateTimeField(allow_null=True)
@@ -45,9 +46,9 @@ class AttemptOut(serializers.Serializer):
     id = serializers.IntegerField()
     run = serializers.IntegerField()
     slot = serializers.IntegerField()
-    hand = serializers.CharField()
+    hand = serializers.CharField(allow_null=True, help_text=CONCEALED)
     lane = serializers.CharField()
-    process_id = serializers.CharField()
+    process_id = serializers.CharField(allow_null=True, help_text=CONCEALED)
     fence = serializers.IntegerField()
     state = serializers.ChoiceField(choices=attempt_selectors.ATTEMPT_STATES)
     directive = serializers.ChoiceField(choices=Directive.choices)
@@ -100,7 +101,7 @@ class LeaseOut(serializers.Serializer):
 
 class WaiterOut(serializers.Serializer):
     resource = serializers.CharField()
-    holder = serializers.CharField()
+    holder = serializers.CharField(allow_null=True, help_text=CONCEALED)
     mode = serializers.ChoiceField(choices=LeaseMode.choices)
     position = serializers.IntegerField(help_text="Among the waiters on its resource; 1: next.")
     queued_at = serializers.DateTimeField()
@@ -149,7 +150,7 @@ class PendingHandoffOut(serializers.Serializer):
 
     id = serializers.IntegerField()
     # `from` is a Python keyword: the field's name in the JSON is set below.
-    from_ = serializers.CharField(help_text="The asking hand.")
+    from_ = serializers.CharField(allow_null=True, help_text=f"The asking hand. {CONCEALED}")
     resource = serializers.CharField(help_text="The tenure's name.")
     wanted = serializers.CharField(help_text="What the asker was refused.")
     reason = serializers.CharField()

@@ -23,7 +23,6 @@ from django.db.models import Case, F, Value, When
 
 from apikit.errors import NotFound, ValidationFailed
 from fleet.costs.spend import (
-    MAX_COST_USD,
     MAX_TOKENS,
     Spend,
     lane_spend,
@@ -40,6 +39,8 @@ from leases.models import EventKind
 from leases.services import validate_choice
 
 BUDGET_ACTOR = "budget"
+# A budget's limit_usd, at most: a sum of many reports, so not one report's ceiling.
+MAX_LIMIT_USD = Decimal(10) ** 8
 
 
 def _iso(instant: datetime) -> str:
@@ -75,7 +76,7 @@ def _validate_limits(limit_usd: object, limit_tokens: object) -> tuple[Decimal |
     if limit_usd is not None and (
         not isinstance(limit_usd, Decimal)
         or not limit_usd.is_finite()
-        or not Decimal(0) < limit_usd <= MAX_COST_USD * 1000
+        or not Decimal(0) < limit_usd <= MAX_LIMIT_USD
         or limit_usd.as_tuple().exponent < -6  # type: ignore[operator]
     ):
         raise ValidationFailed(

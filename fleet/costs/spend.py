@@ -4,7 +4,9 @@ Reports are the one record (`Report.tokens_in`, `tokens_out`, `cost_usd`: what t
 the hand's last report); totals per attempt, run, hand and lane are sums over them, never a
 second counter that could disagree. A heartbeat carries no cost and pays nothing for it: the
 sums read only costed reports, through their partial index `report_cost_idx` (by time), and a
-budget's period (a UTC day or ISO week) is a range of it.
+budget's period (a UTC day or ISO week) is a range of it. A report whose cost a supervisor voided
+(fleet/costs/voids.py) keeps its figures, which every sum leaves out (`COUNTED`) and shows apart
+(`voided_usd`, `voided_tokens`).
 """
 
 from __future__ import annotations
@@ -16,16 +18,23 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import BigIntegerField, DecimalField, F, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce, TruncDate
 
 from fleet.models import Budget, BudgetHit, BudgetPeriod, Report
 
-# Bounds of one report's figures: far above any real call, low enough that sums never overflow.
+# Bounds of one report's figures: what the work cost since the hand's last report. Tokens: far
+# above any real call, low enough that sums never overflow. Dollars: a thousand is over ten
+# million output tokens of the dearest model, since the last report; a hand that spends more
+# reports more often. Less would refuse real work; a hundred thousand (as before) let one report,
+# mistaken or hostile, stop a lane's budget for its whole period. A report that still does so
+# wrongly is voided by a supervisor (fleet/costs/voids.py), which lifts the hit it caused.
 MAX_TOKENS = 10**9
-MAX_COST_USD = Decimal("100000")
+MAX_COST_USD = Decimal("1000")
 COST_PLACES = 6
 COSTED = Q(cost_usd__gt=0) | Q(tokens_in__gt=0) | Q(tokens_out__gt=0)
+# What a sum counts of the costed reports: not those a supervisor voided.
+COUNTED = Q(voided_at=None)
 GROUPS = {"lane": "attempt__lane", "run": "attempt__run", "hand": "attempt__hand"}
 GROUPS["attempt"] = "attempt"
 
@@ -40,19 +49,29 @@ def money_text(value: Decimal | None) -> str | None:
 
 @dataclass(frozen=True)
 class Spend:
+    """What reports cost (voided ones left out), and apart, what voided reports had said."""
+
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: Decimal = Decimal(0)
+    voided_usd: Decimal = Decimal(0)
+    voided_tokens: int = 0
 
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
+
+    @property
+    def voided(self) -> bool:
+        return bool(self.voided_usd or self.voided_tokens)
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(
             tokens_in=self.tokens_in + other.tokens_in,
             tokens_out=self.tokens_out + other.tokens_out,
             cost_usd=self.cost_usd + other.cost_usd,
+            voided_usd=self.voided_usd + other.voided_usd,
+            voided_tokens=self.voided_tokens + other.voided_tokens,
         )
 
 
@@ -84,14 +103,39 @@ def _spend(values: dict[str, Any]) -> Spend:
         tokens_in=values.get("tokens_in") or 0,
         tokens_out=values.get("tokens_out") or 0,
         cost_usd=Decimal(values.get("cost_usd") or 0),
+        voided_usd=Decimal(values.get("voided_usd") or 0),
+        voided_tokens=values.get("voided_tokens") or 0,
     )
 
 
+# Every sum of every read, over costed reports: what was voided, and what counts (in this order:
+# an annotation named as a column hides the column from the annotations after it).
 _SUMS = {
-    "tokens_in": Sum("tokens_in"),
-    "tokens_out": Sum("tokens_out"),
-    "cost_usd": Sum("cost_usd"),
+    "voided_usd": Sum("cost_usd", filter=~COUNTED),
+    "voided_tokens": Sum(F("tokens_in") + F("tokens_out"), filter=~COUNTED),
+    "tokens_in": Sum("tokens_in", filter=COUNTED),
+    "tokens_out": Sum("tokens_out", filter=COUNTED),
+    "cost_usd": Sum("cost_usd", filter=COUNTED),
 }
+
+
+def period_spend(*, lane: Any, start: Any, end: Any) -> tuple[Any, Any]:
+    """A lane's spend in [start, end), dollars and tokens, as two expressions (each a
+    sub-select with lane_spend's rows and sums) for a statement that judges budgets
+    (`fleet.costs.voids`); `lane`, `start` and `end` are values or OuterRefs."""
+    reports = (
+        Report.objects.filter(COSTED, at__gte=start, at__lt=end, attempt__lane_id=lane)
+        .order_by()
+        .values("attempt__lane_id")
+    )
+    usd = Subquery(reports.annotate(usd=_SUMS["cost_usd"]).values("usd"))
+    tokens = Subquery(
+        reports.annotate(tokens=_SUMS["tokens_in"] + _SUMS["tokens_out"]).values("tokens")
+    )
+    return (
+        Coalesce(usd, Value(Decimal(0)), output_field=DecimalField()),
+        Coalesce(tokens, Value(0), output_field=BigIntegerField()),
+    )
 
 
 def lane_spend(*, lane_id: int, start: datetime, end: datetime) -> Spend:
@@ -153,7 +197,10 @@ def costs_by(
     rows = (
         reports.values(f"{group}_id" if by != "attempt" else "attempt_id", names[by])
         .annotate(**_SUMS)
-        .order_by("-cost_usd", f"{group}_id" if by != "attempt" else "attempt_id")[:limit]
+        # A group whose every report was voided sums to NULL: last, not first.
+        .order_by(
+            F("cost_usd").desc(nulls_last=True), f"{group}_id" if by != "attempt" else "attempt_id"
+        )[:limit]
     )
     key = f"{group}_id" if by != "attempt" else "attempt_id"
     return [
@@ -244,3 +291,23 @@ def budgets_status(budgets: list[Budget], now: datetime) -> list[BudgetStatus]:
         )
         for b in budgets
     ]
+
+
+def cost_reports(
+    *,
+    workspace_id: int,
+    lane_id: int | None = None,
+    lane_slug: str = "",
+    run_id: int | None = None,
+    attempt_id: int | None = None,
+) -> Any:
+    """The workspace's costed reports (a lane-limited caller's: its lane's), voided ones too,
+    with the attempt's hand and lane their answer names; the caller orders and pages them."""
+    reports = Report.objects.filter(COSTED, workspace_id=workspace_id).in_lane(lane_id)
+    if lane_slug:
+        reports = reports.filter(attempt__lane__slug=lane_slug)
+    if run_id is not None:
+        reports = reports.filter(attempt__run_id=run_id)
+    if attempt_id is not None:
+        reports = reports.filter(attempt_id=attempt_id)
+    return reports.select_related("attempt__hand", "attempt__lane")

@@ -194,3 +194,31 @@ def test_a_request_behind_waiters_only_names_them() -> None:
         str(error)
         == "second in line for `tests` behind hand b: wait, pick other work, or escalate."
     )
+
+
+def test_a_denial_by_a_hand_of_another_lane_says_it_is_held_without_naming_it() -> None:
+    """A lane-limited key is not told the names of other lanes' hands (issue 33, item 6): the
+    denial has no `holder`, and its place in line names nobody, yet it is still a tenure in the
+    way, said as one."""
+    error = error_from_response(
+        409,
+        {
+            "error": {
+                "code": "lease_held",
+                "message": "src/shared.py is held by a hand of another lane (fence 1)",
+                "resource": "src/shared.py",
+                "fence": 1,
+                "state": "live",
+                "expires_in_s": 58,
+                "requested": "src/shared.py",
+                "position": 3,
+                "ahead": [None, "b"],
+                "estimated_wait_s": 130,
+            }
+        },
+    )
+    assert str(error) == (
+        "third in line for `src/shared.py` behind a hand of another lane and hand b, about 2 "
+        "minutes: src/shared.py is held by a hand of another lane (fence 1), renewing; its "
+        "current window ends in 58 s; wait, pick other work, or escalate."
+    )

@@ -66,6 +66,12 @@ def slot(**data: Any) -> Slot:
             "slot 0: held by hand b at fence 3, late: its window ended 4 s ago",
         ),
         ({"index": 2, "state": "done", "fence": 1}, "slot 2: done (fence 1)"),
+        (
+            # A holder of another lane is not named to a lane-limited key (issue 33, item 6).
+            {"state": "held", "holder": None, "fence": 3, "expires_in_s": 40.2},
+            "slot 0: held by a hand of another lane at fence 3, live, its current window ends "
+            "in 40 s",
+        ),
     ],
 )
 def test_it_says_a_slot_as_a_sentence(data: dict[str, Any], line: str) -> None:
@@ -87,6 +93,12 @@ def test_it_says_a_slot_as_a_sentence(data: dict[str, Any], line: str) -> None:
         (
             {"holder": "a", "state": "lost", "expires_in_s": -9},
             "src/auth/: lost by hand a at fence 1 (it stopped renewing; anyone may take it)",
+        ),
+        (
+            # Held by a hand of another lane, unnamed to a lane-limited key: held, not free.
+            {"holder": None, "state": "live", "expires_in_s": 40},
+            "src/auth/: held by a hand of another lane at fence 1, live, its current window "
+            "ends in 40 s",
         ),
     ],
 )

@@ -128,7 +128,7 @@ def live_leases(client: Client) -> dict[str, str]:
 def test_the_write_tools_table_is_small_and_overridable() -> None:
     assert WRITE_TOOLS == {
         "write_file": WriteTool(("path",)),
-        "edit_file": WriteTool(("path",)),
+        "edit_file": WriteTool(("path",), preview="dryRun"),
         "move_file": WriteTool(("source", "destination")),
         "create_directory": WriteTool(("path",), held=False),
     }
@@ -138,6 +138,18 @@ def test_the_write_tools_table_is_small_and_overridable() -> None:
     assert table["write_file"] == WriteTool(("path", "target"))
     with pytest.raises(ValueError, match="NAME=ARG"):
         write_tools(["write_file"])
+
+
+def test_only_a_preview_that_says_true_exactly_is_no_write() -> None:
+    """`edit_file` with `dryRun: true` writes nothing (the reference server answers the diff):
+    it is no write. Any other value is one, so a server that read "true" or 1 as a preview, or
+    not, never writes unleased."""
+    edit = WRITE_TOOLS["edit_file"]
+    assert not edit.writes({"path": "a.txt", "edits": [], "dryRun": True})
+    for value in (False, None, "true", 1, [True], {"dryRun": True}):
+        assert edit.writes({"path": "a.txt", "edits": [], "dryRun": value}), value
+    assert edit.writes({"path": "a.txt", "edits": []})
+    assert WRITE_TOOLS["write_file"].writes({"path": "a.txt", "dryRun": True})
 
 
 def test_a_lease_is_named_by_the_path_in_the_files_repository(tmp_path: Path) -> None:
@@ -255,6 +267,62 @@ def test_two_hands_through_the_proxy_over_one_directory(
     )
     # And when B's session ends, B's are released too.
     assert wait_for(lambda: live_leases(b_client) == {} or None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_edit_preview_takes_no_lease_and_keeps_nobody_out(
+    gc: Fleet, filesystem_server: Path, tmp_path: Path
+) -> None:
+    """`edit_file` with `dryRun: true` (issue 33, item 9e) took the file's lease for the rest of
+    the session, for a call that writes nothing: it kept every other hand out of the file, and
+    was refused outright on a file another hand held. A preview takes no lease; the same edit
+    without `dryRun` still takes it, or is refused."""
+    root = tmp_path / "work"
+    (root / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "src" / "a.txt").write_text("one\n")
+    (root / "src" / "b.txt").write_text("two\n")
+    fs = ("node", str(filesystem_server), str(root))
+    a_client, b_client = Client(gc.url, gc.key_a), Client(gc.url, gc.key_b)
+    edit = {"path": "src/a.txt", "edits": [{"oldText": "one", "newText": "ONE"}]}
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with connected(proxy(gc, gc.key_a, *fs)) as a:
+            seen["preview"] = await a.call_tool("edit_file", {**edit, "dryRun": True})
+            seen["after_preview"] = live_leases(a_client)
+            async with connected(proxy(gc, gc.key_b, *fs)) as b:
+                seen["b_write"] = await b.call_tool(
+                    "write_file", {"path": "src/b.txt", "content": "B's"}
+                )
+                seen["a_preview_b"] = await a.call_tool(
+                    "edit_file",
+                    {"path": "src/b.txt", "edits": [{"oldText": "B's", "newText": "A's"}],
+                     "dryRun": True},
+                )  # fmt: skip
+                seen["a_edit_b"] = await a.call_tool(
+                    "edit_file",
+                    {"path": "src/b.txt", "edits": [{"oldText": "B's", "newText": "A's"}],
+                     "dryRun": False},
+                )  # fmt: skip
+                seen["a_edit"] = await a.call_tool("edit_file", edit)
+                seen["held"] = live_leases(b_client)
+
+    in_thread(main)
+    # The preview answered the diff, wrote nothing and took no lease.
+    assert not seen["preview"].is_error, text(seen["preview"])
+    assert "-one" in text(seen["preview"]) and "+ONE" in text(seen["preview"])
+    assert seen["after_preview"] == {}
+    # A preview of a file another hand holds shows the diff; the edit itself is refused.
+    assert not seen["a_preview_b"].is_error, text(seen["a_preview_b"])
+    assert "+A's" in text(seen["a_preview_b"])
+    assert seen["a_edit_b"].is_error
+    assert text(seen["a_edit_b"]).startswith("src/b.txt is held by hand hand-b (fence ")
+    assert (root / "src" / "b.txt").read_text() == "B's"
+    # The edit without dryRun writes, leased for the session.
+    assert not seen["a_edit"].is_error, text(seen["a_edit"])
+    assert (root / "src" / "a.txt").read_text() == "ONE\n"
+    assert seen["held"] == {"src/a.txt": "hand-a", "src/b.txt": "hand-b"}
 
 
 @pytest.mark.django_db(transaction=True)

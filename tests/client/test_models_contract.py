@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
-from groundcontrol_client.core import friction, grades, handoff_calls, handoffs, models
+from groundcontrol_client.core import costs, friction, grades, handoff_calls, handoffs, models
 from groundcontrol_client.core import schedules as schedule_models
 
 # (what the client parses, the schema components it parses: an answer of any of them)
@@ -36,6 +36,8 @@ MODELS: list[tuple[Callable[[Any], Any], tuple[str, ...]]] = [
     (friction.FrictionReport.from_wire, ("FrictionOut",)),
     (grades.Attestation.from_wire, ("AttestationOut", "AttestedOut")),
     (grades.GradedEvidence.from_wire, ("EvidenceOut",)),
+    (costs.CostReport.from_wire, ("CostReportOut",)),
+    (costs.ReportVoided.from_wire, ("ReportVoidOut",)),
 ]
 
 
@@ -81,6 +83,8 @@ def example(node: dict[str, Any], components: dict[str, Any]) -> Any:
         return 2.5
     if kind == "boolean":
         return True
+    if kind == "string" and node.get("format") == "decimal":
+        return "1.250000"  # money: a decimal string
     if kind == "string":
         return "2026-12-04T01:02:03+00:00" if node.get("format") == "date-time" else "text"
     return {}

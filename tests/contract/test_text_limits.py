@@ -25,7 +25,7 @@ from friction import services as friction_services
 from hands import capabilities
 from hands import services as hand_services
 from hands.models import Hand, HandKey, Lane
-from leases.models import Refusal
+from leases.models import KeyTally, Refusal
 from leases.services import MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_RESOURCE_LENGTH
 from tests.support.api import PR_URL, Api, error_of
 
@@ -534,12 +534,13 @@ def cases() -> list[Any]:
 
 
 def rows() -> dict[str, list[dict[str, Any]]]:
-    """Every row the calls could write (all but the refusals, and a key's last use, which a
-    call stamps at most once a minute whatever it asked), to tell that nothing was written."""
+    """Every row the calls could write (all but the refusals and their per-key tallies, and a
+    key's last use, which a call stamps at most once a minute whatever it asked), to tell that
+    nothing was written."""
     out = {}
     for label in ("leases", "fleet", "hands", "evidence", "friction"):
         for model in apps.get_app_config(label).get_models():
-            if model is Refusal:
+            if model in (Refusal, KeyTally):
                 continue
             values = model.objects.order_by("pk").values()
             out[model.__name__] = [

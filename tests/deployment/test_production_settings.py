@@ -141,6 +141,88 @@ def test_a_given_key_is_used_and_nothing_is_minted(tmp_path: Path) -> None:
     assert not (tmp_path / keys.KEY_FILE).exists()
 
 
+def test_a_weak_key_is_refused_on_postgres_with_debug_off(tmp_path: Path) -> None:
+    """Issue 33, item 9a: `SECRET_KEY=x` started a production install (PostgreSQL, DEBUG off),
+    whose sessions anyone could then sign. It is refused, saying why, without repeating it."""
+    for weak, why in (
+        ("x", "SECRET_KEY is 1 characters long; a key has at least 32"),
+        ("Password123" * 3, "SECRET_KEY repeats a shorter string"),
+    ):
+        done = _settings_of(
+            {"DATABASE_URL": POSTGRES_URL, "SECRET_KEY": weak, "GC_VAR_DIR": str(tmp_path)},
+            "SECRET_KEY",
+        )
+        assert done.returncode != 0, done.stdout
+        said = f"ImproperlyConfigured: {why}, too weak to sign sessions with while DEBUG is off"
+        assert said in done.stderr, done.stderr
+        assert "secrets.token_urlsafe(50)" in done.stderr
+        assert weak not in done.stderr or weak == "x"  # (an "x" is in any sentence)
+    assert not (tmp_path / keys.KEY_FILE).exists()
+
+
+def test_a_weak_key_still_serves_development_with_debug_on(tmp_path: Path) -> None:
+    done = _settings_of(
+        {
+            "DATABASE_URL": POSTGRES_URL,
+            "SECRET_KEY": "x",
+            "DEBUG": "1",
+            "GC_VAR_DIR": str(tmp_path),
+        },
+        "SECRET_KEY",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == repr("x")
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("x", "is 1 characters long; a key has at least 32"),
+        ("hunter2", "is 7 characters long; a key has at least 32"),
+        ("k3y-" + "a1b2c3d4e5f6g7h8i9j0k1l2m3n", "is 31 characters long; a key has at least 32"),
+        ("x" * 50, "is made of 1 different characters; a key has at least 8"),
+        ("abcdefg" * 8, "is made of 7 different characters; a key has at least 8"),
+        ("changeme" * 4, "is made of 7 different characters; a key has at least 8"),
+        ("Password123" * 3, "repeats a shorter string"),
+        (
+            "django-insecure-" + "q8$z@v0!c^k1m#n2p%r3s&t4u*w5y(x6",
+            "starts with 'django-insecure-', the mark of a key django-admin wrote into a "
+            "settings file",
+        ),
+    ],
+    ids=["x", "word", "31", "one-character", "seven", "seven-repeated", "repeated", "django"],
+)
+def test_the_weak_keys_and_why(key: str, why: str) -> None:
+    assert keys.weakness(key) == why
+    with pytest.raises(ImproperlyConfigured) as refused:
+        keys.secret_key(given=key, embedded=False, require=False, var_dir=Path("/nonexistent"))
+    assert str(refused.value).startswith(f"SECRET_KEY {why}, too weak")
+    assert key == "x" or key not in str(refused.value)  # never repeated (an "x" is in any)
+    # With DEBUG on (development) it is taken as given.
+    assert (
+        keys.secret_key(
+            given=key, embedded=False, require=False, var_dir=Path("/nonexistent"), debug=True
+        )
+        == key
+    )
+
+
+def test_every_generated_key_and_a_written_passphrase_pass() -> None:
+    import secrets
+
+    for key in (
+        secrets.token_urlsafe(50),  # docs/deploy.md's
+        secrets.token_hex(16),  # `openssl rand -hex 16`: 32 characters
+        secrets.token_hex(32),
+        secrets.token_urlsafe(24),
+        "dev-only-not-secret-0123456789abcdef",
+        "k" * 20 + "-given-key-of-the-operator-" + "z" * 20,
+    ):
+        assert keys.weakness(key) is None, key
+    # Eight different characters, 32 of them, not a repetition: the floor, passed.
+    assert keys.weakness("aabbccddeeffgghh" + "hhggffeeddccbbaa") is None
+
+
 def test_GC_REQUIRE_SECRET_KEY_refuses_to_mint_one(tmp_path: Path) -> None:
     done = _settings_of({"GC_VAR_DIR": str(tmp_path), "GC_REQUIRE_SECRET_KEY": "1"}, "SECRET_KEY")
     assert done.returncode != 0

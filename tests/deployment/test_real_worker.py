@@ -105,7 +105,9 @@ def celery_topology(tmp_path: Path) -> Iterator[dict[str, str]]:
                 process.kill()
                 process.wait()
         client = redis.Redis.from_url(url)
-        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+        # And the planner's queue, which beat fills and no worker here takes.
+        for name in (queue, f"{queue}.plan"):
+            client.delete(name, f"_kombu.binding.{name}", f"_kombu.binding_permanent.{name}")
         client.close()
 
 

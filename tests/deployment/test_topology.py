@@ -9,6 +9,7 @@ import time
 import httpx
 import psycopg
 import yaml
+from django.conf import settings
 
 from tests.support.processes import ROOT, free_port, laptop_env, manage, stop, wait_until_serving
 
@@ -22,25 +23,35 @@ def compose() -> dict:
     return yaml.safe_load((ROOT / "compose.yaml").read_text())
 
 
-def test_the_procfile_names_web_worker_and_beat() -> None:
+def test_the_procfile_names_web_worker_planner_and_beat() -> None:
     processes = procfile()
-    assert set(processes) == {"release", "web", "worker", "beat"}
+    assert set(processes) == {"release", "web", "worker", "planner", "beat"}
     assert processes["release"] == "python manage.py migrate --noinput"
     assert processes["web"] == "python -m groundcontrol.server"
     assert processes["worker"].startswith("celery -A groundcontrol worker ")
     assert processes["beat"].startswith("celery -A groundcontrol beat ")
+    # The schedules' planning has a worker of its own, on its own queue; the sweep's worker
+    # takes only the default queue (a worker without --queues consumes that one alone).
+    assert processes["planner"].startswith("celery -A groundcontrol worker ")
+    assert processes["planner"].endswith(" --queues=${GC_CELERY_QUEUE:-groundcontrol}.plan")
+    assert "--queues" not in processes["worker"]
+    assert settings.GC_PLAN_QUEUE == f"{settings.CELERY_TASK_DEFAULT_QUEUE}.plan"
+    assert settings.CELERY_TASK_ROUTES["schedules.plan"] == {"queue": settings.GC_PLAN_QUEUE}
 
 
 def test_the_compose_file_runs_the_same_processes_on_postgres_and_redis() -> None:
     spec = compose()
     services = spec["services"]
-    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "beat"}
+    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "planner", "beat"}
     processes = procfile()
     assert shlex.join(services["web"]["command"]) == processes["web"]
     assert shlex.join(services["migrate"]["command"]) == processes["release"]
     for name in ("worker", "beat"):
         assert shlex.join(services[name]["command"]).startswith(f"celery -A groundcontrol {name} ")
-    for name in ("migrate", "web", "worker", "beat"):
+    assert shlex.join(services["planner"]["command"]) == processes["planner"].replace(
+        "${GC_CELERY_QUEUE:-groundcontrol}", "groundcontrol"
+    )
+    for name in ("migrate", "web", "worker", "planner", "beat"):
         service = services[name]
         assert service["build"] == "."
         env = service["environment"]

@@ -243,3 +243,41 @@ def test_the_revoking_job_records_what_the_key_check_already_refuses(api_a: Api,
     key = HandKey.objects.get(prefix=minted["prefix"])
     assert key.revoked_at is not None and key.revoke_reason == "its bound tenure ended"
     assert ops_jobs.keys_revoke_due().processed == 0  # once
+
+
+@pytest.mark.parametrize("with_fence", [False, True], ids=["current", "its_fence"])
+def test_a_key_cannot_be_bound_to_its_hands_own_shared_tenure(
+    api_a: Api, api_b: Api, boss: Api, with_fence: bool
+) -> None:
+    """Issue 33, item 9d: binding a key to a tenure the hand holds shared is a 400 that says so
+    (it was refused as "does not hold the lease", which the hand does), and mints nothing; the
+    same lease taken exclusive binds."""
+    shared = {"resource": "docs/", "ttl_s": 30, "process_id": "p:1", "mode": "shared"}
+    mine = api_a.post("/leases/acquire", shared)
+    assert mine.status_code == 201, mine.content
+    assert api_b.post("/leases/acquire", {**shared, "process_id": "q:1"}).status_code == 201
+    keys_before = HandKey.objects.count()
+    bound_to: dict[str, Any] = {"resource": "docs/"}
+    if with_fence:
+        bound_to["fence"] = mine.json()["fence"]
+    answer = boss.post("/hands/hand-a/keys", {"scopes": ["work"], "bound_to": bound_to})
+    error = error_of(answer, 400, "validation_error")
+    assert error["message"] == (
+        f"hand 'hand-a' holds the lease on 'docs/' shared (fence {mine.json()['fence']}): a key "
+        "can be bound only to an exclusive tenure (a resource lease taken exclusive, or an "
+        "attempt's slot lease); release the shared tenure and acquire the lease exclusive to "
+        "bind a key to it"
+    )
+    assert error["fields"] == {
+        "bound_to": ["An exclusive tenure of this hand; this one is shared."]
+    }
+    assert HandKey.objects.count() == keys_before
+    # Released, and taken exclusive once hand-b's share ends too: then it binds.
+    for api, process in ((api_a, "p:1"), (api_b, "q:1")):
+        tenure = api.get("/leases", {"prefix": "docs/"}).json()
+        fence = next(t["fence"] for t in tenure if t["process_id"] == process)
+        released = api.post("/leases/release", {"resource": "docs/", "fence": fence})
+        assert released.status_code == 200, released.content
+    exclusive = held(api_a, "docs/")
+    minted = bound_key(boss, "hand-a", "docs/")
+    assert minted["bound_to"] == {"resource": "docs/", "fence": exclusive["fence"]}

@@ -117,7 +117,8 @@ def test_a_lane_key_creates_no_lanes_and_no_hands_outside_its_lane(
 ) -> None:
     error_of(lane_key.post("/lanes", {"slug": "mine-now"}), 403, "scope_denied")
     error_of(lane_key.post("/hands", {"name": "loose"}), 403, "scope_denied")
-    error_of(lane_key.post("/hands", {"name": "other", "lane": "other"}), 403, "scope_denied")
+    # Another lane is not found by a lane key, as if it did not exist (issue 33, item 6).
+    error_of(lane_key.post("/hands", {"name": "other", "lane": "other"}), 404, "not_found")
     assert lane_key.post("/hands", {"name": "inside", "lane": "rewalk"}).status_code == 201
     # A name taken outside the lane is not handed back as if it were the lane's.
     error_of(lane_key.post("/hands", {"name": "boss", "lane": "rewalk"}), 403, "scope_denied")
@@ -130,7 +131,9 @@ def test_a_lane_key_sees_only_its_lanes_hands_keys_events_and_refusals(
     error_of(keeper.post(f"/keys/{prefix(boss)}/revoke", {}), 403, "scope_denied")
     names = {hand["name"] for hand in lane_key.get("/hands").json()}
     assert names == {"lane-boss"}
-    assert lane_key.get("/hands/boss/keys").json() == []
+    # A hand outside the lane is not found, as if it did not exist: not an empty list of its
+    # keys, which said it existed (issue 33, item 6).
+    error_of(lane_key.get("/hands/boss/keys"), 404, "not_found")
     events = lane_key.get("/events").json()
     assert events and all(event["hand"] == "lane-boss" for event in events)
     error_of(lane_key.post("/lanes", {"slug": "x"}), 403, "scope_denied")

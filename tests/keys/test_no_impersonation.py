@@ -114,10 +114,11 @@ def test_a_lane_limited_key_still_mints_only_within_its_lane(
     inside = lead_api.post("/hands/inside/keys", {"scopes": ["work"], "lane": "rewalk"})
     assert inside.status_code == 201, inside.json()
     error_of(lead_api.post("/hands/inside/keys", {"scopes": ["work"]}), 403, "scope_denied")
+    # A hand outside its lane is not found by it, as if it did not exist (issue 33, item 6).
     error_of(
         lead_api.post("/hands/outside/keys", {"scopes": ["work"], "lane": "rewalk"}),
-        403,
-        "scope_denied",
+        404,
+        "not_found",
     )
 
 

@@ -55,8 +55,27 @@ DEFAULT_IGNORABLE = frozenset(
 )
 
 
+# Drawn as '/' or as a full stop (issue 33, item 8): Unicode's confusables of '/' and '.'
+# (confusables.txt) that are no letters, and whatever NFKC folds into a '/' or into dots.
+SLASH_LOOKALIKES = frozenset(
+    "\u0337\u0338\u1735\u2041\u2044\u2215\u2571\u27cb\u29f6\u29f8\u2afb\u2afd\u2f03\u3033"
+    "\u31d3\U0001d23a"
+)
+DOT_LOOKALIKES = frozenset("\u0701\u0702\ua60e\U00010a50\U0001d16d")
+
+
+def drawn_as_slash(c: str) -> bool:
+    return c in SLASH_LOOKALIKES or (c != "/" and "/" in unicodedata.normalize("NFKC", c))
+
+
+def drawn_as_dots(c: str) -> bool:
+    folded = unicodedata.normalize("NFKC", c)
+    return c in DOT_LOOKALIKES or (c != "." and folded != "" and set(folded) == {"."})
+
+
 def reference(name: str) -> bool:
-    """Canonical, as issue 18 words it, written apart from `leases.names`."""
+    """Canonical, as issue 18 words it (and issue 33, item 8: no look-alike of '/' anywhere, no
+    segment of dots spelled with a look-alike of '.'), written apart from `leases.names`."""
     if not 1 <= len(name) <= MAX_RESOURCE_LENGTH:
         return False
     if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in name):
@@ -65,7 +84,17 @@ def reference(name: str) -> bool:
         return False
     if unicodedata.normalize("NFC", name) != name or name.strip() != name:
         return False
-    return all(part not in ("", ".", "..") for part in name.removesuffix("/").split("/"))
+    if any(drawn_as_slash(c) for c in name):
+        return False
+    parts = name.removesuffix("/").split("/")
+    if any(
+        part
+        and any(drawn_as_dots(c) for c in part)
+        and all(c == "." or drawn_as_dots(c) for c in part)
+        for part in parts
+    ):
+        return False
+    return all(part not in ("", ".", "..") for part in parts)
 
 
 # (bad spelling, the canonical name a lax server might take it for, words the message holds)
@@ -270,6 +299,19 @@ PIECES = st.sampled_from(
         "run/",
         "RUN/",
         "\ud800",
+        # Look-alikes of '/' and '.' (issue 33, item 8), and characters that only resemble them.
+        "\uff0f",
+        "\u2215",
+        "\u2044",
+        "\u29f8",
+        "\u0338",
+        "\u2105",
+        "\uff0e",
+        "\u2024",
+        "\u2025",
+        "\u2026",
+        "\u30ce",
+        "\u2260",
     ]
 )
 NAMES = st.one_of(
@@ -426,3 +468,162 @@ def test_it_refuses_a_name_with_an_invisible_character(
 def test_names_with_visible_letters_of_those_scripts_still_work(api_a: Api, good: str) -> None:
     granted = api_a.post("/leases/acquire", {"resource": good, "ttl_s": 30, "process_id": "p"})
     assert granted.status_code == 201, granted.content
+
+
+# --- Look-alike separators and dot-dots (issue 33, item 8): `src／auth.py` (U+FF0F) was a name
+# the lease on `src/` did not cover, granted to another hand beside it, and `．．` (U+FF0E twice)
+# a segment that reads as `..`. Every such name is now refused, never folded into another.
+
+SLASHES = [0xFF0F, 0x2215, 0x2044, 0x29F8, 0x2571, 0x0338, 0x2105]
+SLASH_IDS = [f"U+{c:04X}" for c in SLASHES]
+DOTTED = [
+    ("src/\uff0e\uff0e/auth.py", "\uff0e\uff0e", "'..'", 0xFF0E),
+    ("\uff0e\uff0e/etc/passwd", "\uff0e\uff0e", "'..'", 0xFF0E),
+    ("src/\u2024\u2024/auth.py", "\u2024\u2024", "'..'", 0x2024),
+    ("src/\u2025/auth.py", "\u2025", "'..'", 0x2025),  # two dot leader: one character
+    ("src/.\uff0e/auth.py", ".\uff0e", "'..'", 0xFF0E),
+    ("src/\u2024", "\u2024", "'.'", 0x2024),
+    ("src/\u2026/", "\u2026", "'...'", 0x2026),
+    ("src/\ufe52\ufe52/a", "\ufe52\ufe52", "'..'", 0xFE52),
+]
+DOTTED_IDS = [ascii(bad)[1:-1] for bad, _, _, _ in DOTTED]
+# Like them but no look-alike of a separator or of a segment of dots: each still a name.
+LOOK_BUT_FINE = [
+    "src/auth\uff0epy",  # a fullwidth full stop inside a segment: a letter of the name
+    "src/\uff0e\uff0ehidden",
+    "\u30ce\u30fc\u30c8/\u30d5\u30a1\u30a4\u30eb.txt",  # katakana NO resembles '/': a letter
+    "a\u2260b",  # not-equal: composed, drawn with its stroke, not a separator
+    "\ufb01le",  # the ligature fi: NFC keeps it (NFKC would fold it into 'fi')
+    "src/...",
+]
+
+
+@pytest.mark.parametrize("slash", SLASHES, ids=SLASH_IDS)
+def test_a_look_alike_separator_cannot_slip_past_a_directory_lease(
+    api_a: Api, api_b: Api, slash: int
+) -> None:
+    """The attack: A holds `src/`; B asks for `src<look-alike>auth.py`, which no lease on `src/`
+    covers (it is one segment), and was granted it beside A's lease."""
+    held = api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 30, "process_id": "a:1"})
+    assert held.status_code == 201, held.content
+    before = unwritten()
+    name = f"src{chr(slash)}auth.py"
+    body = {"resource": name, "ttl_s": 30, "process_id": "b:1"}
+    assert not accepted(hot.acquire, body)  # the hot path refuses it too: never a grant
+    with statements() as ran:
+        error = error_of(api_b.post("/leases/acquire", body), 400, "validation_error")
+    assert ran.call_count == 0
+    assert f"U+{slash:04X} ({unicodedata.name(chr(slash)).lower()})" in error["message"]
+    assert "looks like the separator '/' but separates nothing" in error["message"]
+    assert error["message"].startswith(f"resource {name!r} holds "), error["message"]
+    assert error["fields"] == {"resource": [error["message"]]}
+    assert unwritten() == before
+    assert list(Lease.objects.values_list("resource", flat=True)) == ["src/"]
+    # Nor as a prefix of the lease list: no name holds it.
+    error_of(api_a.get("/leases", {"prefix": f"src{chr(slash)}"}), 400, "validation_error")
+
+
+@pytest.mark.parametrize(("bad", "segment", "reads", "look"), DOTTED, ids=DOTTED_IDS)
+def test_a_segment_of_look_alike_dots_is_refused(
+    api_a: Api, bad: str, segment: str, reads: str, look: int
+) -> None:
+    before = unwritten()
+    body = {"resource": bad, "ttl_s": 30, "process_id": "a:1"}
+    assert not accepted(hot.acquire, body)
+    with statements() as ran:
+        error = error_of(api_a.post("/leases/acquire", body), 400, "validation_error")
+    assert ran.call_count == 0
+    assert f"has a segment {segment!r} that reads as {reads}" in error["message"], error
+    assert f"U+{look:04X}" in error["message"], error["message"]
+    assert unwritten() == before
+
+
+@pytest.mark.parametrize("good", LOOK_BUT_FINE, ids=[ascii(g)[1:24] for g in LOOK_BUT_FINE])
+def test_what_only_resembles_a_separator_is_still_a_name(api_a: Api, good: str) -> None:
+    granted = api_a.post("/leases/acquire", {"resource": good, "ttl_s": 30, "process_id": "p"})
+    assert granted.status_code == 201, granted.content
+    assert granted.json()["resource"] == good
+
+
+def test_every_call_that_takes_a_name_refuses_a_look_alike_separator(api_a: Api, boss: Api) -> None:
+    """One rule for every entry point that takes a resource name: each call is a 400
+    `validation_error` that names the character, and none writes anything but its refusal."""
+    name = "src\uff0fauth.py"
+    held = api_a.post("/leases/acquire", {"resource": "src/", "ttl_s": 30, "process_id": "a:1"})
+    assert held.status_code == 201, held.content
+    before = unwritten()
+    calls: list[tuple[Api, str, str, Any]] = [
+        (api_a, "post", "/leases/acquire", {"resource": name, "ttl_s": 30, "process_id": "a:1"}),
+        (api_a, "post", "/leases/renew", {"resource": name, "fence": 1, "process_id": "a:1"}),
+        (api_a, "post", "/leases/release", {"resource": name, "fence": 1}),
+        (api_a, "post", "/leases/check", {"resource": name, "fence": 1}),
+        (
+            api_a,
+            "post",
+            "/leases/renew-all",
+            {"process_id": "a:1", "held": [{"resource": name, "fence": 1}]},
+        ),
+        (api_a, "post", "/leases/handoff", {"resource": name, "reason": "mine now"}),
+        (boss, "post", "/pools", {"name": "ports\uff0f1", "members": ["a", "b"]}),
+        (boss, "post", "/pools", {"name": "ports", "members": ["a\u2215b"]}),
+        (api_a, "post", "/fences/verify", {"fences": [f"{name}@1"]}),
+        (api_a, "post", "/fences/verify", {"fences": ["src/@1"], "paths": [name]}),
+        (
+            api_a,
+            "post",
+            "/fences/receipts",
+            {"repository": "acme/app", "commits": [{"sha": "a" * 40, "paths": [name]}]},
+        ),
+        (
+            api_a,
+            "post",
+            "/fences/receipts",
+            {"repository": "acme/app", "commits": [{"sha": "b" * 40, "fences": [f"{name}@1"]}]},
+        ),
+        (api_a, "get", "/leases", {"covering": name}),
+    ]
+    for api, method, path, body in calls:
+        answer = api.post(path, body) if method == "post" else api.get(path, body)
+        error = error_of(answer, 400, "validation_error")
+        assert "U+FF0F" in error["message"] or "U+2215" in error["message"], (path, error)
+    assert unwritten() == before
+
+
+def test_a_harness_hook_write_of_a_look_alike_path_is_denied(api_a: Api, api_b: Api) -> None:
+    """The harness's way in: session A holds `src/`; session B's write of `src／auth.py` (a
+    file of that name, in the repository's top level) was granted its own lease beside it."""
+    from tests.harnesses.events import REPO, answer, event, hook
+
+    def write(api: Api, path: str, session: str) -> Any:
+        body = event("claude-code", "pre_tool_use_write", **{"tool_input.file_path": path})
+        body["session_id"] = session
+        return answer(hook(api, "claude-code", body, repository=REPO))
+
+    assert write(api_a, f"{REPO}/src/app.py", "aaa") is None
+    api_a.post(
+        "/leases/acquire", {"resource": "src/", "ttl_s": 60, "process_id": "claude-code:aaa"}
+    )
+    said = write(api_b, f"{REPO}/src\uff0fauth.py", "bbb")
+    assert isinstance(said, dict), said
+    out = said["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    assert "U+FF0F (fullwidth solidus)" in out["permissionDecisionReason"]
+    assert not Lease.objects.filter(resource__contains="\uff0f").exists()
+
+
+def test_the_rule_covers_every_character_nfkc_folds_into_a_separator_or_dots() -> None:
+    """Rule 7 names its characters itself (NFKC is not the normal form): every character whose
+    compatibility form holds a '/' is refused anywhere, and every one that folds into dots is
+    refused as a segment of its own, over the whole of this Python's Unicode."""
+    for code in range(0x80, 0x110000):
+        c = chr(code)
+        if unicodedata.category(c) in ("Cs", "Cn") or not unicodedata.is_normalized("NFC", c):
+            continue
+        folded = unicodedata.normalize("NFKC", c)
+        if folded == c:
+            continue
+        if "/" in folded:
+            assert not names.is_canonical(f"a{c}b"), f"U+{code:04X}"
+        elif set(folded) == {"."}:
+            assert not names.is_canonical(f"a/{c}/b"), f"U+{code:04X}"
+            assert names.is_canonical(f"a/x{c}/b"), f"U+{code:04X}"  # inside a word: a letter

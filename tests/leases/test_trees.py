@@ -10,7 +10,7 @@ import pytest
 from apikit.errors import ValidationFailed
 from leases import clock, names, nodes
 from leases import services as leases
-from leases.errors import LeaseHeld, LeaseLost, StaleFence
+from leases.errors import HeldInOtherMode, LeaseHeld, LeaseLost, StaleFence
 from leases.models import Event, LeaseMode
 
 pytestmark = pytest.mark.django_db
@@ -108,14 +108,39 @@ def test_a_shared_grant_is_refused_by_an_exclusive_tenure_on_the_line(
     assert denied("db/schema/users", mode="shared").fields["holder"] == "a"
 
 
-def test_asking_again_renews_what_the_hand_holds_whatever_mode_it_asks(
-    frozen_clock: datetime,
+@pytest.mark.parametrize("mode", ["shared", "exclusive"])
+def test_asking_again_renews_what_the_hand_holds_in_the_mode_it_holds_it(
+    mode: str, frozen_clock: datetime
 ) -> None:
-    first = acquire("cache/", mode="shared")
+    first = acquire("cache/", mode=mode)
     clock.advance(10)
-    again = acquire("cache/", mode="exclusive")
-    assert (again.fence, again.mode) == (first.fence, "shared")
+    again = acquire("cache/", mode=mode)
+    assert (again.fence, again.mode) == (first.fence, mode)
     assert again.deadline > first.deadline
+    assert Event.objects.filter(kind="lease_acquired", resource="cache/").count() == 1
+
+
+@pytest.mark.parametrize(("held", "asked"), [("shared", "exclusive"), ("exclusive", "shared")])
+def test_asking_again_in_the_other_mode_is_refused_and_the_tenure_stays_as_it_was(
+    held: str, asked: str, frozen_clock: datetime
+) -> None:
+    """A tenure keeps the mode it was granted in: never renewed for an ask in the other mode
+    (an answer in a mode not asked for), never a second tenure beside it."""
+    first = acquire("cache/", mode=held)
+    clock.advance(10)
+    with pytest.raises(HeldInOtherMode) as refused:
+        acquire("cache/", mode=asked)
+    assert refused.value.fields == {
+        "resource": "cache/",
+        "fence": first.fence,
+        "mode": held,
+        "expires_in_s": 50.0,
+    }
+    assert [
+        (t.holder, t.mode, t.fence, t.deadline)
+        for t in nodes.tenures(workspace_id=WS, resource="cache/")
+        if t.held
+    ] == [("a", held, first.fence, first.deadline)]
     assert Event.objects.filter(kind="lease_acquired", resource="cache/").count() == 1
 
 

@@ -255,3 +255,80 @@ def test_with_its_store_out_of_reach_a_login_answers_503_and_checks_no_password(
     assert answer.status_code == 503
     assert b"unreachable" in answer.content
     assert checked == []  # fail closed: nothing is checked that was counted nowhere
+
+
+# --- Locking a user out from everywhere (issue 33, item 9c) ------------------------------------
+
+
+def _guess_from(addresses: list[str], tries: int, now: list[float]) -> list[int]:
+    """`tries` wrong passwords for ada from each address, each after its wait has run out (a
+    patient attacker: the doubling wait delays the tries, it does not refuse them)."""
+    statuses = []
+    for address in addresses:
+        client = Client()
+        for _ in range(tries):
+            now[0] += login_throttle.MAX_DELAY_S / 8  # past every wait ten tries set
+            statuses.append(attempt(client, "wrong", address=address).status_code)
+    return statuses
+
+
+@pytest.mark.django_db
+def test_five_addresses_cannot_lock_a_user_out_of_the_address_she_logs_in_from(
+    fast_hasher,  # noqa: ANN001
+    user,  # noqa: ANN001
+    monkeypatch,  # noqa: ANN001
+) -> None:
+    """Five addresses times ten tries filled the username's window, and for 15 minutes ada was
+    refused everywhere, unchecked, at her own desk too. An address she logged in from is hers:
+    the username's window does not hold it."""
+    now = [1_000_000.0]
+    monkeypatch.setattr(login_throttle.time, "time", lambda: now[0])
+    ada = Client()
+    assert attempt(ada, "the right password", address="10.0.0.7").status_code == 302
+    ada.logout()
+
+    attackers = [f"203.0.113.{n}" for n in range(1, 6)]
+    statuses = _guess_from(attackers, login_throttle.PAIR_LIMIT, now)
+    assert statuses.count(200) == login_throttle.USERNAME_LIMIT  # every guess checked
+    # The username's window is full: a fresh address is refused unchecked (guessing from many
+    # addresses stays capped)...
+    fresh = Client()
+    assert attempt(fresh, "the right password", address="198.51.100.9").status_code == 429
+    assert "_auth_user_id" not in fresh.session
+    # ...but ada, at the address she logged in from, logs in.
+    response = attempt(ada, "the right password", address="10.0.0.7")
+    assert response.status_code == 302
+    assert ada.session["_auth_user_id"] == str(user.pk)
+
+
+@pytest.mark.django_db
+def test_a_known_address_does_not_open_the_usernames_window_to_guessing(
+    fast_hasher,  # noqa: ANN001
+    user,  # noqa: ANN001
+    checks,  # noqa: ANN001
+    monkeypatch,  # noqa: ANN001
+) -> None:
+    """Brute force from one address is still slowed, her own included (a guesser behind her
+    address): the pair's window and the waits hold it, and failures never make an address
+    known, so the guesser's other addresses stay in the username's window."""
+    now = [1_000_000.0]
+    monkeypatch.setattr(login_throttle.time, "time", lambda: now[0])
+    ada = Client()
+    assert attempt(ada, "the right password", address="10.0.0.7").status_code == 302
+    ada.logout()
+    checks.clear()
+
+    guesser = Client()
+    for _ in range(5):
+        assert attempt(guesser, "wrong", address="10.0.0.7").status_code == 200
+    assert attempt(guesser, "wrong", address="10.0.0.7").status_code == 200  # sets a wait
+    assert attempt(guesser, "wrong", address="10.0.0.7").status_code == 429  # unchecked
+    statuses = _guess_from(["10.0.0.7"], 30, now)
+    assert len(checks) == login_throttle.PAIR_LIMIT  # the pair's window, whatever the wait
+    assert statuses.count(200) == login_throttle.PAIR_LIMIT - 6
+    assert attempt(guesser, "the right password", address="10.0.0.7").status_code == 429
+
+    # Failures make no address known: from elsewhere the username's window still counts.
+    statuses = _guess_from([f"203.0.113.{n}" for n in range(1, 6)], login_throttle.PAIR_LIMIT, now)
+    assert statuses.count(200) == login_throttle.USERNAME_LIMIT
+    assert attempt(Client(), "the right password", address="203.0.113.6").status_code == 429

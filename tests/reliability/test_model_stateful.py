@@ -188,7 +188,8 @@ class LeaseMachine(RuleBasedStateMachine):
         ttl=st.sampled_from([1, 5, 12]),
     )
     def acquire(self, holder: str, resource: str, mode: str, ttl: int) -> None:
-        """1. The holder asking again renews its tenure of the node, whatever mode it asks.
+        """1. The holder asking again in the mode it holds renews its tenure of the node; in the
+           other mode it is refused (held_in_other_mode) and its tenure stays as it was.
         2. Else every lost tenure on the line is recorded as ended (freed), granted or not.
         3. Granted if no other hand's tenure on the line conflicts: the next fence of the node.
         """
@@ -196,11 +197,12 @@ class LeaseMachine(RuleBasedStateMachine):
         node = model.node(resource)
         mine = next((r for r in node.rows() if r.holder == holder and r.alive(now)), None)
         blockers: list[Row] = []
-        if mine is None:
+        if mine is None or mine.mode != mode:
             for other in model.line(resource):
                 for row in other.rows():
                     if row.held and not row.alive(now):
                         row.held = False
+        if mine is None:
             if mode == "shared" and node.row is None:
                 node.row = Row()  # a shared grant counts its fence on the node's own row
             blockers = [
@@ -219,6 +221,10 @@ class LeaseMachine(RuleBasedStateMachine):
                 mode=mode,
             )
         except GroundControlError as error:
+            if mine is not None:
+                assert (error.code, mine.mode != mode) == ("held_in_other_mode", True), error
+                assert (error.fields["fence"], error.fields["mode"]) == (mine.fence, mine.mode)
+                return
             assert error.code == "lease_held" and blockers, (error.code, blockers)
             soonest = min(row.deadline for row in blockers)
             first = [(r.holder, r.fence, r.mode) for r in blockers if r.deadline == soonest]
@@ -229,7 +235,7 @@ class LeaseMachine(RuleBasedStateMachine):
             return
         assert not blockers, f"acquire granted, model expected it held by {blockers}"
         if mine is not None:
-            assert (got.fence, got.mode) == (mine.fence, mine.mode)
+            assert (got.fence, got.mode) == (mine.fence, mode), f"{mine.mode} renewed as {mode}"
             mine.deadline, mine.interval = now + ttl, ttl
             return
         if mode == "shared":

@@ -3,12 +3,15 @@ inconsistent ones refused at start, with the setting's name."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from tests.deployment.test_settings import _manage
 
 PG = "postgresql://postgres@127.0.0.1:5432/gc_settings_check"
-BASE = {"SECRET_KEY": "x" * 50, "DATABASE_URL": PG}
+# A key the settings take with DEBUG off ("x" * 50 is refused: groundcontrol/secret_key.py).
+BASE = {"SECRET_KEY": secrets.token_urlsafe(50), "DATABASE_URL": PG}
 
 
 def _values(extra: dict[str, str], *names: str) -> list[str]:

@@ -118,20 +118,21 @@ def test_it_catches_up_every_period_since_the_last_one_oldest_first(schedule) ->
 
 def test_catch_up_is_bounded_to_the_latest_periods(lane) -> None:
     clock.freeze(START)
+    # Every five minutes, the shortest period a schedule may have (periods.MIN_PERIOD_S).
     schedule_services.schedule_create(
         lane=lane,
-        cron="* * * * *",
+        cron="*/5 * * * *",
         key_pattern="m-{date}-{time}",
-        title_pattern="Minute",
+        title_pattern="Five minutes",
         actor="boss",
     )
-    result = at(START + timedelta(hours=2))
+    result = at(START + timedelta(hours=3))
     assert (result.created, result.bounded) == (periods.MAX_CATCH_UP, 1)
     keys = list(WorkPackage.objects.order_by("id").values_list("key", flat=True))
-    assert keys[0] == "m-2030-01-01-1337"
-    assert keys[-1] == "m-2030-01-01-1400"
-    # The rest is made minute by minute again.
-    assert at(START + timedelta(hours=2, minutes=1)).created == 1
+    assert keys[0] == "m-2030-01-01-1305"
+    assert keys[-1] == "m-2030-01-01-1500"
+    # The rest is made period by period again.
+    assert at(START + timedelta(hours=3, minutes=5)).created == 1
 
 
 def test_a_package_already_there_is_left_alone_and_recorded_as_existing(schedule, lane) -> None:

@@ -87,6 +87,8 @@ def test_it_prunes_each_record_past_its_own_age_in_batches(owner, make_run, clai
         "refusals": 3,
         "address_refusals": 0,
         "fence_verifications": 6,
+        "key_refusal_tallies": 0,
+        "key_verification_tallies": 0,
         "handoff_requests": 0,
         "waiters": 0,
         "schedule_tries": 6,

@@ -149,6 +149,78 @@ def test_it_leaves_the_processs_other_threads_to_calls_that_do_not_wait(
         assert api_outsider.get("/me").status_code == 200
 
 
+@contextmanager
+def one_by_one(apis: list[Api], resource: str = "tests", wait_s: float = 60.0) -> Iterator[list]:
+    """Each of `apis` sends one `wait_s` acquire of `resource`, one after the other: each either
+    goes to sleep holding its permits (then its answer comes when the resource is let go, or
+    its wait runs out) or is answered at once. Each call's answers (empty while it sleeps), in
+    order."""
+    calls: list[list[Any]] = []
+    threads = []
+    try:
+        for api in apis:
+            answers: list[Any] = []
+
+            def wait(api: Api = api, answers: list[Any] = answers) -> None:
+                try:
+                    answers.append(acquire(api, resource, wait_s=wait_s))
+                finally:
+                    connection.close()
+
+            before = _permits_held()
+            threads.append(threading.Thread(target=wait))
+            threads[-1].start()
+            calls.append(answers)
+            # Asleep (its key's and workspace's advisory locks taken) or answered, however long
+            # its thread took to start.
+            deadline = time.monotonic() + 30
+            while not answers and _permits_held() < before + 2:
+                assert time.monotonic() < deadline, "the wait neither slept nor was answered"
+                time.sleep(0.02)
+        yield calls
+    finally:
+        for thread in threads:
+            thread.join(wait_s + 5)
+        assert not any(thread.is_alive() for thread in threads)
+
+
+def test_one_workspace_filling_its_waits_leaves_another_workspaces_waits_admitted(
+    api_a: Api, api_b: Api, api_outsider: Api, settings
+) -> None:
+    # The defaults: a workspace may have more waits (16) than a process may put to sleep (6).
+    settings.GC_WAITS_PER_KEY = 4
+    settings.GC_WAITS_PER_WORKSPACE = 16
+    settings.GC_WAITS_PER_PROCESS = 6
+    share = waits.cap("workspace_in_process")
+    assert share == 3
+    assert acquire(api_a).status_code == 201
+    assert acquire(api_outsider).status_code == 201
+    other, _ = hand_services.hand_create(workspace=api_outsider.hand.workspace, name="o-2")
+    # The attack: one workspace sends its whole cap of waits, four keys of four each.
+    keys = [Api(mint(api_b.hand, ["leases"]), api_b.hand) for _ in range(4)]
+    with one_by_one([api for api in keys for _ in range(4)]) as flood:
+        asleep = [answers for answers in flood if not answers]
+        refused = [answers[0] for answers in flood if answers]
+        # Another workspace's waits are admitted meanwhile: its own share of the process.
+        with one_by_one([Api(mint(other, ["leases"]), other)] * share) as admitted:
+            assert admitted == [[]] * share, [a[0].json() for a in admitted if a]
+            # None of the first workspace's waits had ended to make room.
+            assert all(answers == [] for answers in asleep)
+            assert api_outsider.get("/me").status_code == 200
+            # Let go: each workspace's waits (one hand's process each) are granted, and end.
+            for api in (api_a, api_outsider):
+                released = api.post("/leases/release", {"resource": "tests", "fence": 1})
+                assert released.status_code == 200, released.content
+        # The first workspace had half the process's permits, and was told so beyond them.
+        assert len(asleep) == share, [answer.json() for answer in refused]
+        for answer in refused:
+            error = error_of(answer, 429, "rate_limited")
+            assert (error["waits_of"], error["waits_limit"]) == ("workspace_in_process", 3)
+            assert "wait_s" in error["message"]
+    # Each admitted wait slept until its holder let go.
+    assert [a[0].status_code for a in asleep + admitted] == [201] * (2 * share)
+
+
 def test_a_permit_held_by_a_connection_that_died_is_free_again(
     api_a: Api, api_b: Api, settings
 ) -> None:

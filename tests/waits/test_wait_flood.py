@@ -116,13 +116,14 @@ def test_a_wait_flood_on_the_embedded_default_is_held_off(tmp_path: Path) -> Non
 
     boss, elsewhere = bootstrap("web"), bootstrap("elsewhere")
     env.update(GC_RATE_LIMIT_PER_MINUTE="1200")
-    # One process of four threads: two of them may sleep in a wait, two answer everyone else.
+    # One process of four threads: two of them may sleep in a wait, two answer everyone else;
+    # and one workspace's waits take at most half of the two (leasing/waits.py: `share`).
     with WebServer(env=env, log=tmp_path / "server.log", workers=1, threads=4) as server:
         with Api(server.url, boss) as api:
             api.ok("post", "/hands", {"name": "flood"})
             flooder = api.ok("post", "/hands/flood/keys", {"scopes": ["work", "leases"]})["key"]
-        seen = _flood(server.url, flooder, boss, elsewhere, sleeping=2)
-    _assert_held_off(seen, sleeping=2)
+        seen = _flood(server.url, flooder, boss, elsewhere, sleeping=1)
+    _assert_held_off(seen, sleeping=1)
 
 
 @pytest.mark.slow
@@ -144,7 +145,8 @@ def test_a_wait_flood_across_web_processes_is_held_off_per_key(
         GC_RATE_LIMIT_PER_MINUTE="1200",
         GC_WAITS_PER_KEY="3",
     )
-    # Two processes of four threads: each would let two sleep, but the key may have three.
-    with WebServer(env=env, log=tmp_path / "server.log", workers=2, threads=4) as server:
+    # Two processes of eight threads: each would let two of one workspace's waits sleep (half
+    # of its four), but the key may have three.
+    with WebServer(env=env, log=tmp_path / "server.log", workers=2, threads=8) as server:
         seen = _flood(server.url, flooder, boss, elsewhere, sleeping=3)
     _assert_held_off(seen, sleeping=3)

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
+from groundcontrol_client.core.costs import CostReport, ReportVoided
 from groundcontrol_client.core.errors import (
     Denied,
     GroundControlError,
@@ -231,6 +232,35 @@ class Calls(FrictionCalls, SupervisorCalls, HandoffCalls):
             timeout=timeout,
         )
         return ReportResult.from_wire(data)
+
+    @call
+    def cost_reports(
+        self,
+        *,
+        lane: str | None = None,
+        run_id: int | None = None,
+        attempt_id: int | None = None,
+    ) -> Steps[list[CostReport]]:
+        """The costed reports (a `plan` or `supervise` key; voided ones too), newest first."""
+        params = drop_none(
+            {
+                "lane": lane,
+                "run": None if run_id is None else int(run_id),
+                "attempt": None if attempt_id is None else int(attempt_id),
+            }
+        )
+        items = yield from self._list("costs/reports", params)
+        return [CostReport.from_wire(item) for item in items]
+
+    @call
+    def report_void(self, report_id: int, *, reason: str) -> Steps[ReportVoided]:
+        """Void a costed report's cost (a `supervise` key): no total or budget counts it from
+        now on, and a budget hit it caused is lifted (`lifted`: those budgets). Safe to repeat:
+        a repeat changes nothing and answers the first void (`voided` false)."""
+        data = yield from self._request(
+            "POST", f"costs/reports/{int(report_id)}/void", json={"reason": reason}
+        )
+        return ReportVoided.from_wire(data)
 
     @call
     def finish(

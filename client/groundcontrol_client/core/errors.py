@@ -14,7 +14,8 @@ class per code, grouped under the categories a caller branches on:
   and the runtime's, up to a tenure's give-up point, both read it from here.
 - The rest are refusals of their own, each with its `advice` (a handoff that is not needed or is
   for one's own lease, an answered request, a reused idempotency key, a pool that exists, a slot
-  that is not done), and the caller's own mistakes (validation, method, media type).
+  that is not done, a resource asked in the other mode than its tenure's), and the caller's own
+  mistakes (validation, method, media type).
 
 The server's schema lists every code it answers (`x-error-codes`); a test holds this table to it.
 """
@@ -261,6 +262,14 @@ class HandoffLimit(GroundControlError):
     advice = "wait for an answer to your open requests before asking again, or pick other work."
 
 
+class HeldInOtherMode(GroundControlError):
+    """An acquire in one mode of a resource this process holds in the other (`mode`, `fence`):
+    a tenure keeps its mode, so nothing was renewed or granted."""
+
+    code = "held_in_other_mode"
+    advice = "your tenure is unchanged: use it in its own mode, or release it first."
+
+
 class SlotNotDone(GroundControlError):
     """Reopening a slot that is open or held: only a finished slot can be reopened."""
 
@@ -413,6 +422,18 @@ def _clock_time(value: Any) -> str:
         return ""
 
 
+# How a sentence names a hand the server did not name: another lane's, to a lane-limited key
+# (its name reads null; docs/api.md, "Lanes").
+ANOTHER_LANE = "a hand of another lane"
+QUOTE = "'"
+
+
+def hand_called(name: Any, *, quote: str = "") -> str:
+    """`hand a` (with `quote="'"`: `hand 'a'`), or, for a hand the server did not name, "a hand
+    of another lane"."""
+    return f"hand {quote}{name}{quote}" if name else ANOTHER_LANE
+
+
 def describe_holder(fields: dict[str, Any]) -> str:
     """Who holds it and how its tenure stands, from a denial's fields: `expires_in_s` is only
     the end of the holder's current renewal window (a live holder renews and keeps it), so it
@@ -437,7 +458,7 @@ def describe_holder(fields: dict[str, Any]) -> str:
             f"your own hand {fields.get('holder')} in another process ({fields.get('process_id')})"
         )
     else:
-        who = f"hand {fields.get('holder')}"
+        who = hand_called(fields.get("holder"))
     if fields.get("fence") is not None:
         who += f" (fence {fields.get('fence')})"
     state = fields.get("state")
@@ -484,6 +505,9 @@ def _about(seconds: float) -> str:
 
 
 def _names(hands: list[str]) -> str:
+    if not all(hands):  # some not named to this key: each said on its own
+        said = [hand_called(hand) for hand in hands]
+        return said[0] if len(said) == 1 else ", ".join(said[:-1]) + f" and {said[-1]}"
     if len(hands) == 1:
         return f"hand {hands[0]}"
     return "hands " + ", ".join(hands[:-1]) + f" and {hands[-1]}"
@@ -494,7 +518,7 @@ def describe_line(fields: dict[str, Any], resource: Any) -> str:
 
     third in line for `tests` behind hands a and b, about 2 minutes
     """
-    ahead = [str(hand) for hand in fields.get("ahead") or []]
+    ahead = [str(hand) if hand else "" for hand in fields.get("ahead") or []]
     place = f"{_ordinal(len(ahead) + 1)} in line for `{resource}`"
     if ahead:
         place += f" behind {_names(ahead)}"
@@ -509,7 +533,11 @@ _POOL_NAMED = 4
 def describe_pool(pool: Any, members: list[Any]) -> str:
     """A full pool, from its denial's `members`: "pool ports is full (3 members): 8001 held by
     hand a (fence 2), renewing; its current window ends in 58 s; 8002 ..." (the soonest first)."""
-    held = [m for m in members if isinstance(m, dict) and m.get("holder")]
+    held = [
+        m
+        for m in members
+        if isinstance(m, dict) and (m.get("holder") or m.get("state") not in (None, "free"))
+    ]
     held.sort(key=lambda m: _number(m.get("expires_in_s")) or 0.0)
     named = [f"{m.get('member')} held by {describe_holder(m)}" for m in held[:_POOL_NAMED]]
     more = len(held) - len(named)
@@ -567,6 +595,12 @@ def describe(error: GroundControlError, *, subject: str | None = None) -> str:
     return said
 
 
+def _tenure_in_the_way(error: GroundControlError) -> bool:
+    """A denial by a tenure: its holder, or, for a hand the server did not name (another
+    lane's), the tenure's state."""
+    return bool(error.get("holder")) or error.get("state") in ("live", "late", "stalled")
+
+
 def _describe(error: GroundControlError, *, subject: str | None) -> str:
     if error.advice:
         return f"{error.message}: {error.advice}"
@@ -577,11 +611,11 @@ def _describe(error: GroundControlError, *, subject: str | None) -> str:
     if isinstance(error, LeaseHeld) and position is not None and position > 1:
         asked = error.get("requested") or subject or error.get("resource") or "it"
         line = describe_line(error.fields, asked)
-        if error.get("holder"):
+        if _tenure_in_the_way(error):
             what = _subject(error.get("resource"), asked)
             return f"{line}: {what} is held by {describe_holder(error.fields)}; {ADVICE_DENIED}"
         return f"{line}: {ADVICE_DENIED}"
-    if isinstance(error, LeaseHeld | SlotTaken) and error.get("holder"):
+    if isinstance(error, LeaseHeld | SlotTaken) and _tenure_in_the_way(error):
         default = subject or ("the slot" if isinstance(error, SlotTaken) else "it")
         what = _subject(error.get("resource"), default)
         advice = ADVICE_OWN_HAND if error.get("own_hand") is True else ADVICE_DENIED

@@ -13,7 +13,7 @@ LIMITS: dict[str, int | float] = {
     "covering": 100,
     "verified_fences": 500,
     "tokens": 10**9,
-    "cost_usd": 100_000,
+    "cost_usd": 1_000,
     "friction_minutes": 2000,
     "friction_refusals": 20,
 }

@@ -9,7 +9,8 @@ from typing import Any
 
 def cost_usd_text(value: Decimal | str | float | int) -> str:
     """A cost as the decimal text the server reads exactly (a float's shortest repr, so 0.1
-    stays 0.1 and never 0.1000000000000000055…)."""
+    stays 0.1 and never 0.1000000000000000055…), in plain ASCII digits: never an exponent
+    (`Decimal("1E+2")` is sent as 100), which the server refuses."""
     if isinstance(value, bool):
         raise ValueError("cost_usd must be an amount in US dollars, not a boolean")
     try:
@@ -18,7 +19,7 @@ def cost_usd_text(value: Decimal | str | float | int) -> str:
         raise ValueError(f"cost_usd must be an amount in US dollars, not {value!r}") from None
     if not amount.is_finite():
         raise ValueError(f"cost_usd must be a finite amount, not {value!r}")
-    return str(amount)
+    return format(amount, "f")
 
 
 def cost_fields(

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import AliasPath, BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from groundcontrol_client.core.errors import hand_called
 from groundcontrol_client.core.handoffs import PendingHandoff
 from groundcontrol_client.core.wire import (
     Flag,
@@ -384,16 +385,16 @@ def describe_window(expires_in_s: float | None) -> str:
 
 def describe_lease(lease: Lease) -> str:
     """One resource lease as a sentence: who holds it, at which fence, and how it stands."""
-    if lease.state == "free" or not lease.holder:
+    if lease.state in ("free", ""):
         return f"{lease.resource}: free (fence {lease.fence}; the next holder gets a higher one)"
     if lease.state == "lost":
         return (
-            f"{lease.resource}: lost by hand {lease.holder} at fence {lease.fence} "
+            f"{lease.resource}: lost by {hand_called(lease.holder)} at fence {lease.fence} "
             "(it stopped renewing; anyone may take it)"
         )
     window = describe_window(lease.expires_in_s).removeprefix(", live")
     return (
-        f"{lease.resource}: held by hand {lease.holder} at fence {lease.fence}, "
+        f"{lease.resource}: held by {hand_called(lease.holder)} at fence {lease.fence}, "
         f"{lease.state}{window}"
     )
 
@@ -403,7 +404,9 @@ def describe_slot(slot: Slot) -> str:
     window ends in 40 s"."""
     if slot.state == "held":
         window = describe_window(slot.expires_in_s)
-        return f"slot {slot.index}: held by hand {slot.holder} at fence {slot.fence}{window}"
+        return (
+            f"slot {slot.index}: held by {hand_called(slot.holder)} at fence {slot.fence}{window}"
+        )
     facts = []
     if slot.fence:  # fence 0: never held
         facts.append(f"fence {slot.fence}")

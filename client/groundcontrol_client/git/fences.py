@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from groundcontrol_client.core.errors import QUOTE, hand_called
 from groundcontrol_client.core.limits import LIMITS
 from groundcontrol_client.core.models import (
     FenceAnswer,
@@ -226,7 +227,7 @@ def judge(
         blocking = [x for x in others if x.mode != "shared" or not mine]
         if blocking:
             x = blocking[0]
-            whose = f"hand '{x.holder}'"
+            whose = hand_called(x.holder, quote=QUOTE)
             if x.holder == me:
                 whose = f"this hand's other process ('{x.process_id}')"
             committer = f"this hand ('{me}')" if process is None else f"this session ({process})"
@@ -566,7 +567,8 @@ def say_stale(sha: str, answer: FenceAnswer) -> str:
     if answer.status == "not_holder":
         return (
             f"commit {sha[:12]} carries {answer.fence} naming hand '{answer.named_holder}', but "
-            f"that tenure is hand '{answer.holder}''s: a commit cannot borrow another's fence"
+            f"that tenure is {hand_called(answer.holder, quote=QUOTE)}'s: a commit cannot borrow "
+            "another's fence"
         )
     since = f" at {answer.when.isoformat()}" if answer.when else ""
     return (
@@ -627,8 +629,9 @@ def _judged_now(
         for path in (p for p in touched if p in held):
             t = held[path].held[0]
             sentence = (
-                f"commit {sha[:12]} touches {path}, under {t.resource} held by hand "
-                f"'{t.holder}' (fence {t.fence}, {t.state}), and has no receipt of its push: "
+                f"commit {sha[:12]} touches {path}, under {t.resource} held by "
+                f"{hand_called(t.holder, quote=QUOTE)} (fence {t.fence}, {t.state}), and has no "
+                "receipt of its push: "
                 f"{NO_RECEIPT}"
             )
             faults.append((sha, sentence, held[path].raw))

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from groundcontrol_client.core.errors import hand_called
 from groundcontrol_client.mcp.parameters import MAX_RESOURCE, MAX_TEXT
 from groundcontrol_client.mcp.session import Session
 
@@ -55,7 +56,8 @@ def register_handoff_tools(tool: Callable[[Callable[..., str]], Any], session: S
         else:
             handoff = session.client.ask_handoff(reason=reason, run=run_id, slot=slot)
         return (
-            f"Asked (request {handoff.id}): hand {handoff.holder} holds `{handoff.resource}` "
+            f"Asked (request {handoff.id}): {hand_called(handoff.holder)} holds "
+            f"`{handoff.resource}` "
             "and is told on its next renewal. Work on something else meanwhile; check "
             f"`handoff_status` for the answer."
         )

@@ -13,7 +13,9 @@ process identity, one set of claims and leases renewed in the background, one se
   holding one would keep every other hand out of the whole tree) holds it only for the call.
   When another hand holds the path or a directory above it, the call is not run: the answer is
   an error with the denial sentence (`errors.describe`), and nothing reaches CMD.
-- Every other call (the reads) passes through untouched.
+- Every other call (the reads) passes through untouched, and so does a write-shaped tool's
+  preview that writes nothing (`edit_file` with `dryRun: true`, `WriteTool.preview`): it takes
+  no lease, so a preview of a file another hand holds shows its diff and keeps nobody out.
 - The lease name is the file's own (`groundcontrol_client.git.files`, as the Claude Code hook and
   `gctl git` name it): its path, symbolic links resolved, relative to the top level of the git
   repository holding it, `/`-separated, with a trailing `/` for an existing directory. A
@@ -68,18 +70,25 @@ FLUSH_S = 0.5
 
 @dataclass(frozen=True)
 class WriteTool:
-    """A write-shaped tool: the arguments that name the paths it writes, and whether their
-    leases are held for the session (else only for the call)."""
+    """A write-shaped tool: the arguments that name the paths it writes, whether their leases
+    are held for the session (else only for the call), and the argument that, when it is JSON
+    `true` exactly, makes the call a preview that writes nothing (`preview`: `edit_file`'s
+    `dryRun`), which then passes through as a read and takes no lease. Any other value of it
+    (absent, false, "true", 1) is a write: a server that read it otherwise would write leased."""
 
     paths: tuple[str, ...]
     held: bool = True
+    preview: str | None = None
+
+    def writes(self, arguments: dict[str, Any]) -> bool:
+        return self.preview is None or arguments.get(self.preview) is not True
 
 
 # The reference filesystem server's (@modelcontextprotocol/server-filesystem) write-shaped
 # tools. `--write-tool NAME=ARG[,ARG...]` adds or replaces one, `--write-tool NAME=` removes one.
 WRITE_TOOLS: dict[str, WriteTool] = {
     "write_file": WriteTool(("path",)),
-    "edit_file": WriteTool(("path",)),
+    "edit_file": WriteTool(("path",), preview="dryRun"),  # dryRun: the diff, nothing written
     "move_file": WriteTool(("source", "destination")),
     "create_directory": WriteTool(("path",), held=False),
 }
@@ -185,7 +194,7 @@ class Wrapped:
             )
         spec = self.table.get(name)
         transient: list[Lease] = []
-        if spec is not None:
+        if spec is not None and spec.writes(arguments):
             try:
                 transient = await anyio.to_thread.run_sync(self._take, name, spec, arguments)
             except LookupError as refused:

@@ -506,7 +506,8 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
         leases = [
             lease
             for lease in session.client.leases(prefix=prefix, holder=holder)
-            if lease.holder and lease.state not in ("free", "lost")
+            # A holder of another lane is not named to a lane-limited key: held all the same.
+            if lease.state not in ("free", "lost", "")
         ]
         if not leases:
             return "Nobody holds a resource lease" + (f" under {prefix}." if prefix else ".")

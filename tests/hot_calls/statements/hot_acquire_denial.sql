@@ -92,5 +92,7 @@ FROM (SELECT 1) AS one
                                          OR other.mode = 'exclusive'
                                          OR (other.holder = %(holder)s
                                          AND other.node = %(node)s)))
-                        ORDER BY deadline
+                        ORDER BY holder = %(holder)s
+                             AND process_id = CAST(%(process_id)s AS varchar) DESC
+                               , deadline
                         LIMIT %(limit)s) AS way ON TRUE
