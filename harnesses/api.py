@@ -140,10 +140,12 @@ class HookApi(HandAPIView):
         "denied with the sentence the model reads; every event renews the session's leases, "
         "SessionEnd releases them. A bad key, a body that is no event, a file in no registered "
         "repository or an outage is a denial too, never an HTTP error the harness would let "
-        "the write through on.",
+        "the write through on. Only a URL no hook configuration makes is refused as any API "
+        "call's would be: an unknown harness (404), a NUL in the path or a query parameter "
+        "(400, before any view reads it).",
         responses={
             (200, "application/json"): OpenApiTypes.OBJECT,
-            **error_responses("not_found"),
+            **error_responses("validation_error", "not_found"),
         },
     )
     def post(self, request: HttpRequest, harness: str) -> HttpResponse:

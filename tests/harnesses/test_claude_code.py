@@ -241,3 +241,17 @@ def test_registration_is_bounded_and_checked(api_a: Api) -> None:
     assert "at most 64" in denial(said)
     said = write(api_a, ttl_s=1)
     assert "ttl_s must be from 5 to 3600" in denial(said)
+
+
+def test_a_nul_in_the_hooks_url_is_the_documented_400_not_an_answer(api_a: Api) -> None:
+    """A URL no hook configuration makes (a NUL in a query parameter: the long fuzzer's find) is
+    refused before any view reads it, as for every API call, and the contract documents it."""
+    response = api_a.client.post(
+        f"/api/v1/hooks/{HARNESS}?release_on_stop=%00",
+        data=event(HARNESS, "pre_tool_use_write"),
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "validation_error"
+    schema = api_a.client.get("/api/v1/schema/", {"format": "json"}).json()
+    assert "400" in schema["paths"]["/api/v1/hooks/{harness}"]["post"]["responses"]
