@@ -14,6 +14,9 @@ from leases.models import Lease
 
 DEFAULT_HEARTBEAT_INTERVAL_S = 3600
 DEFAULT_GRACE_S = 1800
+# A run's priority: 0 (first) to 4, as beads numbers it.
+DEFAULT_PRIORITY = 2
+MAX_PRIORITY = 4
 
 
 class PlanState(models.TextChoices):
@@ -92,14 +95,53 @@ class Run(models.Model):
     # What the idle sweep sets on an attempt that turns idle (never weakening a stop).
     idle_directive = models.CharField(max_length=8, choices=IdleDirective.choices, default="none")
     state = models.CharField(max_length=8, choices=RunState.choices, default=RunState.OPEN)
+    # The ready queue's order (`GET /runs?ready=true`), as beads orders work: 0 first, then 1, ...
+    # 4; among equals, the oldest first.
+    priority = models.PositiveSmallIntegerField(
+        default=DEFAULT_PRIORITY, db_default=DEFAULT_PRIORITY
+    )
     created_at = models.DateTimeField(db_default=Now())
     closed_at = models.DateTimeField(null=True, blank=True)
+    # The runs this one waits for: its slots take no claim until each of them is done.
+    depends_on = models.ManyToManyField(
+        "self",
+        through="RunDependency",
+        through_fields=("run", "depends_on"),
+        symmetrical=False,
+        related_name="dependents",
+        blank=True,
+    )
 
     LANE = "work_package__lane_id"  # `hands.scoping.InLane`
     objects = InLane.as_manager()
 
     def __str__(self) -> str:
         return self.title
+
+
+class RunDependency(models.Model):
+    """Run `run` waits for run `depends_on` (done). Written with the run, never changed after:
+    a cycle is refused at creation (fleet/plan/services.py), and a run can name only runs that
+    exist before it, so none can form later."""
+
+    # The run's, denormalised: every table carries the distribution key (docs/scale.md).
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    depends_on = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "depends_on", "workspace"], name="run_dependency_unique"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(run=models.F("depends_on")), name="run_dependency_not_self"
+            ),
+        ]
+        indexes = [models.Index(fields=["depends_on"], name="run_dependency_on_idx")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} waits for run {self.depends_on_id}"
 
 
 class SlotState(models.TextChoices):
@@ -231,6 +273,9 @@ class Report(models.Model):
     message = models.TextField(blank=True, default="")
     percent = models.FloatField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
+    # Where the work stands, for a successor: a small JSON document (its size in
+    # `fleet.attempts.checkpoints`); the next attempt on the slot reads the last one in its brief.
+    checkpoint = models.JSONField(null=True, blank=True)
     # What the hand says the work cost since its last report (fleet/costs/spend.py sums them on
     # read).
     # The database's default serves the renewing statement's INSERT, which leaves them out; the
@@ -254,6 +299,12 @@ class Report(models.Model):
         indexes = [
             models.Index(fields=["attempt", "-id"], name="report_attempt_idx"),
             models.Index(fields=["at"], name="report_at_idx"),
+            # The last checkpoint of a slot's attempts (a successor's brief).
+            models.Index(
+                fields=["attempt", "-id"],
+                name="report_checkpoint_idx",
+                condition=models.Q(checkpoint__isnull=False),
+            ),
             # The costed reports only (a heartbeat costs nothing and pays nothing for it): the
             # totals and the budgets' spend read them by time.
             models.Index(
