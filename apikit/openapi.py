@@ -158,6 +158,16 @@ class ErrorDetailSerializer(serializers.Serializer):
         help_text="no_open_slot: the soonest end of a holder's current renewal window",
     )
     run_state = serializers.CharField(required=False, help_text="run_closed: closed or done")
+    waiting_for = serializers.JSONField(
+        required=False,
+        help_text="run_waiting: each run the claimed run waits for, [{run, title, state}] "
+        "(a run of another lane, to a lane-limited key: all three null)",
+    )
+    cycle = serializers.ListField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="dependency_cycle: the runs of the cycle, from the changed run back to it",
+    )
     period = serializers.CharField(required=False, help_text="budget_reached: day or week")
     period_end = serializers.DateTimeField(
         required=False, help_text="budget_reached: when the period ends and claims resume"

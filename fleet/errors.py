@@ -47,3 +47,19 @@ class BudgetReached(GroundControlError):
 
     code = "budget_reached"
     http_status = 409
+
+
+class RunWaiting(GroundControlError):
+    """A claim on a run that waits for runs not yet done (`waiting_for`: each one's run, title
+    and state): its slots take claims once every run it depends on is done."""
+
+    code = "run_waiting"
+    http_status = 409
+
+
+class DependencyCycle(GroundControlError):
+    """Dependencies that would close a cycle of runs waiting for each other (`cycle`: the run
+    ids, from the run changed back to it); nothing was written."""
+
+    code = "dependency_cycle"
+    http_status = 409

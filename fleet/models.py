@@ -115,14 +115,25 @@ class Run(models.Model):
     LANE = "work_package__lane_id"  # `hands.scoping.InLane`
     objects = InLane.as_manager()
 
+    class Meta:
+        indexes = [
+            # The ready queue's order (`GET /runs?ready=true`) over the runs that take claims.
+            models.Index(
+                fields=["workspace", "priority", "created_at", "id"],
+                name="run_ready_idx",
+                condition=models.Q(state="open"),
+            )
+        ]
+
     def __str__(self) -> str:
         return self.title
 
 
 class RunDependency(models.Model):
-    """Run `run` waits for run `depends_on` (done). Written with the run, never changed after:
-    a cycle is refused at creation (fleet/plan/services.py), and a run can name only runs that
-    exist before it, so none can form later."""
+    """Run `run` waits for run `depends_on` (done). Written with the run, and replaced by a
+    PATCH of its `depends_on` (`fleet.plan.dependencies`): a new run names only runs that exist
+    before it, so it closes no cycle; a change that would close one is refused, and the
+    workspace's changes take turns under an advisory lock, so none can form."""
 
     # The run's, denormalised: every table carries the distribution key (docs/scale.md).
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")

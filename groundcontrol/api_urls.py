@@ -14,6 +14,7 @@ from fleet.api import fences as fences_api
 from fleet.api import handoffs as handoffs_api
 from fleet.api import records as records_api
 from fleet.api import runs as runs_api
+from fleet.api import timeline as timeline_api
 from friction import api as friction_api
 from hands import api as hands_api
 from harnesses import api as harnesses_api
@@ -126,6 +127,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     ),
     path("work-packages/<int:work_package_id>/runs", runs_api.RunsApi.as_view(), name="api-runs"),
     path("runs/<int:run_id>", runs_api.RunApi.as_view(), name="api-run"),
+    path(
+        "runs/<int:run_id>/timeline",
+        timeline_api.RunTimelineApi.as_view(),
+        name="api-run-timeline",
+    ),
     path("hands", hands_api.HandsApi.as_view(), name="api-hands"),
     path("hands/<path:name>/keys", hands_api.HandKeysApi.as_view(), name="api-hand-keys"),
     path("hands/<path:name>", hands_api.HandApi.as_view(), name="api-hand"),

@@ -13,8 +13,11 @@ from django.conf import settings
 
 from apikit.api import MAX_JSON_DEPTH, MAX_PAGE_SIZE
 from evidence.services import MAX_EVIDENCE_ITEMS, MAX_SUMMARY_LENGTH, MAX_URL_LENGTH
+from fleet.attempts.checkpoints import MAX_CHECKPOINT_BYTES
 from fleet.attempts.reports import MAX_DETAILS_BYTES
 from fleet.costs.spend import MAX_COST_USD, MAX_TOKENS
+from fleet.models import MAX_PRIORITY
+from fleet.plan.dependencies import MAX_DEPENDENCIES
 from fleet.plan.services import (
     MAX_BRIEF_LENGTH,
     MAX_EVIDENCE_KIND_LENGTH,
@@ -88,6 +91,15 @@ def limits() -> dict[str, tuple[int | float, str]]:
             "Open handoff requests on one tenure (more: 409 handoff_limit).",
         ),
         "details_bytes": (MAX_DETAILS_BYTES, "A report's `details`, in bytes of JSON."),
+        "run_dependencies": (
+            MAX_DEPENDENCIES,
+            "The runs a run may wait for (`depends_on`), none named twice.",
+        ),
+        "run_priority": (MAX_PRIORITY, "A run's lowest priority (0 is the first)."),
+        "checkpoint_bytes": (
+            MAX_CHECKPOINT_BYTES,
+            "A report's `checkpoint`, in bytes of compact JSON (UTF-8).",
+        ),
         "tokens": (MAX_TOKENS, "A report's tokens_in or tokens_out, at most."),
         "cost_usd": (
             float(MAX_COST_USD),

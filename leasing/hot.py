@@ -625,16 +625,18 @@ class Report(HotCall):
             tokens_in=data.get("tokens_in"),
             tokens_out=data.get("tokens_out"),
             cost_usd=data.get("cost_usd"),
+            checkpoint=data.get("checkpoint"),
         )
         return {**data, "message": message, "attempt_id": attempt_id}
 
     @retried
     def _renewed(self, caller: Caller, data: dict[str, Any]) -> Any:
         attempt_id, fence = data["attempt_id"], data["fence"]
-        message, percent, details = (
+        message, percent, details, checkpoint = (
             data.get("message") or "",
             data.get("percent"),
             data.get("details"),
+            data.get("checkpoint"),
         )
         params = report_services.report_params(
             attempt_id=attempt_id,
@@ -645,8 +647,9 @@ class Report(HotCall):
             percent=percent,
             details=details,
             lease_id=ATTEMPT_LEASES.get(attempt_id),
+            checkpoint=checkpoint,
         )
-        if report_services.is_bare_heartbeat(data["kind"], message, percent, details):
+        if report_services.is_bare_heartbeat(data["kind"], message, percent, details, checkpoint):
             name = "heartbeat"
         else:
             name = "report_percent" if percent is not None else "report"
@@ -681,6 +684,7 @@ class Report(HotCall):
             tokens_in=data.get("tokens_in"),
             tokens_out=data.get("tokens_out"),
             cost_usd=data.get("cost_usd"),
+            checkpoint=data.get("checkpoint"),
             # The statement ran (with the lease it remembered, if any) and matched nothing.
             statement_missed=renewing,
             missed_lease_id=missed_lease_id,

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,16 +15,32 @@ from apikit.inputs import PAGE_PARAMS, choice_param, valid
 from apikit.openapi import error_responses
 from apikit.reads import REPLICA_HEADERS, replica_list
 from fleet.api.inputs import ClaimIn, DirectiveIn, ReleaseIn
-from fleet.api.presenters import attempt_json
+from fleet.api.presenters import attempt_json, checkpoint_json
 from fleet.api.records import int_param
-from fleet.api.schemas import AttemptOut, BriefOut
+from fleet.api.schemas import AttemptOut, BriefOut, ClaimOut
 from fleet.attempts import selectors as attempt_selectors
 from fleet.attempts import services as attempt_services
+from fleet.attempts.checkpoints import checkpoint_inherited
+from fleet.models import Attempt
 from hands.views import READ_ATTEMPT, SUPERVISE, WORK, HandAPIView
 
 
+def inherited_json(attempt: Attempt, lane_id: int | None) -> dict[str, Any]:
+    """The checkpoint `attempt` inherits from an earlier attempt on its slot, as JSON."""
+    return checkpoint_json(
+        checkpoint_inherited(
+            workspace_id=attempt.workspace_id,
+            run_id=attempt.run_id,
+            slot_id=attempt.slot_id,
+            attempt_id=attempt.pk,
+            lane_id=lane_id,
+        )
+    )
+
+
 class ClaimApi(HandAPIView):
-    """Claim the lowest open slot of the run (or `slot`): a new tenure, fence + 1."""
+    """Claim the lowest open slot of the run (or `slot`): a new tenure, fence + 1. The answer
+    carries the last checkpoint an earlier attempt on the slot reported."""
 
     required_scope = WORK
 
@@ -30,7 +48,7 @@ class ClaimApi(HandAPIView):
         tags=["hand"],
         request=ClaimIn,
         responses={
-            201: AttemptOut,
+            201: ClaimOut,
             **error_responses(
                 "scope_denied",
                 "not_found",
@@ -53,7 +71,7 @@ class ClaimApi(HandAPIView):
             lane_id=self.lane_id,
             key=self.key,
         )
-        return Response(attempt_json(view), status=201)
+        return Response(attempt_json(view) | inherited_json(view.attempt, self.lane_id), status=201)
 
 
 class AttemptApi(HandAPIView):
@@ -72,7 +90,8 @@ class AttemptApi(HandAPIView):
 
 
 class BriefApi(HandAPIView):
-    """What the attempt is for: the run's brief, its required evidence, package and lane."""
+    """What the attempt is for: the run's brief, its required evidence, package and lane, and
+    the last checkpoint an earlier attempt on its slot reported."""
 
     required_scope = READ_ATTEMPT
 
@@ -101,6 +120,7 @@ class BriefApi(HandAPIView):
                     "external_ref": package.external_ref or None,
                 },
                 "lane": {"slug": attempt.lane.slug, "name": attempt.lane.name},
+                **inherited_json(attempt, self.lane_id),
             }
         )
 

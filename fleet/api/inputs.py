@@ -18,7 +18,9 @@ from apikit.inputs import (
 )
 from fleet.costs.spend import COST_PLACES, MAX_COST_USD, MAX_TOKENS
 from fleet.models import (
+    DEFAULT_PRIORITY,
     GRADE_ORDER,
+    MAX_PRIORITY,
     Directive,
     IdleDirective,
     PlanState,
@@ -26,6 +28,7 @@ from fleet.models import (
     RunState,
     SlotState,
 )
+from fleet.plan import dependencies
 from fleet.plan import services as plan_services
 from hands import capabilities as hand_capabilities
 from hands.api import capabilities_field
@@ -83,6 +86,12 @@ class ReportIn(serializers.Serializer):
     message = reason_field(required=False, allow_blank=True)
     percent = StrictFloatField(required=False, allow_null=True, min_value=0, max_value=100)
     details = serializers.DictField(required=False, allow_null=True)
+    checkpoint = serializers.JSONField(
+        required=False,
+        help_text="Where the work stands, for the next attempt on this slot: any JSON value but "
+        "null (leave it out to report none), at most the `checkpoint_bytes` limit as compact JSON "
+        "in UTF-8. The next attempt on the slot reads the last one in its brief.",
+    )
     tokens_in = StrictIntegerField(
         required=False,
         allow_null=True,
@@ -216,6 +225,30 @@ def IDLE_DIRECTIVE() -> serializers.ChoiceField:  # noqa: N802 - a field factory
     )
 
 
+def PRIORITY(**kwargs: Any) -> StrictIntegerField:  # noqa: N802 - a field factory
+    return StrictIntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_PRIORITY,
+        help_text=f"The ready queue's order: 0 first, {MAX_PRIORITY} last (default "
+        f"{DEFAULT_PRIORITY}); among equals, the oldest run first.",
+        **kwargs,
+    )
+
+
+def DEPENDS_ON(help_text: str = "", **kwargs: Any) -> serializers.ListField:  # noqa: N802
+    return serializers.ListField(
+        child=StrictIntegerField(min_value=1, max_value=dependencies.MAX_RUN_ID),
+        required=False,
+        max_length=dependencies.MAX_DEPENDENCIES,
+        help_text=help_text
+        or "The runs this one waits for (ids of runs of the workspace the key can see, at "
+        f"most {dependencies.MAX_DEPENDENCIES}, none twice): its slots take no claim "
+        "(run_waiting) until each is done.",
+        **kwargs,
+    )
+
+
 class RunIn(serializers.Serializer):
     title = name_field()
     brief = StrictCharField(
@@ -255,6 +288,13 @@ class RunIn(serializers.Serializer):
     )
     progress_timeout_s = PROGRESS_TIMEOUT()
     idle_directive = IDLE_DIRECTIVE()
+    priority = PRIORITY()
+
+
+class RunCreateIn(RunIn):
+    """A run created by a call (a schedule's runs name no dependencies: `RunIn`)."""
+
+    depends_on = DEPENDS_ON(default=list)
 
 
 class RunPatchIn(serializers.Serializer):
@@ -271,11 +311,18 @@ class RunPatchIn(serializers.Serializer):
     )
     progress_timeout_s = PROGRESS_TIMEOUT()
     idle_directive = IDLE_DIRECTIVE()
+    priority = PRIORITY()
+    depends_on = DEPENDS_ON(
+        help_text="Replace the runs this one waits for (at most "
+        f"{dependencies.MAX_DEPENDENCIES}; [] waits for none). A change that would close a "
+        "cycle is refused (dependency_cycle) and nothing is changed."
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs:
             raise serializers.ValidationError(
-                "give state, capabilities, progress_timeout_s or idle_directive (or several)"
+                "give state, capabilities, progress_timeout_s, idle_directive, priority or "
+                "depends_on (or several)"
             )
         return attrs
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from apikit.context import current_call
 from fleet.attempts import selectors as attempt_selectors
+from fleet.attempts.checkpoints import Inherited
 from fleet.attempts.idle import is_idle
 from fleet.attempts.selectors import AttemptView
 from fleet.costs.spend import budget_notice_now
 from fleet.models import Run, WorkPackage
+from fleet.plan import dependencies
 from fleet.plan import selectors as plan_selectors
 from fleet.plan import services as plan_services
 from fleet.plan.selectors import SlotView
@@ -276,6 +279,22 @@ def attempt_answer(
     }
 
 
+def checkpoint_json(inherited: Inherited | None) -> dict[str, Any]:
+    """The checkpoint an attempt inherits (`fleet.attempts.checkpoints.checkpoint_inherited`),
+    as a brief and a claim's answer carry it: null and null when there is none."""
+    if inherited is None:
+        return {"checkpoint": None, "checkpoint_from": None}
+    return {
+        "checkpoint": inherited.checkpoint,
+        "checkpoint_from": {
+            "attempt": inherited.attempt_id,
+            "hand": inherited.hand,
+            "at": inherited.at,
+            "end": inherited.end,
+        },
+    }
+
+
 def slot_json(view: SlotView) -> dict[str, Any]:
     return {
         "index": view.slot.index,
@@ -298,8 +317,33 @@ def work_package_json(package: WorkPackage) -> dict[str, Any]:
     }
 
 
-def run_json(run: Run, counts: plan_selectors.SlotCounts | None = None) -> dict[str, Any]:
-    """A run; with `counts`, also how its slots stand now (`slots_by_state`)."""
+def run_dependencies(runs: list[Run]) -> dict[int, list[dependencies.Dependency]]:
+    """What each run of a page depends on (one query). To a lane-limited caller (it reads only
+    its lane's runs) a run of another lane is counted, never named (docs/api.md, "Lanes")."""
+    limited = current_call().conceal is not None
+    by_lane: dict[int | None, list[Run]] = {}
+    found: dict[int, list[dependencies.Dependency]] = {}
+    for run in runs:
+        lane_id = run.work_package.lane_id if limited else None
+        read = dependencies.from_rows(run, lane_id=lane_id)  # read with the page, if it was
+        if read is None:
+            by_lane.setdefault(lane_id, []).append(run)
+        else:
+            found[run.pk] = read
+    for lane_id, some in by_lane.items():
+        found.update(dependencies.dependencies_of([r.pk for r in some], lane_id=lane_id))
+    return found
+
+
+def run_json(
+    run: Run,
+    counts: plan_selectors.SlotCounts | None = None,
+    depends_on: list[dependencies.Dependency] | None = None,
+) -> dict[str, Any]:
+    """A run; with `counts`, also how its slots stand now (`slots_by_state`). `depends_on`:
+    what it depends on, as `run_dependencies` read it for a page (read here when None)."""
+    if depends_on is None:
+        depends_on = run_dependencies([run]).get(run.pk, [])
     extra = (
         {"slots_by_state": {"open": counts.open, "held": counts.held, "done": counts.done}}
         if counts is not None
@@ -324,14 +368,19 @@ def run_json(run: Run, counts: plan_selectors.SlotCounts | None = None) -> dict[
         "closed_at": run.closed_at,
         "work_package_key": run.work_package.key,
         "work_package_title": run.work_package.title,
+        "priority": run.priority,
+        "depends_on": dependencies.ids(depends_on),
+        "waiting_for": dependencies.ids(dependencies.waiting_for(depends_on)),
         **extra,
     }
 
 
-def runs_json(runs: list[Run]) -> list[dict[str, Any]]:
-    """A page of runs with their slots counted (one query for the page)."""
-    counts = plan_selectors.runs_slot_counts(runs)
-    return [run_json(run, counts[run.pk]) for run in runs]
+def runs_json(runs: list[Run], *, counted: bool = True) -> list[dict[str, Any]]:
+    """A page of runs with what they depend on and (`counted`) their slots counted: a query
+    for each, whatever the page's size."""
+    counts = plan_selectors.runs_slot_counts(runs) if counted else {}
+    depends_on = run_dependencies(runs)
+    return [run_json(run, counts.get(run.pk), depends_on.get(run.pk, [])) for run in runs]
 
 
 def refusal_json(refusal: Refusal) -> dict[str, Any]:

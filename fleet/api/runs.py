@@ -3,17 +3,26 @@
 
 from __future__ import annotations
 
+import json
+from base64 import urlsafe_b64decode, urlsafe_b64encode
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 
-from apikit.api import paginated
+from apikit.api import NewestFirst, paginated
+from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, choice_param, created_or_found, text_param, valid
 from apikit.openapi import error_responses
 from fleet.api.inputs import (
     RUN_STATES,
     SLOT_STATES,
-    RunIn,
+    RunCreateIn,
     RunPatchIn,
     SlotReopenIn,
     SlotsAddIn,
@@ -21,7 +30,7 @@ from fleet.api.inputs import (
 )
 from fleet.api.presenters import run_json, runs_json, slot_json, work_package_json
 from fleet.api.schemas import RunOut, SlotOut, WorkPackageOut
-from fleet.models import WorkPackage
+from fleet.models import Run, WorkPackage
 from fleet.plan import selectors as plan_selectors
 from fleet.plan import services as plan_services
 from hands import selectors as hand_selectors
@@ -38,6 +47,9 @@ from hands.views import (
     WORK,
     HandAPIView,
 )
+
+# `GET /runs?ready=`: true is the ready queue; false, or absent, every run as before.
+READY_CHOICES = ["true", "false"]
 
 
 class SlotsApi(HandAPIView):
@@ -127,6 +139,14 @@ class RunsIndexApi(HandAPIView):
                 "state", str, enum=RUN_STATES, description="open: runs that take claims."
             ),
             OpenApiParameter("lane", str, description="A lane's slug."),
+            OpenApiParameter(
+                "ready",
+                str,
+                enum=READY_CHOICES,
+                description="true: the ready queue: runs a hand could claim now (open, of an "
+                "open work package, waiting for no run, with an open slot), by priority (0 "
+                "first), then age (oldest first), then id.",
+            ),
             *PAGE_PARAMS,
         ],
         responses={
@@ -135,7 +155,8 @@ class RunsIndexApi(HandAPIView):
         },
     )
     def get(self, request: Request) -> Response:
-        return paginated(
+        ready = choice_param(request, "ready", READY_CHOICES) == "true"
+        return (ready_page if ready else paginated)(
             request,
             plan_selectors.runs_of_workspace(
                 workspace_id=self.workspace_id,
@@ -149,9 +170,55 @@ class RunsIndexApi(HandAPIView):
                     if PLAN in self.key.scopes or SUPERVISE in self.key.scopes
                     else list(self.hand.capabilities)
                 ),
+                ready=ready,
             ),
             runs_json,
         )
+
+
+def ready_page(
+    request: Request, queryset: QuerySet[Run], render: Callable[[list[Run]], list[Any]]
+) -> Response:
+    """One page of the ready queue (`plan_selectors.ready_queue`, ordered by priority, age and
+    id), its cursor the last row's place in that order: a page costs one indexed query however
+    deep it is (as `paginated`'s, whose cursor is a primary key), and the same size limits."""
+    size = NewestFirst().get_page_size(request)
+    after = _ready_position(request.query_params.get("cursor"))
+    if after is not None:
+        priority, created_at, pk = after
+        queryset = queryset.filter(
+            Q(priority__gt=priority)
+            | Q(priority=priority, created_at__gt=created_at)
+            | Q(priority=priority, created_at=created_at, pk__gt=pk)
+        )
+    rows = list(queryset[: size + 1])
+    response = Response(render(rows[:size]))
+    if len(rows) > size:
+        last = rows[size - 1]
+        cursor = urlsafe_b64encode(
+            json.dumps([last.priority, last.created_at.isoformat(), last.pk]).encode()
+        ).decode()
+        next_url = replace_query_param(request.build_absolute_uri(), "cursor", cursor)
+        response["Link"] = f'<{next_url}>; rel="next"'
+        response["X-Next-Cursor"] = cursor
+    return response
+
+
+def _ready_position(cursor: str | None) -> tuple[int, datetime, int] | None:
+    """The place a ready queue's cursor names, or None for the first page; anything else is a
+    cursor this server did not give out."""
+    if cursor is None or cursor == "":
+        return None
+    try:
+        priority, created_at, pk = json.loads(urlsafe_b64decode(cursor.encode("ascii")))
+        at = datetime.fromisoformat(created_at)
+        if not all(type(n) is int and 0 <= n < 2**63 for n in (priority, pk)) or not at.tzinfo:
+            raise ValueError(cursor)
+    except (ValueError, TypeError, UnicodeError):
+        raise ValidationFailed(
+            "cursor is not one this server gave out", fields={"cursor": ["An opaque cursor."]}
+        ) from None
+    return priority, at, pk
 
 
 class WorkPackagesApi(HandAPIView):
@@ -228,12 +295,12 @@ class RunsApi(HandAPIView):
         return paginated(
             request,
             plan_selectors.runs_list(work_package=self._package(work_package_id)),
-            lambda rows: [run_json(x) for x in rows],
+            lambda rows: runs_json(rows, counted=False),
         )
 
     @extend_schema(
         tags=["plan"],
-        request=RunIn,
+        request=RunCreateIn,
         parameters=IDEMPOTENCY_PARAMS,
         responses={
             201: RunOut,
@@ -243,11 +310,11 @@ class RunsApi(HandAPIView):
         },
     )
     def post(self, request: Request, work_package_id: int) -> Response:
-        data = valid(RunIn, request)
+        data = valid(RunCreateIn, request)
         package = self._package(work_package_id)
 
         def create() -> Response:
-            run = plan_services.run_create(work_package=package, **data)
+            run = plan_services.run_create(work_package=package, lane_id=self.lane_id, **data)
             return Response(run_json(run), status=201)
 
         return idempotent(request, create)
@@ -272,8 +339,12 @@ class RunApi(HandAPIView):
         request=RunPatchIn,
         description="Close a run (it takes no more claims; its attempts go on) or reopen it; "
         "set the capabilities a hand needs to claim its slots; set its progress timeout and "
-        "idle directive.",
-        responses={200: RunOut, **error_responses("scope_denied", "not_found", body=True)},
+        "idle directive; set its priority and the runs it waits for (a change that would "
+        "close a cycle is refused `dependency_cycle`, naming it, and nothing is changed).",
+        responses={
+            200: RunOut,
+            **error_responses("scope_denied", "not_found", "dependency_cycle", body=True),
+        },
     )
     def patch(self, request: Request, run_id: int) -> Response:
         data = valid(RunPatchIn, request)
@@ -281,6 +352,20 @@ class RunApi(HandAPIView):
         run = plan_selectors.run_get(
             workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id
         )
+        if "depends_on" in data:  # first: a refused cycle changes nothing else either
+            plan_services.run_set_dependencies(
+                workspace_id=self.workspace_id,
+                run_id=run.pk,
+                depends_on=data["depends_on"],
+                lane_id=self.lane_id,
+            )
+        if "priority" in data:
+            plan_services.run_set_priority(
+                workspace_id=self.workspace_id,
+                run_id=run.pk,
+                priority=data["priority"],
+                lane_id=self.lane_id,
+            )
         if "capabilities" in data:
             plan_services.run_set_capabilities(
                 workspace_id=self.workspace_id,

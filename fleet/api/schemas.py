@@ -8,7 +8,7 @@ from rest_framework import serializers
 from apikit.concealing import CONCEALED
 from fleet.api.inputs import SLOT_STATES
 from fleet.attempts import selectors as attempt_selectors
-from fleet.models import GRADE_ORDER, Directive, PlanState, RunState
+from fleet.models import GRADE_ORDER, MAX_PRIORITY, AttemptEnd, Directive, PlanState, RunState
 from leases import selectors as lease_selectors
 from leases.models import EventKind, LeaseMode
 
@@ -78,6 +78,26 @@ class AttemptOut(serializers.Serializer):
     )
 
 
+class CheckpointFromOut(serializers.Serializer):
+    attempt = serializers.IntegerField(help_text="The earlier attempt that reported it.")
+    hand = serializers.CharField(allow_null=True, help_text=CONCEALED)
+    at = serializers.DateTimeField(help_text="When it was reported.")
+    end = serializers.ChoiceField(
+        choices=AttemptEnd.choices, allow_null=True, help_text="How that attempt ended."
+    )
+
+
+CHECKPOINT_HELP = (
+    "The last checkpoint an earlier attempt on this slot reported (docs/api.md, Checkpoints); "
+    "null if none did."
+)
+
+
+class ClaimOut(AttemptOut):
+    checkpoint = serializers.JSONField(allow_null=True, help_text=CHECKPOINT_HELP)
+    checkpoint_from = CheckpointFromOut(allow_null=True)
+
+
 class LeaseOut(serializers.Serializer):
     resource = serializers.CharField()
     kind = serializers.CharField()
@@ -143,6 +163,8 @@ class BriefOut(serializers.Serializer):
     run = BriefRunOut()
     work_package = BriefPackageOut()
     lane = BriefLaneOut()
+    checkpoint = serializers.JSONField(allow_null=True, help_text=CHECKPOINT_HELP)
+    checkpoint_from = CheckpointFromOut(allow_null=True)
 
 
 class PendingHandoffOut(serializers.Serializer):
@@ -256,6 +278,18 @@ class RunOut(serializers.Serializer):
     )
     work_package_key = serializers.CharField()
     work_package_title = serializers.CharField()
+    priority = serializers.IntegerField(
+        min_value=0, max_value=MAX_PRIORITY, help_text="The ready queue's order: 0 first."
+    )
+    depends_on = serializers.ListField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text="The runs it waits for, ascending (a run of another lane, to a lane-limited "
+        "key: null).",
+    )
+    waiting_for = serializers.ListField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text="Those of depends_on not done yet (a claim is refused run_waiting).",
+    )
     slots_by_state = SlotsByStateOut(
         required=False, help_text="How many slots are open, held and done now (lists of runs)."
     )

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 
 from apikit.errors import ValidationFailed
 from apikit.retries import retried
+from fleet.attempts.checkpoints import checkpoint_param, checkpoint_refusal, unstorable_text
 from fleet.attempts.selectors import AttemptView, Named, ReportedAttempt
 from fleet.attempts.services import attempt_for_hand, refuse_ended, tenure_error
 from fleet.costs.budgets import budgets_enforce, budgets_lock
@@ -39,13 +40,23 @@ HEARTBEAT_RECORD_S = 60
 
 
 def is_bare_heartbeat(
-    kind: str, message: str, percent: float | None, details: dict[str, Any] | None
+    kind: str,
+    message: str,
+    percent: float | None,
+    details: dict[str, Any] | None,
+    checkpoint: object = None,
 ) -> bool:
     """A heartbeat that says nothing. Every other report is progress (fleet/attempts/idle.py): a
-    note counts, as a hand that writes one is doing something a person can read; a cost does not
-    (a hand can spend tokens going round in circles), and a costed heartbeat is recorded at
-    once, though still no progress."""
-    return kind == ReportKind.HEARTBEAT and not message and percent is None and not details
+    note counts, as a hand that writes one is doing something a person can read, and so does a
+    checkpoint (where the work stands); a cost does not (a hand can spend tokens going round in
+    circles), and a costed heartbeat is recorded at once, though still no progress."""
+    return (
+        kind == ReportKind.HEARTBEAT
+        and not message
+        and percent is None
+        and not details
+        and checkpoint is None
+    )
 
 
 def cost_refusal(
@@ -181,9 +192,11 @@ def _report_template(
     return (
         f"WITH renewed AS ({renew}RETURNING {', '.join(returned)}), "
         f"report AS (INSERT INTO {Report._meta.db_table} "
-        "(workspace_id, attempt_id, kind, at, process_id, renewed, message, percent, details) "
+        "(workspace_id, attempt_id, kind, at, process_id, renewed, message, percent, details, "
+        "checkpoint) "
         "SELECT workspace_id, attempt_id, %(kind)s, server_time, %(process_id)s, true, "
-        "%(message)s, %(percent)s, CAST(%(details)s AS jsonb) FROM renewed), "
+        "%(message)s, %(percent)s, CAST(%(details)s AS jsonb), CAST(%(checkpoint)s AS jsonb) "
+        "FROM renewed), "
         # The attempt as the statement leaves it.
         # Not a bare heartbeat: progress (fleet/attempts/idle.py), which ends an idle spell.
         f"stamped AS (UPDATE {attempt_table} SET last_report_at = renewed.server_time, "
@@ -222,9 +235,10 @@ def report_params(
     percent: float | None,
     details: dict[str, Any] | None,
     lease_id: int | None = None,
+    checkpoint: object = None,
 ) -> dict[str, Any]:
     """The parameters of a renewing report (`report_statement`); `lease_id`: the attempt's
-    lease, if known."""
+    lease, if known; `checkpoint`: None for none."""
     return {
         "attempt_id": attempt_id,
         "lease_id": lease_id,
@@ -234,31 +248,12 @@ def report_params(
         "message": message,
         "percent": percent,
         "details": json.dumps(details) if details else "{}",
+        "checkpoint": checkpoint_param(checkpoint),
     }
 
 
 # A report's details are kept with it (90 days by default): an object of at most this much JSON.
 MAX_DETAILS_BYTES = 16_384
-
-
-def _unstorable_text(details: dict[str, Any]) -> str | None:
-    """A NUL or a lone surrogate in any key or string of `details`, said in words, or None."""
-    pending: list[object] = [details]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, dict):
-            pending.extend(value)  # the keys
-            pending.extend(value.values())
-        elif isinstance(value, list):
-            pending.extend(value)
-        elif isinstance(value, str):
-            if "\x00" in value:
-                return "a NUL character"
-            try:
-                value.encode()
-            except UnicodeEncodeError:
-                return "a lone surrogate"
-    return None
 
 
 def details_refusal(details: object) -> ValidationFailed | None:
@@ -268,7 +263,7 @@ def details_refusal(details: object) -> ValidationFailed | None:
         return None
     if not isinstance(details, dict):
         return ValidationFailed("details must be an object", fields={"details": ["An object."]})
-    unstorable = _unstorable_text(details)
+    unstorable = unstorable_text(details)
     if unstorable is not None:
         # PostgreSQL's jsonb refuses both anywhere in a document (a 500 otherwise).
         return ValidationFailed(
@@ -393,6 +388,7 @@ def _report_renewing(
     percent: float | None,
     details: dict[str, Any] | None,
     lane_id: int | None,
+    checkpoint: object = None,
 ) -> AttemptView | None:
     """A renewing report in one round trip, or None: then the step-by-step path decides."""
     if as_fence(fence) is None:
@@ -405,6 +401,7 @@ def _report_renewing(
         message=message,
         percent=percent,
         details=details,
+        checkpoint=checkpoint,
     )
     params["hand_id"], params["workspace_id"] = hand.pk, hand.workspace_id
     if lane_id is not None:
@@ -412,7 +409,7 @@ def _report_renewing(
     # The template is built once; the engine renders its clock into it on every call.
     statement = report_statement(
         with_percent=percent is not None,
-        bare=is_bare_heartbeat(kind, message, percent, details),
+        bare=is_bare_heartbeat(kind, message, percent, details, checkpoint),
         caller=_PARAMETER_REPORTER if lane_id is None else _PARAMETER_REPORTER_IN_LANE,
     )
     with connection.cursor() as cursor:
@@ -444,6 +441,7 @@ def validate_report(
     tokens_in: int | None,
     tokens_out: int | None,
     cost_usd: Decimal | None,
+    checkpoint: object = None,
 ) -> str:
     """A report's values, checked as every way of reporting checks them; its message as kept."""
     validate_choice(kind, field="kind", choices=[k.value for k in ReportKind])
@@ -458,7 +456,11 @@ def validate_report(
         raise ValidationFailed(
             "percent must be from 0 to 100", fields={"percent": ["From 0 to 100."]}
         )
-    refusal = details_refusal(details) or cost_refusal(tokens_in, tokens_out, cost_usd)
+    refusal = (
+        details_refusal(details)
+        or checkpoint_refusal(checkpoint)
+        or cost_refusal(tokens_in, tokens_out, cost_usd)
+    )
     if refusal is not None:
         raise refusal
     return message
@@ -480,6 +482,7 @@ def attempt_report(
     tokens_in: int | None = None,
     tokens_out: int | None = None,
     cost_usd: Decimal | None = None,
+    checkpoint: object = None,
     statement_missed: bool = False,
     missed_lease_id: int | None = None,
 ) -> tuple[bool, AttemptView]:
@@ -490,6 +493,9 @@ def attempt_report(
     A report with a cost (tokens, cost_usd) also judges the lane's budgets, in its transaction
     (fleet/costs/budgets.py): it takes the step-by-step path, so a heartbeat without one
     costs what it did.
+
+    `checkpoint` (None: none) is kept with the report, in the statement that writes it
+    (`fleet.attempts.checkpoints`).
 
     A renewing report without a cost is one statement (`_report_renewing`); when it matches
     nothing the report is refused, said from the attempt and its lease as they stand, never by
@@ -508,6 +514,7 @@ def attempt_report(
         tokens_in=tokens_in,
         tokens_out=tokens_out,
         cost_usd=cost_usd,
+        checkpoint=checkpoint,
     )
     costed = bool(tokens_in or tokens_out or cost_usd)
     # A report renews when it carries the claim's process identity and no cost.
@@ -524,6 +531,7 @@ def attempt_report(
             percent=percent,
             details=details,
             lane_id=lane_id,
+            checkpoint=checkpoint,
         )
 
     if renewing is not None and not statement_missed:
@@ -569,7 +577,7 @@ def attempt_report(
                 attempt, engine.read(workspace_id=hand.workspace_id, resource=resource), process_id
             )
         recorded = attempt.last_report_at
-        progress = not is_bare_heartbeat(kind, message, percent, details)
+        progress = not is_bare_heartbeat(kind, message, percent, details, checkpoint)
         if (
             costed
             or progress
@@ -587,6 +595,7 @@ def attempt_report(
                 message=message,
                 percent=percent,
                 details=details or {},
+                checkpoint=checkpoint,
                 tokens_in=tokens_in or 0,
                 tokens_out=tokens_out or 0,
                 cost_usd=cost_usd or Decimal(0),

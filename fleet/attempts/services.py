@@ -15,8 +15,9 @@ from apikit.errors import NotFound, ValidationFailed
 from apikit.retries import retried
 from fleet.attempts.selectors import AttemptView, attempt_get, attempt_view
 from fleet.costs.budgets import refuse_over_budget
-from fleet.errors import CapabilityMissing, NoOpenSlot, RunClosed, SlotTaken
+from fleet.errors import CapabilityMissing, NoOpenSlot, RunClosed, RunWaiting, SlotTaken
 from fleet.models import Attempt, AttemptEnd, Directive, PlanState, Run, RunState, Slot, SlotState
+from fleet.plan import dependencies
 from fleet.plan.selectors import SlotCounts, run_get, run_slot_counts
 from fleet.plan.services import lock_run, mark_run_done_if_finished, slot_resource
 from hands import capabilities as hand_capabilities
@@ -70,6 +71,7 @@ def attempt_claim(
     guard = engine.Guard.all(
         capability_guard(hand=hand, run=run),
         hand_services.key_guard(key) if key is not None else None,
+        dependency_guard(run=run, lane_id=lane_id),
     )
     assert guard is not None
     with transaction.atomic():
@@ -199,6 +201,36 @@ def capability_guard(*, hand: Hand, run: Run) -> engine.Guard:
             "guard_run_id": run.pk,
             "guard_hand_id": hand.pk,
         },
+        explain=explain,
+    )
+
+
+def dependency_guard(*, run: Run, lane_id: int | None = None) -> engine.Guard:
+    """Every run `run` depends on done, as a condition of the claim's one statement (the rule
+    `fleet.plan.dependencies.waits_sql`), with `run_waiting` to explain a refusal.
+
+    In the statement for the reason `capability_guard` gives: a dependency's last finish commits
+    the run's `done` in its own transaction (`mark_run_done_if_finished`). A claim whose
+    statement starts before that commit reads the dependency not done and is refused; one that
+    starts after reads it done and may be granted; none is granted while it is not done
+    (tests/run_dependencies/test_dependency_races.py). `lane_id`: the claimer's lane, for a
+    lane-limited key, to which another lane's run is counted but not named."""
+
+    def explain() -> Exception | None:
+        waiting = dependencies.waiting_for(
+            dependencies.dependencies_of([run.pk], lane_id=lane_id).get(run.pk, [])
+        )
+        if not waiting:
+            return None
+        return RunWaiting(
+            dependencies.said_waiting(run.pk, waiting),
+            waiting_for=[dependency.as_waiting() for dependency in waiting],
+        )
+
+    return engine.Guard(
+        sql="NOT "
+        + dependencies.waits_sql("%(guard_waiting_run_id)s", "%(guard_waiting_workspace_id)s"),
+        params={"guard_waiting_run_id": run.pk, "guard_waiting_workspace_id": run.workspace_id},
         explain=explain,
     )
 

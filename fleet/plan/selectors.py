@@ -11,12 +11,14 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from apikit.errors import NotFound
-from fleet.models import Run, RunState, Slot, SlotState, WorkPackage
+from fleet.models import PlanState, Run, RunState, Slot, SlotState, WorkPackage
+from fleet.plan import dependencies
 from hands import capabilities as hand_capabilities
 from hands.models import Lane
-from leases.clock import db_now
+from leases.clock import db_now, now_sql
 from leases.engine import LeaseSnapshot
 from leases.models import Lease, LeaseStatus
+from leases.state import takeable_sql
 
 
 def run_get(*, workspace_id: int, run_id: int, lane_id: int | None = None) -> Run:
@@ -127,8 +129,10 @@ def work_package_get(
 
 
 def runs_list(*, work_package: WorkPackage) -> QuerySet[Run]:
-    return Run.objects.filter(work_package=work_package).select_related(
-        "work_package", "work_package__lane"
+    return dependencies.annotated(
+        Run.objects.filter(work_package=work_package).select_related(
+            "work_package", "work_package__lane"
+        )
     )
 
 
@@ -139,12 +143,16 @@ def runs_of_workspace(
     lane_slug: str = "",
     lane_id: int | None = None,
     fitting: list[str] | None = None,
+    ready: bool = False,
 ) -> QuerySet[Run]:
     """The workspace's runs (a lane-limited key's: its lane's), for hands discovering work. An
     open run of a closed work package takes no claims, so `open` leaves it out. `fitting`: only
-    the runs a hand with those capabilities can take (the claim's own rule, in SQL)."""
-    runs = Run.objects.filter(workspace_id=workspace_id).select_related(
-        "work_package", "work_package__lane"
+    the runs a hand with those capabilities can take (the claim's own rule, in SQL). `ready`:
+    the ready queue (`ready_queue`), in its order."""
+    runs = dependencies.annotated(
+        Run.objects.filter(workspace_id=workspace_id).select_related(
+            "work_package", "work_package__lane"
+        )
     )
     if fitting is not None:
         column = f'"{Run._meta.db_table}"."capabilities"'
@@ -161,4 +169,66 @@ def runs_of_workspace(
         runs = runs.filter(state=RunState.OPEN, work_package__state=RunState.OPEN)
     elif state:
         runs = runs.filter(state=state)
-    return runs
+    return ready_queue(runs) if ready else runs
+
+
+# A run has a slot to claim now: free, or its holder lost (the claim's own test, `takeable_sql`).
+_OPEN_SLOT = (
+    f"EXISTS (SELECT 1 FROM {Slot._meta.db_table} ready_slot "
+    f"JOIN {Lease._meta.db_table} ready_lease ON ready_lease.id = ready_slot.lease_id "
+    f'WHERE ready_slot.workspace_id = "{Run._meta.db_table}"."workspace_id" '
+    f'AND ready_slot.run_id = "{Run._meta.db_table}"."id" AND {{takeable}})'
+)
+READY_ORDER = ("priority", "created_at", "pk")
+
+
+def ready_queue(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Of `runs`, those a hand could claim now: open, of an open work package, waiting for no
+    run (`fleet.plan.dependencies.waits_sql`, the claim's own rule), with a slot open; in the
+    queue's order: priority (0 first), then age (oldest first), then id. One query."""
+    run = f'"{Run._meta.db_table}"'
+    now = now_sql()
+    takeable = takeable_sql(
+        now,
+        status="ready_lease.status",
+        deadline="ready_lease.deadline",
+        grace="ready_lease.grace_s",
+    )
+    ready = RawSQL(
+        f"(NOT {dependencies.waits_sql(f'{run}.id', f'{run}.workspace_id')} AND "
+        + _OPEN_SLOT.format(takeable=takeable)
+        + ")",
+        (),
+        output_field=BooleanField(),
+    )
+    return (
+        runs.filter(state=RunState.OPEN, work_package__state=PlanState.OPEN)
+        .alias(ready=ready)
+        .filter(ready=True)
+        .order_by(*READY_ORDER)
+    )
+
+
+def waiting_runs(
+    *, workspace_id: int, lane_slug: str = "", limit: int = 20
+) -> tuple[list[Run], int]:
+    """The open runs (of open packages) that wait for a run not done, in the ready queue's
+    order, each with what it depends on (`dependencies.annotated`), at most `limit` of them,
+    and how many there are: the board's "waiting" list (two queries)."""
+    run = f'"{Run._meta.db_table}"'
+    waits = RawSQL(
+        dependencies.waits_sql(f"{run}.id", f"{run}.workspace_id"), (), output_field=BooleanField()
+    )
+    runs = (
+        Run.objects.filter(
+            workspace_id=workspace_id, state=RunState.OPEN, work_package__state=PlanState.OPEN
+        )
+        .alias(waits=waits)
+        .filter(waits=True)
+    )
+    if lane_slug:
+        runs = runs.filter(work_package__lane__slug=lane_slug)
+    shown = dependencies.annotated(
+        runs.select_related("work_package", "work_package__lane").order_by(*READY_ORDER)
+    )
+    return list(shown[:limit]), runs.count()

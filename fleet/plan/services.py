@@ -11,10 +11,12 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from apikit.errors import NotFound, ValidationFailed
+from apikit.retries import retried
 from fleet.errors import RunClosed, SlotNotDone
 from fleet.models import (
     DEFAULT_GRACE_S,
     DEFAULT_HEARTBEAT_INTERVAL_S,
+    DEFAULT_PRIORITY,
     GRADE_ORDER,
     IdleDirective,
     PlanState,
@@ -23,6 +25,7 @@ from fleet.models import (
     Slot,
     WorkPackage,
 )
+from fleet.plan import dependencies
 from fleet.plan.selectors import SlotView, run_get, run_slot_counts, slot_state
 from hands import capabilities as hand_capabilities
 from hands.models import Lane
@@ -145,10 +148,19 @@ def run_create(
     capabilities: list[str] | None = None,
     progress_timeout_s: int | None = None,
     idle_directive: str = IdleDirective.NONE,
+    priority: int = DEFAULT_PRIORITY,
+    depends_on: list[int] | None = None,
+    lane_id: int | None = None,
 ) -> Run:
     """A run with its slots, each a free lease row `run/<id>/slot/<n>` at fence 0. A kind
-    `evidence_grades` names is required too (appended to `evidence_required`)."""
+    `evidence_grades` names is required too (appended to `evidence_required`). `depends_on`:
+    the runs it waits for (its slots take no claim until each is done), each one the caller
+    (of lane `lane_id`, if lane-limited) can see; they exist before it, so no cycle can form."""
     validate_name(title, field="title")
+    priority = dependencies.validate_priority(priority)
+    waits_for = dependencies.validate_depends_on(
+        depends_on, workspace_id=work_package.workspace_id, lane_id=lane_id
+    )
     tags = hand_capabilities.normalise(capabilities)
     grades = _validate_evidence_grades(evidence_grades)
     required = list(dict.fromkeys([*_validate_evidence_kinds(evidence_required), *grades]))
@@ -197,8 +209,12 @@ def run_create(
             capabilities=tags,
             progress_timeout_s=progress_timeout_s,
             idle_directive=idle_directive,
+            priority=priority,
         )
         _create_slots(run, range(slots))
+        dependencies.dependencies_write(
+            workspace_id=run.workspace_id, run_id=run.pk, depends_on=waits_for
+        )
     return run
 
 
@@ -306,6 +322,46 @@ def run_set_capabilities(
     return run
 
 
+@refusals_recorded
+@retried
+def run_set_dependencies(
+    *, workspace_id: int, run_id: int, depends_on: object, lane_id: int | None = None
+) -> Run:
+    """Replace the runs `run_id` waits for. A change that would close a cycle is refused
+    (`dependency_cycle`, naming it) and writes nothing. The workspace's changes take turns
+    (`dependencies.lock_dependencies`), so two that would together close a cycle cannot both
+    pass. Attempts already claimed go on; a claim judges by the rows its own statement reads
+    (`fleet.attempts.services.dependency_guard`)."""
+    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
+    waits_for = dependencies.validate_depends_on(
+        depends_on, workspace_id=workspace_id, lane_id=lane_id
+    )
+    with transaction.atomic():
+        dependencies.lock_dependencies(workspace_id=workspace_id)
+        if lane_id is not None:
+            # A lane-limited key replaces only what it can see: another lane's runs that a
+            # workspace-wide key named stay (to it they are as if they did not exist).
+            unseen = dependencies.dependencies_of([run.pk], lane_id=lane_id).get(run.pk, [])
+            waits_for = sorted({*waits_for, *(d.run_id for d in unseen if not d.seen)})
+        dependencies.refuse_cycle(workspace_id=workspace_id, run_id=run.pk, depends_on=waits_for)
+        dependencies.dependencies_write(
+            workspace_id=workspace_id, run_id=run.pk, depends_on=waits_for
+        )
+    return run
+
+
+def run_set_priority(
+    *, workspace_id: int, run_id: int, priority: object, lane_id: int | None = None
+) -> Run:
+    """Move the run in the ready queue (0 first), in one statement."""
+    value = dependencies.validate_priority(priority)
+    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
+    if not Run.objects.filter(workspace_id=workspace_id, pk=run.pk).update(priority=value):
+        raise NotFound(f"no run {run_id}")
+    run.refresh_from_db()
+    return run
+
+
 def lock_run(*, workspace_id: int, run_id: int) -> None:
     """Take the run's row lock for the rest of the transaction. Every path that changes which of
     a run's slots are done takes it before it touches a slot's lease, so they never deadlock.
@@ -321,7 +377,9 @@ def lock_run(*, workspace_id: int, run_id: int) -> None:
 
 
 def mark_run_done_if_finished(*, workspace_id: int, run_id: int, at: datetime, actor: str) -> bool:
-    """An open run whose every slot is done becomes done, with its event, once."""
+    """An open run whose every slot is done becomes done, with its event, once. The runs that
+    wait for it take claims from this transaction's commit on: the claim's statement reads the
+    run's state (`fleet.plan.dependencies.waits_sql`), so nothing has to wake them."""
     unfinished = Slot.objects.filter(workspace_id=workspace_id, run_id=run_id).exclude(
         lease__status=LeaseStatus.RETIRED
     )

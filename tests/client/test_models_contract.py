@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 from groundcontrol_client.core import costs, friction, grades, handoff_calls, handoffs, models
+from groundcontrol_client.core import plans as plan_models
 from groundcontrol_client.core import schedules as schedule_models
 
 # (what the client parses, the schema components it parses: an answer of any of them)
 MODELS: list[tuple[Callable[[Any], Any], tuple[str, ...]]] = [
     (models.SlotLease.from_wire, ("AttemptLeaseOut",)),
-    (models.Attempt.from_wire, ("AttemptOut", "FinishedOut")),
+    (models.Attempt.from_wire, ("AttemptOut", "FinishedOut", "ClaimOut")),
     (models.Lease.from_wire, ("LeaseOut", "PoolLeaseOut", "RenewedLeaseOut")),
     (models.FenceAnswer.from_wire, ("FenceAnswerOut",)),
     (models.Released.from_wire, ("ReleasedOut",)),
@@ -38,6 +39,9 @@ MODELS: list[tuple[Callable[[Any], Any], tuple[str, ...]]] = [
     (grades.GradedEvidence.from_wire, ("EvidenceOut",)),
     (costs.CostReport.from_wire, ("CostReportOut",)),
     (costs.ReportVoided.from_wire, ("ReportVoidOut",)),
+    (plan_models.LaneRecord.from_wire, ("LaneOut",)),
+    (plan_models.WorkPackage.from_wire, ("WorkPackageOut",)),
+    (plan_models.TimelineEntry.from_wire, ("TimelineEntryOut",)),
 ]
 
 

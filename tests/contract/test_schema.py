@@ -100,7 +100,7 @@ def test_real_answers_match_their_documented_schemas(
         jsonschema.validate(body, json_schema_of(schema, name))
 
     attempt = api_a.post(f"/runs/{run.pk}/claim", {"process_id": "a"}).json()
-    check("AttemptOut", attempt)
+    check("ClaimOut", attempt)
     check("BriefOut", api_a.get(f"/attempts/{attempt['id']}/brief").json())
     check(
         "ReportOut",

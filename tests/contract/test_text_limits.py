@@ -18,6 +18,7 @@ from django.forms import BaseForm
 from django.test import Client
 
 from evidence.services import MAX_EVIDENCE_ITEMS, MAX_URL_LENGTH
+from fleet.attempts.checkpoints import MAX_CHECKPOINT_BYTES
 from fleet.attempts.reports import MAX_DETAILS_BYTES
 from fleet.models import Run
 from fleet.plan import services as plan_services
@@ -55,6 +56,11 @@ def url(n: int) -> str:
 def details(n: int) -> dict[str, str]:
     """An object of exactly `n` bytes of JSON (as `json.dumps` writes it)."""
     return {"log": "p" * (n - len('{"log": ""}'))}
+
+
+def checkpoint(n: int) -> str:
+    """A checkpoint of exactly `n` bytes of compact JSON: a string, in its quotes."""
+    return "p" * (n - 2)
 
 
 def kinds(n: int) -> list[str]:
@@ -225,6 +231,18 @@ LIMITS = [
         send=lambda w, a, v: w.api.post(
             f"/attempts/{a['id']}/reports",
             {"fence": a["fence"], "process_id": "p", "kind": "note", "details": v},
+        ),
+    ),
+    Limit(
+        "POST /attempts/{id}/reports",
+        "checkpoint",
+        MAX_CHECKPOINT_BYTES,
+        prepare=claim,
+        value=checkpoint,
+        unit="bytes of compact JSON",
+        send=lambda w, a, v: w.api.post(
+            f"/attempts/{a['id']}/reports",
+            {"fence": a["fence"], "process_id": "p", "kind": "note", "checkpoint": v},
         ),
     ),
     # A hand's other calls.
@@ -519,6 +537,26 @@ LIMITS = [
         prepare=done_slot,
         send=lambda w, slot, v: w.dashboard.post(
             f"/runs/{w.run.pk}/slots/{slot}/reopen/", {"reason": v}
+        ),
+    ),
+    Limit(
+        "dashboard: plan a run",
+        "title",
+        NAME,
+        dashboard=True,
+        send=lambda w, _, v: w.dashboard.post(
+            f"/work-packages/{w.run.work_package_id}/runs/new/",
+            {"title": v, "slots": 1, "priority": 2},
+        ),
+    ),
+    Limit(
+        "dashboard: plan a run",
+        "brief",
+        plan_services.MAX_BRIEF_LENGTH,
+        dashboard=True,
+        send=lambda w, _, v: w.dashboard.post(
+            f"/work-packages/{w.run.work_package_id}/runs/new/",
+            {"title": "t", "brief": v, "slots": 1, "priority": 2},
         ),
     ),
 ]

@@ -67,7 +67,8 @@ WITH renewed AS (
                                , renewed
                                , message
                                , percent
-                               , details)
+                               , details
+                               , checkpoint)
        SELECT workspace_id
             , attempt_id
             , %(kind)s
@@ -77,6 +78,7 @@ WITH renewed AS (
             , %(message)s
             , %(percent)s
             , CAST(%(details)s AS jsonb)
+            , CAST(%(checkpoint)s AS jsonb)
        FROM renewed
      )
    , stamped AS (

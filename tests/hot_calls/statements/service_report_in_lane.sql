@@ -50,7 +50,8 @@ WITH renewed AS (
                                , renewed
                                , message
                                , percent
-                               , details)
+                               , details
+                               , checkpoint)
        SELECT workspace_id
             , attempt_id
             , %(kind)s
@@ -60,6 +61,7 @@ WITH renewed AS (
             , %(message)s
             , %(percent)s
             , CAST(%(details)s AS jsonb)
+            , CAST(%(checkpoint)s AS jsonb)
        FROM renewed
      )
    , stamped AS (

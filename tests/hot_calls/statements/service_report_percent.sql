@@ -49,7 +49,8 @@ WITH renewed AS (
                                , renewed
                                , message
                                , percent
-                               , details)
+                               , details
+                               , checkpoint)
        SELECT workspace_id
             , attempt_id
             , %(kind)s
@@ -59,6 +60,7 @@ WITH renewed AS (
             , %(message)s
             , %(percent)s
             , CAST(%(details)s AS jsonb)
+            , CAST(%(checkpoint)s AS jsonb)
        FROM renewed
      )
    , stamped AS (
