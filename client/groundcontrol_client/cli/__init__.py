@@ -5,7 +5,8 @@ Exit codes (the same for every command):
     0  ok
     1  error: the server refused for another reason, failed, or could not be reached
     2  usage or configuration: bad arguments, GC_URL or GC_KEY missing
-    3  denied: someone else holds it (lease_held, no_open_slot, slot_taken, run_closed)
+    3  denied: someone else holds it (lease_held, no_open_slot, slot_taken, run_closed), or
+       the run waits for runs not done (run_waiting)
     4  lease lost: the tenure is over or not yours (lease_lost, stale_fence, process_mismatch,
        not_holder), or the client's own deadline passed; `gctl verify`: a stale fence
     5  auth: the key is invalid, revoked, expired, or lacks the scope

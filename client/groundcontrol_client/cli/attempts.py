@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from pathlib import Path
+from typing import Any
 
 from groundcontrol_client.cli.environment import (
     attempt_fence_for,
@@ -21,6 +24,7 @@ from groundcontrol_client.cli.output import (
     export_line,
     waiting_notice,
 )
+from groundcontrol_client.core.checkpoints import describe_inherited, read_checkpoint
 from groundcontrol_client.core.errors import ProcessMismatch
 from groundcontrol_client.core.models import (
     Evidence,
@@ -28,6 +32,7 @@ from groundcontrol_client.core.models import (
     describe_run,
     describe_slot,
 )
+from groundcontrol_client.core.when import now_utc
 from groundcontrol_client.http import Client
 
 
@@ -77,7 +82,8 @@ def cmd_claim(client: Client, args: argparse.Namespace) -> Result:
         f"{attempt.fence}; renew it at least every {lease.heartbeat_interval_s:g} s "
         f"(grace {lease.grace_s:g} s), e.g. with `gctl report`\n"
         "the line below makes `gctl report` renew this claim; "
-        f'`eval "$(gctl claim --export {args.run})"` claims and sets it in one step'
+        f'`eval "$(gctl claim --export {args.run})"` claims and sets it in one step\n'
+        + describe_inherited(attempt.checkpoint, attempt.checkpoint_from, now_utc())
     )
     return attempt.raw, f"{commented(summary)}\n{exports}"
 
@@ -86,7 +92,24 @@ def cmd_brief(client: Client, args: argparse.Namespace) -> Result:
     brief = client.brief(attempt_id_for(args))
     required = describe_required(brief.evidence_required, brief.evidence_grades)
     text = f"# {brief.title}\n\n{brief.brief.strip()}\n\nevidence required: {required}"
-    return brief.raw, text
+    inherited = describe_inherited(brief.checkpoint, brief.checkpoint_from, now_utc())
+    return brief.raw, f"{text}\n{inherited}"
+
+
+def checkpoint_from_file(name: str) -> Any:
+    """`--checkpoint-file F` (`-`: standard input): its JSON, checked as the server checks a
+    checkpoint; a usage error says why it cannot be reported."""
+    try:
+        content = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as error:
+        raise UsageError(f"--checkpoint-file {name}: {error.strerror or error}") from None
+    try:
+        checkpoint = read_checkpoint(content)
+    except ValueError as error:
+        raise UsageError(f"--checkpoint-file {name}: {error}") from None
+    if checkpoint is None:
+        raise UsageError(f"--checkpoint-file {name} is empty: there is no checkpoint to report")
+    return checkpoint
 
 
 def _inside_wrapper(args: argparse.Namespace, attempt_id: int) -> bool:
@@ -102,6 +125,7 @@ def _inside_wrapper(args: argparse.Namespace, attempt_id: int) -> bool:
 def cmd_report(client: Client, args: argparse.Namespace) -> Result:
     attempt_id = attempt_id_for(args)
     process_id = None if args.no_renew else process_id_for(args)
+    checkpoint = checkpoint_from_file(args.checkpoint_file) if args.checkpoint_file else None
     try:
         result = client.report(
             attempt_id,
@@ -113,6 +137,7 @@ def cmd_report(client: Client, args: argparse.Namespace) -> Result:
             tokens_in=args.tokens_in,
             tokens_out=args.tokens_out,
             cost_usd=args.cost,
+            checkpoint=checkpoint,
         )
     except ValueError as error:  # a --cost that is no amount
         raise UsageError(str(error)) from None
@@ -129,6 +154,7 @@ def cmd_report(client: Client, args: argparse.Namespace) -> Result:
             "the wrapper's identity.",
         ) from error
     renewed = "renewed" if result.renewed else "recorded (not renewed)"
+    renewed += " with its checkpoint" if checkpoint is not None else ""
     asks = "".join(
         f"\n{r.sentence(result.attempt.lease.resource)}{DECLINE}" for r in result.handoff_requests
     )

@@ -14,8 +14,6 @@ from groundcontrol_client.cli.attempts import (
     cmd_me,
     cmd_release,
     cmd_report,
-    cmd_runs,
-    cmd_slots,
 )
 from groundcontrol_client.cli.friction import add_friction_command
 from groundcontrol_client.cli.git import add_git_commands
@@ -27,6 +25,9 @@ from groundcontrol_client.cli.leases import (
     cmd_lease_release,
     cmd_lease_renew,
 )
+from groundcontrol_client.cli.people import add_people_commands
+from groundcontrol_client.cli.planning import add_planning_commands
+from groundcontrol_client.cli.records import add_records_commands
 from groundcontrol_client.cli.schedules import add_schedule_commands
 from groundcontrol_client.cli.wrappers import cmd_hold, cmd_hook, cmd_mcp, cmd_run
 from groundcontrol_client.hooks.command import HARNESSES
@@ -72,12 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     add("me", cmd_me, "who this key is")
-    p = add("runs", cmd_runs, "the runs this key may claim (open ones unless --all)")
-    p.add_argument("--lane", help="only this lane's runs (a lane's slug)")
-    p.add_argument("--all", action="store_true", help="every run: open, closed and done")
-    p = add("slots", cmd_slots, "a run's slots (open ones unless --all)")
-    p.add_argument("run", type=int, help="the run's id")
-    p.add_argument("--all", action="store_true", help="every slot: open, held and done")
+    # `gctl runs` and `gctl slots` (lists, and a supervisor's actions): cli.planning
+    add_planning_commands(sub, common, add)
     p = add(
         "claim",
         cmd_claim,
@@ -100,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-in", type=int, help="input tokens used since the last report")
     p.add_argument("--tokens-out", type=int, help="output tokens used since the last report")
     p.add_argument("--cost", help="what the work cost since the last report, in US dollars")
+    p.add_argument(
+        "--checkpoint-file",
+        metavar="FILE",
+        help="a JSON file (- for standard input) to report as the checkpoint: where the work "
+        "stands, which the next attempt on the slot inherits",
+    )
     p.add_argument(
         "--kind",
         default="progress",
@@ -281,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_friction_command(sub, common)
     add_schedule_commands(sub, common, add)
     add_handoff_commands(sub, common)
+    add_people_commands(sub, common)
+    add_records_commands(sub, common)
     return parser
 
 

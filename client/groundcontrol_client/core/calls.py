@@ -75,8 +75,14 @@ def run_plan(
     grace_s: int | None = None,
     evidence_grades: Mapping[str, str] | None = None,
     capabilities: Iterable[str] | None = None,
+    progress_timeout_s: int | None = None,
+    idle_directive: str | None = None,
+    priority: int | None = None,
+    depends_on: Iterable[int] | None = None,
 ) -> dict[str, Any]:
-    """The body that plans a run (`run_create`); unset timings take the lane's."""
+    """The body that plans a run (`run_create`); unset timings take the lane's. `priority`:
+    0 first in the ready queue (the server's default 2); `depends_on`: the runs whose end its
+    slots wait for (ids of runs the key can see)."""
     return drop_none(
         {
             "title": title,
@@ -87,6 +93,10 @@ def run_plan(
             "grace_s": grace_s,
             "evidence_grades": dict(evidence_grades) if evidence_grades else None,
             "capabilities": list(capabilities) if capabilities is not None else None,
+            "progress_timeout_s": progress_timeout_s,
+            "idle_directive": idle_directive,
+            "priority": priority,
+            "depends_on": [int(run) for run in depends_on] if depends_on is not None else None,
         }
     )
 
@@ -160,10 +170,14 @@ class Calls(FrictionCalls, SupervisorCalls, HandoffCalls):
                 polls += 1
 
     @call
-    def runs(self, *, state: str | None = "open", lane: str | None = None) -> Steps[list[Run]]:
+    def runs(
+        self, *, state: str | None = "open", lane: str | None = None, ready: bool = False
+    ) -> Steps[list[Run]]:
         """The runs this key may see (a lane-limited key: its lane's), newest first; `state`
-        is open, closed or done (None: every state)."""
-        items = yield from self._list("runs", {"state": state, "lane": lane})
+        is open, closed or done (None: every state). `ready`: the ready queue instead, the open
+        runs that wait for nothing and have an open slot, by priority (0 first), then oldest."""
+        params = {"state": state, "lane": lane, "ready": "true" if ready else None}
+        items = yield from self._list("runs", params)
         return [Run.from_wire(r) for r in items]
 
     @call
@@ -209,10 +223,14 @@ class Calls(FrictionCalls, SupervisorCalls, HandoffCalls):
         tokens_in: int | None = None,
         tokens_out: int | None = None,
         cost_usd: Decimal | str | float | None = None,
+        checkpoint: Any = None,
         give_up_at: float | None = None,
         timeout: float | None = None,
     ) -> Steps[ReportResult]:
-        """A report; with the claim's `process_id` it renews the lease (`renewed`)."""
+        """A report; with the claim's `process_id` it renews the lease (`renewed`).
+        `checkpoint`: where the work stands, any JSON value (None: none), at most the
+        `checkpoint_bytes` limit as compact JSON; the next attempt on the slot reads the last
+        one (`Attempt.checkpoint`)."""
         body = drop_none(
             {
                 "fence": fence,
@@ -221,6 +239,7 @@ class Calls(FrictionCalls, SupervisorCalls, HandoffCalls):
                 "message": message,
                 "percent": percent,
                 "details": dict(details) if details is not None else None,
+                "checkpoint": checkpoint,
                 **cost_fields(tokens_in, tokens_out, cost_usd),
             }
         )

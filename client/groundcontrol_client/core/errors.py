@@ -4,7 +4,8 @@ Every non-2xx answer has the body `{"error": {"code", "message", "request_id", .
 class per code, grouped under the categories a caller branches on:
 
 - `Denied`: someone else has it, or the run does not take this hand (lease_held,
-  no_open_slot, slot_taken, run_closed, capability_missing), or the lane's budget is spent
+  no_open_slot, slot_taken, run_closed, capability_missing, run_waiting: it waits for other
+  runs), or the lane's budget is spent
   (budget_reached). Wait, pick other work, or escalate.
 - `TenureLost`: this tenure is over or not ours (lease_lost, stale_fence, process_mismatch,
   not_holder). Stop working on it.
@@ -142,6 +143,13 @@ class BudgetReached(Denied):
     code = "budget_reached"
 
 
+class RunWaiting(Denied):
+    """The run waits for runs not done yet (`waiting_for`: each one's run, title and state):
+    its slots take claims once they are done; pick other work meanwhile (the ready queue)."""
+
+    code = "run_waiting"
+
+
 class LeaseLost(TenureLost):
     code = "lease_lost"
 
@@ -275,6 +283,14 @@ class SlotNotDone(GroundControlError):
 
     code = "slot_not_done"
     advice = "only a finished (done) slot can be reopened; this one is open or held."
+
+
+class DependencyCycle(GroundControlError):
+    """Dependencies that would make runs wait for each other (`cycle`: the run ids, from the
+    run changed back to it); nothing was written."""
+
+    code = "dependency_cycle"
+    advice = "a run cannot wait for itself; change the dependencies so that none loops back."
 
 
 class IdempotencyConflict(GroundControlError):
@@ -630,6 +646,9 @@ def _describe(error: GroundControlError, *, subject: str | None) -> str:
         return f"{error.message.partition(':')[0]} ({slots}): {ADVICE_DENIED}"
     if isinstance(error, CapabilityMissing):
         return f"{error.message}: pick a run that fits (gctl runs lists only those), or escalate."
+    if isinstance(error, RunWaiting):
+        # The server's sentence names each run it waits for and says what to do.
+        return f"{error.message.rstrip('.')}; `gctl runs --ready` lists the runs that take claims."
     if isinstance(error, RunClosed):
         return f"{error.message.rstrip('.')}; it takes no claims: pick other work, or escalate."
     if isinstance(error, Denied):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from groundcontrol_client.core.errors import (
     Denied,
@@ -25,7 +25,14 @@ from groundcontrol_client.core.errors import (
 )
 from groundcontrol_client.core.handoffs import NoticesHandoffs
 from groundcontrol_client.core.identity import process_identity
-from groundcontrol_client.core.models import Attempt, Brief, Evidence, Lease, ReportResult
+from groundcontrol_client.core.models import (
+    Attempt,
+    Brief,
+    CheckpointFrom,
+    Evidence,
+    Lease,
+    ReportResult,
+)
 from groundcontrol_client.core.steps import Exclusive, Sleep, Steps, call
 from groundcontrol_client.core.tenure import (
     HEARTBEAT_FRACTION,
@@ -225,8 +232,27 @@ class Keeper(NoticesHandoffs):
         return result
 
 
+class CheckpointSource(Protocol):
+    """Where a kept attempt's checkpoints come from besides `report(checkpoint=...)` (`gctl
+    run`'s $GC_CHECKPOINT_FILE): the next heartbeat carries what `due()` gives (None: nothing
+    new), and `reported()` hears each one the server took."""
+
+    def due(self) -> Any: ...
+
+    def reported(self, checkpoint: Any) -> None: ...
+
+
 class AttemptKeeping(AttemptView, Keeper):
-    """One tenure on a run's slot: claimed on `open()` (or `with`), heartbeated until it ends."""
+    """One tenure on a run's slot: claimed on `open()` (or `with`), heartbeated until it ends.
+
+    `inherited_checkpoint`: the last checkpoint an earlier attempt on the slot reported, as the
+    claim's answer said (None: none; `checkpoint_from` says which attempt, whose, when and how
+    it ended). Named so beside `checkpoint()`, the call that obeys the directive."""
+
+    inherited_checkpoint: Any = None
+    checkpoint_from: CheckpointFrom | None = None
+    # A source of checkpoints the heartbeats carry (`CheckpointSource`), if any.
+    checkpoints: CheckpointSource | None = None
 
     def __init__(
         self,
@@ -275,6 +301,8 @@ class AttemptKeeping(AttemptView, Keeper):
         attempt = yield from self.client.claim.steps(
             self.run_id, process_id=self.process_id, slot=self.requested_slot, **waiting
         )
+        self.inherited_checkpoint = attempt.checkpoint
+        self.checkpoint_from = attempt.checkpoint_from
         self._update(attempt)
         yield from self._start(
             sent_at=sent_at,
@@ -283,14 +311,20 @@ class AttemptKeeping(AttemptView, Keeper):
         )
 
     def _renewal(self, *, give_up_at: float, timeout: float) -> Steps[None]:
+        # A new checkpoint from the source rides on the heartbeat (then it is recorded, not
+        # once a minute); one the server did not take is due again at the next.
+        checkpoint = self.checkpoints.due() if self.checkpoints is not None else None
         result = yield from self.client.report.steps(
             self.id,
             fence=self.fence,
             kind="heartbeat",
             process_id=self.process_id,
+            checkpoint=checkpoint,
             give_up_at=give_up_at,
             timeout=timeout,
         )
+        if checkpoint is not None and self.checkpoints is not None:
+            self.checkpoints.reported(checkpoint)
         self._update(result.attempt)
         self._noticed(result.handoff_requests, self.attempt.lease.resource)
 
@@ -312,9 +346,12 @@ class AttemptKeeping(AttemptView, Keeper):
         percent: float | None = None,
         kind: str = "progress",
         details: Mapping[str, Any] | None = None,
+        checkpoint: Any = None,
         **cost: Any,
     ) -> Steps[ReportResult]:
-        """Progress, a blocker or a note (`cost`: as Client.report); renews, riding out outages."""
+        """Progress, a blocker or a note (`cost`: as Client.report); renews, riding out outages.
+        `checkpoint`: where the work stands (any JSON value; None: none), which the next
+        attempt on the slot inherits if this one does not finish."""
         sent_at, result = yield from self._persist(
             "report",
             lambda timeout: self.client.report.steps(
@@ -325,6 +362,7 @@ class AttemptKeeping(AttemptView, Keeper):
                 message=message,
                 percent=percent,
                 details=details,
+                checkpoint=checkpoint,
                 **cost,
                 give_up_at=self.tenure.give_up_at,
                 timeout=timeout,
@@ -334,6 +372,17 @@ class AttemptKeeping(AttemptView, Keeper):
         if result.renewed:
             self.tenure.accepted(sent_at)
         return result
+
+    @call
+    def report_due_checkpoint(self) -> Steps[bool]:
+        """Report the source's new checkpoint now, if it has one (before a finish or a
+        release, so that nothing it wrote is lost with the tenure); whether one was sent."""
+        checkpoint = self.checkpoints.due() if self.checkpoints is not None else None
+        if checkpoint is None or self.checkpoints is None:
+            return False
+        yield from self.report.steps("", kind="heartbeat", checkpoint=checkpoint)
+        self.checkpoints.reported(checkpoint)
+        return True
 
     @call
     def finish(

@@ -16,4 +16,5 @@ LIMITS: dict[str, int | float] = {
     "cost_usd": 1_000,
     "friction_minutes": 2000,
     "friction_refusals": 20,
+    "checkpoint_bytes": 16_384,
 }

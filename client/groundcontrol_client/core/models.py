@@ -63,6 +63,16 @@ class SlotLease(WireModel, title="attempt's lease"):
     server_time: Time = None
 
 
+class CheckpointFrom(WireModel, title="checkpoint's origin"):
+    """Where an inherited checkpoint came from: the earlier attempt on the slot that reported
+    it, its hand ("" when the key may not read it), when, and how that attempt ended."""
+
+    attempt: WholeNumber
+    hand: Text = ""
+    at: Time = None
+    end: Text = ""  # lost | released | finished
+
+
 class Attempt(WireModel, title="attempt"):
     id: WholeNumber
     run: WholeNumber = 0
@@ -76,6 +86,10 @@ class Attempt(WireModel, title="attempt"):
     # without one: the lease's.
     fence: WholeNumber = Field(default_factory=_from_lease("fence"))
     end_reason: Text | None = None
+    # A claim's answer: the last checkpoint an earlier attempt on the slot reported (any JSON
+    # value; None: none), and where it came from. Other attempt answers carry neither.
+    checkpoint: Any = None
+    checkpoint_from: CheckpointFrom | None = None
 
 
 class Lease(WireModel, title="lease"):
@@ -285,6 +299,12 @@ class Run(WireModel, title="run"):
     evidence_grades: OrDefault[dict[str, str]] = {}
     # The tags a hand must have to claim a slot (capability_missing otherwise).
     capabilities: OrDefault[list[str]] = []
+    # 0 first (the ready queue's order), default 2; the runs it waits for (ascending ids; None
+    # for another lane's, to a lane-limited key), and those of them not done yet: its slots
+    # take claims once `waiting_for` is empty.
+    priority: WholeNumber = 2
+    depends_on: OrDefault[list[WholeNumber | None]] = []
+    waiting_for: OrDefault[list[WholeNumber | None]] = []
 
     @model_validator(mode="before")
     @classmethod
@@ -342,6 +362,9 @@ class Brief(WireModel, title="brief"):
     )
     work_package: OrDefault[dict[str, Any]] = {}
     lane: OrDefault[dict[str, Any]] = {}
+    # The last checkpoint an earlier attempt on the slot reported (None: none), and its origin.
+    checkpoint: Any = None
+    checkpoint_from: CheckpointFrom | None = None
 
 
 @dataclass(frozen=True)
@@ -420,6 +443,15 @@ def describe_required(kinds: list[str], grades: dict[str, str]) -> str:
     return ", ".join(described) or "none"
 
 
+def describe_waiting(run_ids: list[int | None]) -> str:
+    """ "waits for run 10", "waits for run 10 and run 11": its slots take no claim until then (a
+    run a lane-limited key may not see: "a run of another lane")."""
+    said = [f"run {run}" if run is not None else "a run of another lane" for run in run_ids]
+    if len(said) > 1:
+        return f"waits for {', '.join(said[:-1])} and {said[-1]}"
+    return f"waits for {''.join(said)}"
+
+
 def describe_run(run: Run) -> str:
     counts = run.slots
     state = "" if run.state == "open" else f" [{run.state}]"
@@ -431,6 +463,7 @@ def describe_run(run: Run) -> str:
         f"{counts.open} of {counts.total} slot{'' if counts.total == 1 else 's'} open"
         + (f" ({', '.join(taken)})" if taken else "")
         + (f"; needs {', '.join(run.capabilities)}" if run.capabilities else "")
+        + (f"; {describe_waiting(run.waiting_for)}" if run.waiting_for else "")
         + f"; evidence: {evidence}; heartbeat every {run.heartbeat_interval_s:g} s, "
         f"grace {run.grace_s:g} s"
     )

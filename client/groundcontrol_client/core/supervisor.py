@@ -32,7 +32,9 @@ def lane_path(lane: str, *rest: object) -> str:
     return "/".join([f"lanes/{quote(lane, safe='')}", *(str(part) for part in rest)])
 
 
-def _idempotency(key: str | None) -> dict[str, str]:
+def idempotency_headers(key: str | None) -> dict[str, str]:
+    """The header a creating call is sent with: `key`, else a new one for this call (kept
+    across its retries, so a retry whose first answer was lost creates nothing twice)."""
     return {IDEMPOTENCY_HEADER: key or f"gc-{uuid.uuid4().hex}"}
 
 
@@ -78,7 +80,7 @@ class SupervisorCalls(Sending):
             "POST",
             lane_path(lane, "schedules"),
             json=body,
-            headers=_idempotency(idempotency_key),
+            headers=idempotency_headers(idempotency_key),
         )
         return Schedule.from_wire(answer)
 
@@ -159,7 +161,7 @@ class SupervisorCalls(Sending):
             "POST",
             lane_path(lane, "github-integrations"),
             json={"repository": repository, "label": label},
-            headers=_idempotency(idempotency_key),
+            headers=idempotency_headers(idempotency_key),
         )
         return GitHubIntegration.from_wire(answer)
 

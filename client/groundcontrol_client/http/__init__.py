@@ -21,6 +21,9 @@ from typing import Any, TypeVar
 import httpx
 
 from groundcontrol_client.core.calls import Calls
+from groundcontrol_client.core.people import PeopleCalls
+from groundcontrol_client.core.planning import PlanCalls
+from groundcontrol_client.core.records import RecordsCalls
 from groundcontrol_client.core.sending import DEFAULT_TIMEOUT_S, RetryPolicy
 from groundcontrol_client.core.steps import Send, Sleep, Steps, bound
 
@@ -37,7 +40,7 @@ def _options(send: Send) -> dict[str, Any]:
     }
 
 
-class Client(Calls):
+class Client(Calls, PlanCalls, PeopleCalls, RecordsCalls):
     """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
     share it with the agent's own calls."""
 
@@ -103,7 +106,7 @@ class Client(Calls):
             steps.close()
 
 
-class AsyncClient(Calls):
+class AsyncClient(Calls, PlanCalls, PeopleCalls, RecordsCalls):
     """One hand's connection to Ground Control, for asyncio: every call of `Client`, awaited.
     Safe to share between the tasks of one event loop (the runtime's heartbeat tasks share it
     with the agent's own calls)."""

@@ -16,6 +16,7 @@ MAX_TEXT = int(LIMITS["reason_length"])
 MAX_RESOURCE = int(LIMITS["resource_length"])
 MAX_TTL_S = LIMITS["ttl_s"]
 MAX_WAIT_S = LIMITS["wait_s"]
+MAX_CHECKPOINT_BYTES = int(LIMITS["checkpoint_bytes"])
 
 # Every number and flag is strict: JSON's own type only (lax mode would take `true` as run 1 and
 # "12" as 12, acting on what the model did not mean). A float parameter still takes an integer.

@@ -14,6 +14,7 @@ from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
+from groundcontrol_client.core.checkpoints import describe_inherited
 from groundcontrol_client.core.errors import GroundControlError, describe
 from groundcontrol_client.core.loop import attempt_notices, cost_fields
 from groundcontrol_client.core.models import (
@@ -23,9 +24,11 @@ from groundcontrol_client.core.models import (
     describe_run,
 )
 from groundcontrol_client.core.sending import __version__
+from groundcontrol_client.core.when import now_utc
 from groundcontrol_client.mcp.friction import RecentRefusals, register_friction_tool
 from groundcontrol_client.mcp.handoffs import register_handoff_tools
 from groundcontrol_client.mcp.parameters import (
+    MAX_CHECKPOINT_BYTES,
     MAX_TEXT,
     MAX_TTL_S,
     MAX_WAIT_S,
@@ -282,18 +285,29 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
             attempt.open()
             with session.lock:
                 session.attempts[attempt.id] = attempt
+        resume = (
+            " An earlier attempt on this slot left a checkpoint: read the brief to resume from it."
+            if attempt.inherited_checkpoint is not None
+            else ""
+        )
         return (
             f"Claimed run {run_id} slot {attempt.slot} as attempt {attempt.id} (fence "
             f"{attempt.fence}). It is kept alive for you while this session runs. Read the brief "
-            "next; when done, finish with the evidence it asks for."
+            f"next; when done, finish with the evidence it asks for.{resume}"
         )
 
     @tool
     def read_brief(attempt_id: AttemptId = None) -> str:
-        """The task of your claimed attempt (Markdown) and the evidence it must leave."""
+        """The task of your claimed attempt (Markdown), the evidence it must leave, and the
+        checkpoint an earlier attempt on the slot left (where its work stood), if any."""
         brief = session.attempt(attempt_id).brief()
         required = describe_required(brief.evidence_required, brief.evidence_grades)
-        return f"# {brief.title}\n\n{brief.brief.strip()}\n\nEvidence required: {required}."
+        inherited = describe_inherited(brief.checkpoint, brief.checkpoint_from, now_utc())
+        resume = "\nResume from it rather than start over." if brief.checkpoint is not None else ""
+        return (
+            f"# {brief.title}\n\n{brief.brief.strip()}\n\nEvidence required: {required}.\n\n"
+            f"{inherited[0].upper()}{inherited[1:]}{resume}"
+        )
 
     @tool
     def report_progress(
@@ -319,6 +333,15 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
         tokens_in: TokensIn = None,
         tokens_out: TokensOut = None,
         cost_usd: CostUsd = None,
+        checkpoint: Annotated[
+            Any,
+            Field(
+                description='Where the work stands, as JSON (an object such as {"step": 3, '
+                '"done": ["a.py"]}), so that whoever takes this slot after you can resume '
+                f"from it. At most {MAX_CHECKPOINT_BYTES} bytes as compact JSON. Leave it out "
+                "to keep the last one."
+            ),
+        ] = None,
         attempt_id: AttemptId = None,
     ) -> str:
         """Tell the supervisor how the work goes, and what it cost since your last report. The
@@ -326,7 +349,7 @@ def build_server(session: Session, wrapped: WrappedTools | None = None) -> MCPSe
         idle (no progress for the run's timeout), or the lane's budget reached."""
         attempt = session.attempt(attempt_id)
         cost = cost_fields(tokens_in, tokens_out, cost_usd)
-        result = attempt.report(message, percent=percent, kind=kind, **cost)
+        result = attempt.report(message, percent=percent, kind=kind, checkpoint=checkpoint, **cost)
         notices = "".join(f" {n[0].upper()}{n[1:]}." for n in attempt_notices(result.attempt.raw))
         return f"Reported on attempt {attempt.id}. Directive: {result.attempt.directive}.{notices}"
 

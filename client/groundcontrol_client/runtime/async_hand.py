@@ -3,8 +3,9 @@
     async with AsyncHand.from_env() as hand:
         async with hand.claim(run_id) as attempt:     # heartbeats from a background task
             brief = await attempt.brief()
+            start = attempt.inherited_checkpoint       # an earlier attempt's, on this slot
             await attempt.checkpoint()                 # raises if lost or told to stop
-            await attempt.report("halfway", percent=50)
+            await attempt.report("halfway", percent=50, checkpoint={"step": 3})
             attempt.attach("pull_request", url)
         # finished with the attached evidence, or released with the exception as the reason
 

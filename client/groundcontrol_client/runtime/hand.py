@@ -2,7 +2,9 @@
 
     hand = Hand.from_env()
     with hand.claim(run_id) as attempt:        # heartbeats from a background thread
+        start = attempt.inherited_checkpoint   # where an earlier attempt on the slot left off
         ...work...; attempt.checkpoint()       # raises if lost or told to stop; waits while paused
+        attempt.report("step 3 done", checkpoint={"step": 3})   # where this one stands
         attempt.attach("pull_request", url)
     # finished with the attached evidence, or released with the exception as the reason
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from groundcontrol_client.core.checkpoints import checkpoint_problem, checkpoint_text
 from groundcontrol_client.core.errors import EvidenceMissing, GroundControlError, ValidationFailed
 from groundcontrol_client.core.models import Evidence
 from groundcontrol_client.runtime import lifeline
@@ -193,6 +194,82 @@ def _evidence_file(env: dict[str, str]) -> Iterator[tuple[Path, bool]]:
             os.unlink(name)
 
 
+class CheckpointFile:
+    """$GC_CHECKPOINT_FILE: the inherited checkpoint, written for the command before it starts
+    (JSON, or empty when there is none), and the command's own, reported when it changes the
+    file: on the attempt's next heartbeat (`core.keeping.CheckpointSource`), and before the
+    attempt is finished or released.
+
+    The file is read whole each time a heartbeat asks; what the command has not changed since
+    it was written or last reported is not sent again. Empty is no checkpoint. A file that is
+    not JSON, or over the `checkpoint_bytes` limit, or holds a NUL or a lone surrogate (the
+    server would refuse the heartbeat that carried it) is said once in the log and not sent."""
+
+    def __init__(
+        self, path: Path, inherited: Any, log: Callable[[str, dict[str, Any]], None]
+    ) -> None:
+        self.path = path
+        self.log = log
+        text = "" if inherited is None else checkpoint_text(inherited) + "\n"
+        path.write_text(text, encoding="utf-8")
+        # The content last written or reported, the content a heartbeat is carrying, and the
+        # content last found unfit (said once).
+        self._known = text.encode()
+        self._pending = self._known
+        self._refused: bytes | None = None
+
+    def due(self) -> Any:
+        try:
+            content = self.path.read_bytes()
+        except OSError:
+            return None  # removed or unreadable: nothing new to say
+        if content == self._known or content == self._refused or not content.strip():
+            return None
+        problem, value = checkpoint_problem(content)
+        if problem is not None:
+            self._refused = content
+            self.log(
+                f"$GC_CHECKPOINT_FILE is not reported: {problem}",
+                {"checkpoint": "refused", "reason": problem},
+            )
+            return None
+        self._pending = content
+        return value
+
+    def reported(self, checkpoint: Any) -> None:
+        self._known = self._pending
+
+
+@contextlib.contextmanager
+def _checkpoint_path(env: dict[str, str]) -> Iterator[tuple[Path, bool]]:
+    """The file named by GC_CHECKPOINT_FILE, or a fresh temporary one removed afterwards (by the
+    watchdog, if the wrapper dies first); and whether it is the temporary one."""
+    if env.get("GC_CHECKPOINT_FILE"):
+        yield Path(env["GC_CHECKPOINT_FILE"]), False
+        return
+    fd, name = tempfile.mkstemp(prefix="gc-checkpoint-", suffix=".json")
+    os.close(fd)
+    try:
+        yield Path(name), True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def _report_checkpoint(attempt: ClaimedAttempt, log: Callable[[str, dict[str, Any]], None]) -> None:
+    """The command's last checkpoint, reported before the attempt ends, if it changed since the
+    last heartbeat; a refusal is logged, never a reason not to end the attempt."""
+    if attempt.lost:
+        return  # nobody may report on the tenure any more
+    try:
+        attempt.report_due_checkpoint()
+    except GroundControlError as error:
+        log(
+            f"the last checkpoint was not reported: {error}",
+            {"checkpoint": "failed", "error": error.to_dict()},
+        )
+
+
 def _stop_reason(child: _Child, why: str, tenure_error: GroundControlError | None) -> str:
     if why == "interrupted":
         return f"interrupted by {signal.Signals(child.interrupted or signal.SIGTERM).name}"
@@ -221,19 +298,38 @@ def run_claimed(
             f"(attempt {attempt.id}, fence {attempt.fence})",
             {"attempt": attempt.id, "fence": attempt.fence, "slot": attempt.slot},
         )
+        origin = attempt.checkpoint_from
+        if attempt.inherited_checkpoint is not None and origin is not None:
+            log(
+                f"resuming from the checkpoint of attempt {origin.attempt} ({origin.end}) in "
+                "$GC_CHECKPOINT_FILE",
+                {"checkpoint_from": origin.raw},
+            )
     env = dict(os.environ)
-    with _evidence_file(env) as (evidence_path, temporary):
+    with (
+        _evidence_file(env) as (evidence_path, temporary),
+        _checkpoint_path(env) as (checkpoint_path, checkpoint_temporary),
+    ):
         env.update(
             GC_ATTEMPT=str(attempt.id),
             GC_ATTEMPT_FENCE=str(attempt.fence),
             GC_RUN=str(attempt.run_id),
             GC_SLOT=str(attempt.slot),
             GC_EVIDENCE_FILE=str(evidence_path),
+            GC_CHECKPOINT_FILE=str(checkpoint_path),
         )
         # The wrapper, not the command, speaks for the claim's process identity.
         env.pop("GC_PROCESS_ID", None)
+        removed = [str(evidence_path)] if temporary else []
+        removed += [str(checkpoint_path)] if checkpoint_temporary else []
         try:
-            child = _Child(cmd, env, kill_after_s, [str(evidence_path)] if temporary else [], log)
+            attempt.checkpoints = CheckpointFile(checkpoint_path, attempt.inherited_checkpoint, log)
+        except OSError as error:
+            reason = f"could not write $GC_CHECKPOINT_FILE: {error}"
+            attempt.release_quietly(reason)
+            return Outcome(EXIT_ERROR, "released", {"reason": reason})
+        try:
+            child = _Child(cmd, env, kill_after_s, removed, log)
         except OSError as error:
             reason = f"could not start the command: {error}"
             attempt.release_quietly(reason)
@@ -242,6 +338,7 @@ def run_claimed(
             return _run_child(attempt, child, evidence_path, log, await_ci_s)
         finally:
             child.close()
+            attempt.checkpoints = None
 
 
 def _run_child(
@@ -261,6 +358,7 @@ def _run_child(
             returncode = child.stop()
             child.close()
             reason = _stop_reason(child, why, attempt.lost_error)
+            _report_checkpoint(attempt, log)
             released = attempt.release_quietly(reason)
             log(f"{reason}; the command was stopped", {"reason": reason, "released": released})
             code = {"lost": EXIT_LOST, "stopped": EXIT_STOPPED}.get(
@@ -269,6 +367,7 @@ def _run_child(
             return Outcome(code, why, {"reason": reason, "returncode": returncode})
     returncode = child.proc.returncode
     child.close()  # nothing it started outlives it: then the attempt ends
+    _report_checkpoint(attempt, log)
     if attempt.lost:
         reason = f"lease lost: {attempt.lost_error}"
         attempt.release_quietly(reason)
