@@ -4,10 +4,10 @@ and the Redis client objects are built once per process instead of once per call
 else is Django's `RedisCache`), and `advisory`, the one guard for a use of the cache that may
 go without it.
 
-Redis is never the source of truth: what a call or a page keeps there (the rate limiter's
-counts, the board's chart samples) is advisory, and an outage must cost only that, never an
-answer. The one use that refuses instead is the login throttle's (dashboard/login_throttle.py):
-an uncounted try would be an unthrottled one, so it answers 503.
+Redis is never the source of truth: what a call keeps there (the rate limiter's counts) is
+advisory, and an outage must cost only that, never an answer. The one use that refuses
+instead is the login throttle's (dashboard/login_throttle.py): an uncounted try would be an
+unthrottled one, so it answers 503.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Server-rendered SVG pictures: a timeline of attempts, the fleet by state over time, and the
-minutes lost to friction per week.
+"""Server-rendered SVG pictures: a timeline of attempts (their phases from the record, their
+reports and evidence) and the minutes lost to friction per week.
 
 Pure functions of their data (no queries, no clock): the page passes in the database time it
 read once. Every text and attribute is escaped; the markup carries a title and a description
@@ -9,9 +9,11 @@ for screen readers, and each state is named in words as well as coloured.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from html import escape
+
+from dashboard.templatetags.dashboard import relative
 
 # Fill colours, each with a dark enough stroke and text that they read on white.
 STATE_COLOURS = {
@@ -24,18 +26,39 @@ STATE_COLOURS = {
     "open": "#d0d7de",
 }
 STATES = ["live", "late", "stalled", "lost", "finished", "released"]
+# A bar's body is its phases; its end is a cap in the colour of how it ended (or stands now).
+PHASES = ["live", "late", "stalled", "lost"]
+ENDS = ["finished", "released"]
+# The marks on a bar: reports above it, evidence on it. Each has its shape in the legend.
+MARK_STYLES = {
+    "progress": ("M{x} {y} l-4 -6 h8 z", "#1f2328"),  # a small triangle pointing at the bar
+    "note": ("M{x} {y} m-3 -5 h6 v6 h-6 z", "#6f42c1"),  # a square
+    "blocker": ("M{x} {y} m-4 -8 l8 8 m0 -8 l-8 8", "#b71c1c"),  # a cross (stroked)
+    "evidence": ("M{x} {y} l5 5 l-5 5 l-5 -5 z", "#111111"),  # a diamond on the bar
+}
+MARKS = list(MARK_STYLES)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Something that happened on a tenure: a report (progress, blocker, note) or evidence."""
+
+    at: datetime
+    kind: str
+    text: str  # what it said, in words on hover (the time is added)
 
 
 @dataclass(frozen=True)
 class Bar:
-    """One attempt on a timeline."""
+    """One attempt on a timeline: its phases (state, start, end) from the record, how it ended
+    (or stands now) as `state`, and its marks."""
 
     label: str
     start: datetime
     end: datetime | None  # None while the tenure is open: drawn up to `now`
     state: str
-    ticks: Sequence[datetime] = ()
-    markers: Sequence[tuple[datetime, str]] = ()  # evidence (at, kind)
+    phases: Sequence[tuple[str, datetime, datetime]] = ()
+    marks: Sequence[Mark] = ()
     href: str = ""
     detail: str = ""
 
@@ -67,10 +90,10 @@ def _axis(scale: _Scale, y: float, ticks: int = 5) -> list[str]:
         instant = scale.start + timedelta(seconds=span_s * i / ticks)
         x = scale.x(instant)
         anchor = "start" if i == 0 else "end" if i == ticks else "middle"
+        text = _clock(instant, span_s) + (" UTC" if i == ticks else "")
         parts.append(f'<line x1="{x}" y1="{y}" x2="{x}" y2="{y + 4}" stroke="#57606a"/>')
         parts.append(
-            f'<text x="{x}" y="{y + 16}" text-anchor="{anchor}" class="axis">'
-            f"{escape(_clock(instant, span_s))}</text>"
+            f'<text x="{x}" y="{y + 16}" text-anchor="{anchor}" class="axis">{escape(text)}</text>'
         )
     return parts
 
@@ -79,10 +102,39 @@ def _legend(x: float, y: float, states: Sequence[str]) -> list[str]:
     parts = []
     for state in states:
         parts.append(
-            f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{STATE_COLOURS[state]}"/>'
+            f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{STATE_COLOURS[state]}" '
+            f'data-legend="{state}"/>'
             f'<text x="{x + 14}" y="{y}" class="legend">{escape(state)}</text>'
         )
         x += 22 + 7.5 * len(state)
+    return parts
+
+
+def _mark_shape(kind: str, x: float, y: float) -> str:
+    """A mark's shape at (x, y), the point of the bar it names."""
+    path, colour = MARK_STYLES.get(kind, MARK_STYLES["note"])
+    d = path.format(x=x, y=y)
+    if kind == "blocker":
+        return f'd="{d}" stroke="{colour}" stroke-width="2" fill="none"'
+    return f'd="{d}" fill="{colour}" stroke="#ffffff" stroke-width="0.5"'
+
+
+def _timeline_legend(x: float, y: float) -> list[str]:
+    """What the colours and shapes mean: the phases of a bar's body, the caps of its end, and
+    its marks, drawn as the bars draw them."""
+    parts = _legend(x, y, PHASES)
+    x += sum(22 + 7.5 * len(s) for s in PHASES) + 8
+    parts.append(f'<text x="{x}" y="{y}" class="legend muted">ended:</text>')
+    x += 46
+    parts += _legend(x, y, ENDS)
+    x += sum(22 + 7.5 * len(s) for s in ENDS) + 8
+    for kind in MARKS:
+        mark_y = y - 9 if kind == "evidence" else y + 1
+        parts.append(
+            f'<path {_mark_shape(kind, x + 5, mark_y)} data-legend="{kind}"/>'
+            f'<text x="{x + 14}" y="{y}" class="legend">{escape(kind)}</text>'
+        )
+        x += 22 + 7.5 * len(kind)
     return parts
 
 
@@ -97,12 +149,32 @@ def _svg(width: float, height: float, title: str, desc: str, ident: str, body: l
     )
 
 
+def _human(instant: datetime, now: datetime) -> str:
+    """An instant as a hover says it: 12:03:04 UTC (3 min ago)."""
+    ago = relative((instant - now).total_seconds())
+    return f"{instant.astimezone(UTC):%H:%M:%S} UTC ({ago})"
+
+
+def _length(start: datetime, end: datetime) -> str:
+    return relative((end - start).total_seconds()).removeprefix("in ")
+
+
 def timeline_svg(
-    bars: Sequence[Bar], *, now: datetime, title: str, ident: str = "timeline", width: int = 960
+    bars: Sequence[Bar],
+    *,
+    now: datetime,
+    title: str,
+    ident: str = "timeline",
+    width: int = 960,
+    since: datetime | None = None,
 ) -> str:
-    """A bar per attempt from claim to end (or now), coloured by state, with a tick for each
-    report and a diamond for each piece of evidence."""
-    label_w, row_h, top = 230, 24, 28
+    """A bar per attempt from claim to end (or now): its body coloured by the phases the record
+    shows (live, late, stalled, lost), a cap at its end in the colour of how it ended (or its
+    state now), reports marked above it and evidence on it, each with its words on hover.
+
+    `since` cuts the picture's left edge: a bar that began before starts at the edge, and marks
+    before it are left out."""
+    label_w, row_h, top = 230, 26, 34
     if not bars:
         return _svg(
             width,
@@ -113,121 +185,67 @@ def timeline_svg(
             ['<text x="8" y="24" class="legend">No attempts yet.</text>'],
         )
     start = min(bar.start for bar in bars)
+    if since is not None:
+        start = max(start, since)
     end = max([now, *(bar.end for bar in bars if bar.end)])
     if end <= start:
         end = start + timedelta(seconds=1)
     scale = _Scale(start, end, label_w, width - label_w - 12)
     height = top + row_h * len(bars) + 30
-    body = _legend(label_w, 16, STATES)
+    body = _timeline_legend(8, 16)
     for i, bar in enumerate(bars):
         y = top + i * row_h
-        x1, x2 = scale.x(bar.start), scale.x(bar.end or now)
-        colour = STATE_COLOURS.get(bar.state, "#999999")
-        tip = f"{bar.label}: {bar.state}" + (f" ({bar.detail})" if bar.detail else "")
+        bar_end = bar.end or now
+        x1, x2 = scale.x(bar.start), scale.x(bar_end)
         label = bar.label if len(bar.label) <= 34 else bar.label[:33] + "…"
         row = [
-            f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end" class="label">'
-            f"{escape(label)}</text>",
-            f'<rect x="{x1}" y="{y + 4}" width="{max(x2 - x1, 2)}" height="14" rx="2" '
-            f'fill="{colour}" data-state="{escape(bar.state, quote=True)}">'
-            f"<title>{escape(tip)}</title></rect>",
+            f'<text x="{label_w - 8}" y="{y + 17}" text-anchor="end" class="label">'
+            f"<title>{escape(bar.label)}</title>{escape(label)}</text>",
         ]
-        for tick in bar.ticks:
-            tx = scale.x(tick)
-            row.append(
-                f'<line x1="{tx}" y1="{y + 5}" x2="{tx}" y2="{y + 17}" '
-                'stroke="#ffffff" stroke-width="1" opacity="0.8" class="tick"/>'
+        phases = bar.phases or [(bar.state if bar.state in PHASES else "live", bar.start, bar_end)]
+        for state, phase_start, phase_end in phases:
+            px1, px2 = scale.x(phase_start), scale.x(phase_end)
+            if phase_end <= start:
+                continue  # before the picture's left edge
+            tip = (
+                f"{bar.label}: {state} from {_human(phase_start, now)} to "
+                f"{_human(phase_end, now)}, {_length(phase_start, phase_end)}"
             )
-        for at, kind in bar.markers:
-            mx = scale.x(at)
             row.append(
-                f'<path d="M{mx} {y} l5 5 l-5 5 l-5 -5 z" fill="#111111" class="evidence">'
-                f"<title>{escape(kind)} evidence</title></path>"
+                f'<rect x="{px1}" y="{y + 6}" width="{max(px2 - px1, 1)}" height="14" '
+                f'fill="{STATE_COLOURS.get(state, "#999999")}" class="phase" '
+                f'data-phase="{escape(state, quote=True)}"><title>{escape(tip)}</title></rect>'
+            )
+        # The cap: how the tenure ended, or where it stands now.
+        ended = f"ended {bar.state} at {_human(bar.end, now)}" if bar.end else f"{bar.state} now"
+        tip = f"{bar.label}: {ended}" + (f" ({bar.detail})" if bar.detail else "")
+        cap_w = 5.0
+        row.append(
+            f'<rect x="{max(x2 - cap_w, x1)}" y="{y + 4}" width="{cap_w}" height="18" rx="1" '
+            f'fill="{STATE_COLOURS.get(bar.state, "#999999")}" stroke="#ffffff" '
+            f'stroke-width="1" class="cap" data-state="{escape(bar.state, quote=True)}">'
+            f"<title>{escape(tip)}</title></rect>"
+        )
+        for mark in sorted(bar.marks, key=lambda m: m.at):
+            if mark.at < start:
+                continue
+            mx = scale.x(mark.at)
+            mark_y = y if mark.kind == "evidence" else y + 6
+            row.append(
+                f'<path {_mark_shape(mark.kind, mx, mark_y)} class="mark mark-'
+                f'{escape(mark.kind, quote=True)}" data-mark="{escape(mark.kind, quote=True)}">'
+                f"<title>{escape(mark.text)}, {escape(_human(mark.at, now))}</title></path>"
             )
         if bar.href:
             row = [f'<a href="{escape(bar.href, quote=True)}">', *row, "</a>"]
-        body.extend(row)
+        body.append(f'<g class="bar" data-bar="{i}">{"".join(row)}</g>')
     body.extend(_axis(scale, top + row_h * len(bars) + 4))
-    states = ", ".join(f"{bar.label} {bar.state}" for bar in bars[:20])
-    return _svg(width, height, title, f"{len(bars)} attempts: {states}", ident, body)
-
-
-@dataclass
-class _Column:
-    at: datetime
-    counts: dict[str, int] = field(default_factory=dict)
-
-
-def state_chart_svg(
-    samples: Sequence[tuple[datetime, dict[str, int]]],
-    *,
-    now: datetime,
-    window_s: float | None = None,
-    columns: int = 60,
-    width: int = 480,
-    height: int = 140,
-    ident: str = "fleet-chart",
-) -> str:
-    """Stacked columns of the fleet by state over the last `window_s`: each column shows the
-    latest sample taken in its slice of time; slices without a sample stay empty.
-
-    Without `window_s` the window spans the samples there are, from 10 minutes up to 3 hours,
-    so a fleet that started a minute ago does not draw as one sliver at the right edge.
-    """
-    title = "The fleet by state over the last hours"
-    if window_s is None:
-        oldest = min((at for at, _ in samples), default=now)
-        window_s = min(max((now - oldest).total_seconds(), 600.0), 3 * 3600.0)
-    start = now - timedelta(seconds=window_s)
-    picked: dict[int, _Column] = {}
-    slice_s = window_s / columns
-    for at, counts in samples:
-        if not (start <= at <= now):
-            continue
-        index = min(int((at - start).total_seconds() // slice_s), columns - 1)
-        if index not in picked or picked[index].at <= at:
-            picked[index] = _Column(at, counts)
-    if not picked:
-        return _svg(
-            width,
-            40,
-            title,
-            "No samples yet: the board records one every few seconds while someone watches it.",
-            ident,
-            ['<text x="8" y="24" class="legend">No samples yet.</text>'],
-        )
-    top, bottom, left = 22, height - 24, 34
-    tallest = max(sum(c.counts.get(s, 0) for s in STATES) for c in picked.values()) or 1
-    column_w = (width - left - 8) / columns
-    body = _legend(left, 12, STATES)
-    body.append(
-        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" class="axis">{tallest}</text>'
+    states = ", ".join(
+        f"{bar.label} {bar.state}"
+        + (f" (was {', '.join(dict.fromkeys(p[0] for p in bar.phases))})" if bar.phases else "")
+        for bar in bars[:20]
     )
-    body.append(f'<text x="{left - 4}" y="{bottom}" text-anchor="end" class="axis">0</text>')
-    for index, column in sorted(picked.items()):
-        x = round(left + index * column_w, 1)
-        y = float(bottom)
-        tip = ", ".join(f"{column.counts.get(s, 0)} {s}" for s in STATES)
-        parts = []
-        for state in STATES:
-            n = column.counts.get(state, 0)
-            if not n:
-                continue
-            h = (bottom - top) * n / tallest
-            y -= h
-            parts.append(
-                f'<rect x="{x}" y="{round(y, 1)}" width="{round(column_w - 1, 1)}" '
-                f'height="{round(h, 1)}" fill="{STATE_COLOURS[state]}"/>'
-            )
-        body.append(
-            f"<g><title>{escape(column.at.strftime('%H:%M:%S'))}: {escape(tip)}</title>"
-            + "".join(parts)
-            + "</g>"
-        )
-    body.extend(_axis(_Scale(start, now, left, width - left - 8), bottom, ticks=3))
-    latest = picked[max(picked)]
-    desc = "Latest: " + ", ".join(f"{latest.counts.get(s, 0)} {s}" for s in STATES)
-    return _svg(width, height + 4, title, desc, ident, body)
+    return _svg(width, height, title, f"{len(bars)} attempts: {states}", ident, body)
 
 
 # Lanes' colours on the friction chart, in the order the lanes are drawn (most minutes first);

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
 from django import forms
 
 from apikit.errors import ValidationFailed
+from apikit.inputs import whole_number
 from dashboard.pages import STATES
-from fleet.models import BudgetAction, BudgetPeriod, Directive, IdleDirective
-from fleet.plan.services import MAX_PROGRESS_TIMEOUT_S, MAX_SLOTS, MIN_PROGRESS_TIMEOUT_S
+from fleet.models import (
+    DEFAULT_PRIORITY,
+    MAX_PRIORITY,
+    BudgetAction,
+    BudgetPeriod,
+    Directive,
+    IdleDirective,
+)
+from fleet.plan.services import (
+    MAX_BRIEF_LENGTH,
+    MAX_PROGRESS_TIMEOUT_S,
+    MAX_SLOTS,
+    MIN_PROGRESS_TIMEOUT_S,
+)
 from hands import capabilities as hand_capabilities
 from hands.models import Lane, Role, Scope
 from leases.models import EventKind
@@ -37,14 +51,17 @@ REFUSAL_CODES = [
     "process_mismatch",
     "run_closed",
     "capability_missing",
+    "run_waiting",
     "budget_reached",
     "slot_not_done",
+    "dependency_cycle",
     "payload_too_large",
     "evidence_missing",
     "rate_limited",
     "idempotency_conflict",
     "signature_invalid",
 ]
+PRIORITY_LABELS = {0: "0 (first)", DEFAULT_PRIORITY: f"{DEFAULT_PRIORITY} (usual)"}
 EXPIRY_CHOICES = [
     ("", "never"),
     (str(3600), "in 1 hour"),
@@ -183,6 +200,52 @@ class CapabilitiesField(forms.CharField):
             return hand_capabilities.normalise(tags)
         except ValidationFailed as error:
             raise forms.ValidationError(error.message) from None
+
+
+class RunCreateForm(forms.Form):
+    """A new run of a work package: what it is, how many slots, its place in the ready queue and
+    the runs it waits for (the package's, picked; any other run of the workspace, by id)."""
+
+    title = forms.CharField(max_length=MAX_NAME_LENGTH)
+    brief = forms.CharField(
+        required=False,
+        max_length=MAX_BRIEF_LENGTH,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="Markdown: what a hand reads before it starts.",
+    )
+    slots = forms.IntegerField(min_value=1, max_value=MAX_SLOTS, initial=1)
+    priority = forms.TypedChoiceField(
+        coerce=int,
+        choices=[(n, PRIORITY_LABELS.get(n, str(n))) for n in range(MAX_PRIORITY + 1)],
+        initial=DEFAULT_PRIORITY,
+        help_text="The ready queue's order: 0 first; among equals, the oldest run first.",
+    )
+    depends_on = forms.TypedMultipleChoiceField(
+        coerce=int, required=False, label="Waits for", help_text="Runs of this package."
+    )
+    other_runs = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Also waits for runs",
+        help_text="Ids of other runs of the workspace, e.g. 12, 40.",
+    )
+
+    def __init__(self, *args: Any, runs: Sequence[tuple[int, str]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["depends_on"].choices = list(runs)
+
+    def clean_other_runs(self) -> list[int]:
+        words = self.cleaned_data.get("other_runs", "").replace(",", " ").split()
+        ids = [whole_number(word) for word in words]
+        if any(found is None for found in ids):
+            raise forms.ValidationError("Run ids in ASCII digits, separated by commas.")
+        return [found for found in ids if found is not None]
+
+    def dependencies(self) -> list[int]:
+        """Every run the form names, once each, in the order given (the service checks each)."""
+        named = [*self.cleaned_data.get("depends_on", []), *self.cleaned_data["other_runs"]]
+        return list(dict.fromkeys(named))
 
 
 class RunIdleForm(forms.Form):

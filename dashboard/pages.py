@@ -3,20 +3,17 @@
 Every page asks the database for the time once (`db_now()`) and computes every state from stored
 timestamps at that instant (DESIGN rule 3). The board's counts and its state filter run in SQL
 with the same thresholds as `leases.state.lease_state`, so 10,000 attempts cost the same handful
-of queries as ten: one aggregate for the counts and one page of rows. Nothing here writes a model
-(the fleet-by-state samples live in the cache, which is never the source of truth: a page
-answers without them while the cache is down, `apikit.cache.advisory`).
+of queries as ten: one aggregate for the counts and one page of rows. Nothing here writes.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import (
     Case,
     Count,
@@ -28,7 +25,6 @@ from django.db.models import (
     When,
 )
 
-from apikit.cache import advisory
 from apikit.errors import NotFound
 from evidence.models import Evidence
 from fleet.attempts.idle import is_idle
@@ -39,14 +35,14 @@ from fleet.attempts.selectors import (
     tenure_state_expression,
 )
 from fleet.costs.spend import budget_notice_now
-from fleet.models import Attempt, Report, Run, Slot, SlotState, WorkPackage
+from fleet.models import Attempt, Report, ReportKind, Run, Slot, SlotState, WorkPackage
 from fleet.plan.selectors import slot_state, work_package_get
 from hands import keys as keys_rule
 from hands.models import Hand, HandKey, Lane, Membership, Role
 from hands.selectors import lane_get
 from leases.clock import db_now
 from leases.engine import LeaseSnapshot
-from leases.models import Event, Lease, LeaseKind, LeaseStatus, Refusal
+from leases.models import Event, Refusal
 from leases.state import next_threshold
 
 # The order the board counts and legends use.
@@ -57,11 +53,13 @@ LIST_PAGE_SIZE = 50
 # Ended attempts stay on the board this long, so a finish or a loss is seen, not just vanishes
 # (the run's and the hand's pages keep the whole history).
 RECENT_ENDED_S = 600
-# Attempts drawn on a run's or a hand's timeline, and report ticks loaded per attempt.
+# Attempts drawn on a run's or a hand's timeline, and the reports marked on each bar (the latest
+# progress, blockers and notes; heartbeats are the bar's phases, not marks).
 TIMELINE_ATTEMPTS = 50
-TICKS_PER_ATTEMPT = 60
-SAMPLE_EVERY_S = 15
-SAMPLE_KEEP_S = 3 * 3600
+MARKS_PER_ATTEMPT = 60
+MARKED_REPORTS = (ReportKind.PROGRESS, ReportKind.BLOCKER, ReportKind.NOTE)
+# The board's chart shows the last hour of its attempts' tenures.
+BOARD_CHART_WINDOW_S = 3600
 
 
 # --- Memberships ---------------------------------------------------------------------------------
@@ -75,11 +73,12 @@ def memberships_for(user: Any) -> list[Membership]:
 
 
 def membership_pick(memberships: Sequence[Membership], workspace_id: object) -> Membership | None:
-    """The membership for the session's workspace, else the first one."""
+    """The membership for the session's workspace, else the user's first (the oldest: a user's
+    own workspace, made before any they were added to, such as `scripts/run`'s `demo`)."""
     for membership in memberships:
         if membership.workspace_id == workspace_id:
             return membership
-    return memberships[0] if memberships else None
+    return min(memberships, key=lambda membership: membership.pk, default=None)
 
 
 def role_allows(role: str, minimum: str) -> bool:
@@ -233,6 +232,18 @@ class BoardFilters:
     hand: str = ""
     page: int = 1
 
+    @classmethod
+    def read(cls, params: Mapping[str, str], *, page: int = 1) -> BoardFilters:
+        """The board's filters from a query string: the board's table and its chart read them
+        here, so the two always show the same attempts."""
+        state = params.get("state", "")
+        return cls(
+            lane=params.get("lane", "")[:100],
+            state=state if state in STATES else "",
+            hand=params.get("hand", "")[:200],
+            page=page,
+        )
+
     def query(self, **changes: Any) -> dict[str, Any]:
         values = {"lane": self.lane, "state": self.state, "hand": self.hand, "page": self.page}
         values.update(changes)
@@ -301,6 +312,20 @@ def _group(rows: list[AttemptRow]) -> list[LaneGroup]:
     return groups
 
 
+# Within a run: open tenures first, by slot; then the recently ended, newest first.
+BOARD_ORDER = ("lane__slug", "lane_id", "run_id", "ended", "slot__index", "-id")
+
+
+def _board_selected(workspace_id: int, now: datetime, filters: BoardFilters) -> QuerySet[Attempt]:
+    """The attempts the board's filters select (lane, hand, and the state at `now`)."""
+    queryset = _board_base(workspace_id, now, filters).annotate(
+        board_state=attempt_state_expression(now)
+    )
+    if filters.state:
+        queryset = queryset.filter(board_state=filters.state)
+    return queryset
+
+
 def board(*, workspace_id: int, filters: BoardFilters, page_size: int = BOARD_PAGE_SIZE) -> Board:
     """The fleet board: counts by state (SQL aggregate) and one page of attempts.
 
@@ -313,60 +338,48 @@ def board(*, workspace_id: int, filters: BoardFilters, page_size: int = BOARD_PA
     total = counts.get(filters.state, 0) if filters.state else sum(counts.values())
     pages = max(1, -(-total // page_size))
     page = min(max(filters.page, 1), pages)
-    queryset = base.annotate(board_state=attempt_state_expression(now))
-    if filters.state:
-        queryset = queryset.filter(board_state=filters.state)
+    queryset = _board_selected(workspace_id, now, filters)
     offset = (page - 1) * page_size
     attempts = (
         queryset.select_related("lease", "hand", "run", "run__work_package", "lane", "slot")
         .prefetch_related(_evidence_prefetch())
-        # Within a run: open tenures first, by slot; then the recently ended, newest first.
         .annotate(ended=Case(When(end__isnull=True, then=Value(0)), default=Value(1)))
-        .order_by("lane__slug", "lane_id", "run_id", "ended", "slot__index", "-id")
+        .order_by(*BOARD_ORDER)
     )[offset : offset + page_size]
     rows = attempt_rows(attempts, now)
     filters = BoardFilters(filters.lane, filters.state, filters.hand, page)
-    if not (filters.lane or filters.hand):
-        sample_record(workspace_id=workspace_id, now=now, counts=counts)
     return Board(now, filters, counts, total, _group(rows), rows, pages, lanes)
 
 
-# --- Fleet by state over time (cache samples) ----------------------------------------------------
-
-Sample = tuple[datetime, dict[str, int]]
+# --- The board's chart ---------------------------------------------------------------------------
 
 
-def _samples_key(workspace_id: int) -> str:
-    return f"gc:dashboard:samples:{workspace_id}"
+@dataclass(frozen=True)
+class BoardChart:
+    """The board's attempts as its chart draws them: the same filters, the same page, the same
+    order as the board's table."""
+
+    now: datetime
+    since: datetime
+    rows: list[AttemptRow]
 
 
-@advisory("the board's chart sample is not kept", default=False)
-def sample_record(*, workspace_id: int, now: datetime, counts: dict[str, int]) -> bool:
-    """Keep the board's counts as a sample, at most once per SAMPLE_EVERY_S per workspace.
-
-    Samples live in the cache (Redis in production), not the database: they feed a picture and
-    losing them loses only the picture, so a cache that is down keeps none and the board answers
-    all the same (False). `cache.add` lets one request in each period record.
-    """
-    if not cache.add(f"{_samples_key(workspace_id)}:lock", 1, timeout=SAMPLE_EVERY_S):
-        return False
-    samples = cache.get(_samples_key(workspace_id)) or []
-    cutoff = (now - timedelta(seconds=SAMPLE_KEEP_S)).isoformat()
-    samples = [s for s in samples if s[0] >= cutoff]
-    samples.append((now.isoformat(), dict(counts)))
-    cache.set(_samples_key(workspace_id), samples, timeout=SAMPLE_KEEP_S)
-    return True
-
-
-@advisory("the board's chart is drawn without samples", default=())
-def _stored_samples(workspace_id: int) -> Sequence[tuple[str, dict[str, int]]]:
-    return cache.get(_samples_key(workspace_id)) or []
-
-
-def samples(*, workspace_id: int) -> list[Sample]:
-    """The kept samples, oldest first; none while the cache is down (the chart says it has no
-    data yet)."""
-    return [(datetime.fromisoformat(at), counts) for at, counts in _stored_samples(workspace_id)]
+def board_chart(
+    *, workspace_id: int, filters: BoardFilters, page_size: int = BOARD_PAGE_SIZE
+) -> BoardChart:
+    """Queries: the time, the page of rows, their evidence, their reports to mark (the phases'
+    record is `fleet.attempts.phases.tenure_records`, two more)."""
+    now = db_now()
+    offset = (max(filters.page, 1) - 1) * page_size
+    attempts = _with_timeline_data(
+        _board_selected(workspace_id, now, filters)
+        .select_related("lease", "hand", "run", "run__work_package", "lane", "slot")
+        .prefetch_related(_evidence_prefetch())
+        .annotate(ended=Case(When(end__isnull=True, then=Value(0)), default=Value(1)))
+        .order_by(*BOARD_ORDER)
+    )[offset : offset + page_size]
+    since = now - timedelta(seconds=BOARD_CHART_WINDOW_S)
+    return BoardChart(now, since, attempt_rows(attempts, now))
 
 
 # --- Lanes, work packages, runs ------------------------------------------------------------------
@@ -442,11 +455,11 @@ class RunPage:
 
 
 def _with_timeline_data(queryset: QuerySet[Attempt]) -> QuerySet[Attempt]:
-    """Attempts with their evidence and their latest reports (a sliced prefetch: one query per
-    relation whatever the number of attempts)."""
-    latest_reports = Report.objects.order_by("-at", "-id")[:TICKS_PER_ATTEMPT]
+    """Attempts with their latest reports to mark on their bars (a sliced prefetch: one query
+    whatever the number of attempts)."""
+    marks = Report.objects.filter(kind__in=MARKED_REPORTS).order_by("-at", "-id")
     return queryset.prefetch_related(
-        Prefetch("reports", queryset=latest_reports, to_attr="latest_reports")
+        Prefetch("reports", queryset=marks[:MARKS_PER_ATTEMPT], to_attr="marked_reports")
     )
 
 
@@ -551,23 +564,6 @@ def _paged(queryset: QuerySet[Any], page: int, now: datetime | None = None) -> P
     offset = (page - 1) * LIST_PAGE_SIZE
     items = list(queryset[offset : offset + LIST_PAGE_SIZE + 1])
     return Paged(items[:LIST_PAGE_SIZE], page, len(items) > LIST_PAGE_SIZE, now)
-
-
-def resource_leases(
-    *, workspace_id: int, prefix: str = "", holder: str = "", page: int = 1
-) -> Paged:
-    """Held resource leases (not slots), as snapshots at the page's database time."""
-    now = db_now()
-    queryset = Lease.objects.filter(
-        workspace_id=workspace_id, kind=LeaseKind.RESOURCE, status=LeaseStatus.HELD
-    )
-    if prefix:
-        queryset = queryset.filter(resource__startswith=prefix)
-    if holder:
-        queryset = queryset.filter(holder=holder)
-    paged = _paged(queryset.order_by("resource"), page, now)
-    snapshots = [LeaseSnapshot.from_model(lease, now) for lease in paged.items]
-    return Paged(snapshots, paged.page, paged.has_next, now)
 
 
 def _records(model: type[Any], *, workspace_id: int, page: int, **filters: str) -> Paged:

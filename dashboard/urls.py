@@ -3,7 +3,17 @@
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard.views import friction, loop, people, pools, records, schedules, work
+from dashboard.views import (
+    friction,
+    loop,
+    people,
+    pools,
+    records,
+    schedules,
+    timeline,
+    waits,
+    work,
+)
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("login/", people.ThrottledLoginView.as_view(), name="login"),
@@ -11,6 +21,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("", work.board, name="board"),
     path("chart/", work.fleet_chart, name="fleet-chart"),
     path("board/handoffs/", work.board_handoffs, name="board-handoffs"),
+    path("board/waiting/", waits.board_waits, name="board-waits"),
     path("workspace/", work.workspace_switch, name="workspace-switch"),
     path("lanes/", work.lanes, name="lanes"),
     path("lanes/<slug:slug>/", work.lane_detail, name="lane"),
@@ -37,7 +48,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     ),
     path("lanes/<slug:slug>/budgets/", loop.budget_save, name="budget-save"),
     path("work-packages/<int:pk>/", work.work_package_detail, name="work-package"),
+    path("work-packages/<int:pk>/runs/new/", waits.run_create, name="run-create"),
     path("runs/<int:pk>/", work.run_detail, name="run"),
+    path("runs/<int:pk>/timeline/", timeline.run_timeline, name="run-timeline"),
+    path("runs/<int:pk>/timeline/at/", timeline.run_replay, name="run-replay"),
+    path("runs/<int:pk>/timeline.jsonl", timeline.run_timeline_jsonl, name="run-timeline-jsonl"),
     path("runs/<int:pk>/close/", work.run_close, name="run-close"),
     path("runs/<int:pk>/idle/", loop.run_idle, name="run-idle"),
     path("runs/<int:pk>/slots/new/", work.run_add_slots, name="run-add-slots"),

@@ -1,7 +1,9 @@
-"""The records' pages: resource leases (and breaking one), refusals and events."""
+"""The records' pages: who holds what (and breaking a lease, granting a handoff), refusals and
+events."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
@@ -9,7 +11,7 @@ from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import require_http_methods
 
 from apikit.errors import GroundControlError
-from dashboard import pages
+from dashboard import lease_tree, pages
 from dashboard.forms import (
     BreakLeaseForm,
     EventFilterForm,
@@ -21,6 +23,7 @@ from dashboard.views.base import (
     actor_name,
     dashboard_view,
     filtered_list,
+    query_string,
     redirect_back,
     render_page,
     show_refusal,
@@ -28,22 +31,33 @@ from dashboard.views.base import (
 from fleet.attempts import handoffs as handoff_services
 from fleet.attempts import services as attempt_services
 from hands.models import Membership, Role
-from leases import engine, handoffs, queue
+from leases import engine, handoffs
 
 
 @dashboard_view(replica=True)
 def leases(request: HttpRequest, membership: Membership) -> HttpResponse:
+    """Who holds what, as the tree of names (`dashboard.lease_tree`): held nodes and what they
+    cover, shared holders, the waiters with their places, the handoff requests on each tenure,
+    and the slots apart. An HTMX poll gets the `records` partial only, so it updates in place
+    (the browser keeps each directory folded or unfolded as the supervisor left it)."""
+    form = LeaseFilterForm(request.GET)
+    values = form.cleaned_data if form.is_valid() else {}
+    query = {"prefix": values.get("prefix") or "", "holder": values.get("holder") or ""}
+    tree = lease_tree.lease_tree(workspace_id=membership.workspace_id, **query)
     template = "fleet/leases.html#records" if request.htmx else "fleet/leases.html"
-    line = queue.line(workspace_id=membership.workspace_id)
-    # Open handoff requests, for a supervisor to grant (`handoff_grant`).
-    asked = handoffs.handoffs_open(workspace_id=membership.workspace_id)
-    response = filtered_list(
+    response = render_page(
         request,
-        membership,
-        LeaseFilterForm,
-        pages.resource_leases,
         template,
-        {"line": line, "handoffs": asked},
+        {
+            "form": form,
+            "tree": tree,
+            "now": tree.now,
+            "line": tree.line,
+            "handoffs": tree.handoffs,
+            "filtered": any(query.values()),
+            "page_url": f"{request.path}?{query_string(query)}".rstrip("?"),
+            "poll_s": float(settings.GC_DASHBOARD_POLL_S),
+        },
     )
     patch_vary_headers(response, ["HX-Request"])
     patch_cache_control(response, no_store=True)

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from apikit.errors import GroundControlError
 from dashboard import pages
-from dashboard.charts import Bar, state_chart_svg, timeline_svg
+from dashboard.charts import Bar, Mark, timeline_svg
 from dashboard.cost_charts import cost_chart_svg
 from dashboard.costs import lane_costs, run_costs
 from dashboard.forms import (
@@ -46,7 +46,7 @@ from dashboard.views.base import (
     show_refusal,
 )
 from fleet.attempts import services as attempt_services
-from fleet.attempts.selectors import last_report_at
+from fleet.attempts.phases import tenure_phases, tenure_records
 from fleet.models import Directive, PlanState
 from fleet.plan import selectors as plan_selectors
 from fleet.plan import services as plan_services
@@ -69,13 +69,7 @@ def workspace_switch(request: HttpRequest, membership: Membership) -> HttpRespon
 
 
 def _board_filters(request: HttpRequest) -> BoardFilters:
-    state = request.GET.get("state", "")
-    return BoardFilters(
-        lane=request.GET.get("lane", "")[:100],
-        state=state if state in STATES else "",
-        hand=request.GET.get("hand", "")[:200],
-        page=page_number(request),
-    )
+    return BoardFilters.read(request.GET, page=page_number(request))
 
 
 @dashboard_view(replica=True)
@@ -94,17 +88,13 @@ def board(request: HttpRequest, membership: Membership) -> HttpResponse:
             "prev_query": query_string(query, page=data.filters.page - 1),
             "next_query": query_string(query, page=data.filters.page + 1),
             "poll_s": _poll_seconds(),
+            "filter_query": query_string(data.filters.query(page=1)),
             "count_links": [
                 (state, data.counts.get(state, 0), query_string(query, state=state, page=1))
                 for state in STATES
             ],
         }
-        if request.htmx:
-            template = "fleet/board.html#board"
-        else:
-            template = "fleet/board.html"
-            svg = state_chart_svg(pages.samples(workspace_id=membership.workspace_id), now=data.now)
-            context["chart_svg"] = mark_safe(svg)  # noqa: S308
+        template = "fleet/board.html#board" if request.htmx else "fleet/board.html"
         response = render_page(request, template, context)
     patch_vary_headers(response, ["HX-Request"])
     patch_cache_control(response, no_store=True)
@@ -130,11 +120,37 @@ def _poll_seconds() -> float:
     return float(settings.GC_DASHBOARD_POLL_S)
 
 
-@dashboard_view()
+@dashboard_view(replica=True)
 def fleet_chart(request: HttpRequest, membership: Membership) -> HttpResponse:
-    now = db_now()
-    svg = state_chart_svg(pages.samples(workspace_id=membership.workspace_id), now=now)
-    return render_page(request, "fleet/board.html#chart", {"chart_svg": mark_safe(svg)})  # noqa: S308
+    """The board's chart: the attempts of the board's page under the same filters, each bar in
+    its phases from the record over the last hour. Loaded after the board and polled on its own
+    (the board's query budget and fingerprint stay the table's). It draws the first page: the
+    filter form it follows carries no page."""
+    filters = BoardFilters.read(request.GET)
+    chart = pages.board_chart(workspace_id=membership.workspace_id, filters=filters)
+    shown = [f"lane {filters.lane}"] if filters.lane else []
+    shown += [f"hand {filters.hand}"] if filters.hand else []
+    shown += [f"{filters.state} now"] if filters.state else []
+    svg = timeline_svg(
+        _bars(chart.rows, now=chart.now, label=_board_label, href=_run_href),
+        now=chart.now,
+        since=chart.since,
+        title="The board's attempts over the last hour"
+        + (f" ({', '.join(shown)})" if shown else ""),
+        ident="fleet-chart-svg",
+    )
+    context = {"chart_svg": mark_safe(svg), "loaded": True, "chart": chart}  # noqa: S308
+    response = render_page(request, "fleet/board.html#chart", context)
+    patch_cache_control(response, no_store=True)
+    return response
+
+
+def _board_label(row: AttemptRow) -> str:
+    return f"{row.attempt.hand.name} · {row.attempt.run.title} #{row.attempt.slot.index}"
+
+
+def _run_href(row: AttemptRow) -> str:
+    return reverse("run", args=[row.attempt.run_id])
 
 
 @dashboard_view(replica=True)
@@ -173,19 +189,30 @@ def work_package_detail(request: HttpRequest, membership: Membership, pk: int) -
 
 
 def _bars(
-    rows: list[AttemptRow], label: Callable[[AttemptRow], str], href: Callable[[AttemptRow], str]
+    rows: list[AttemptRow],
+    *,
+    now: datetime,
+    label: Callable[[AttemptRow], str],
+    href: Callable[[AttemptRow], str],
 ) -> list[Bar]:
+    """A bar per row, its phases from the record (`fleet.attempts.phases`: two queries whatever
+    the rows), its reports and evidence as marks (prefetched)."""
+    records = tenure_records([row.attempt for row in rows], now)
     bars = []
-    for row in reversed(rows):  # oldest at the top
+    for row in rows:
         attempt = row.attempt
+        until = row.drawn_end or now
+        phases = tenure_phases(
+            records[attempt.pk], until=until, end=attempt.end, ended_at=attempt.ended_at
+        )
         bars.append(
             Bar(
                 label=label(row),
                 start=attempt.claimed_at,
                 end=row.drawn_end,
                 state=row.state,
-                ticks=_ticks(row),
-                markers=[(item.at, item.kind) for item in attempt.evidence.all()],
+                phases=[(p.state, p.start, p.end) for p in phases],
+                marks=_marks(row),
                 href=href(row),
                 detail=f"attempt {attempt.pk}, fence {attempt.fence}",
             )
@@ -193,13 +220,21 @@ def _bars(
     return bars
 
 
-def _ticks(row: AttemptRow) -> list[datetime]:
-    """The latest reports, and the latest heartbeat (a bare one is on record once a minute)."""
-    ticks = [report.at for report in row.attempt.latest_reports]
-    latest = last_report_at(row.attempt, row.lease)
-    if latest is not None and latest not in ticks:
-        ticks.append(latest)
-    return ticks
+def _marks(row: AttemptRow) -> list[Mark]:
+    """The reports a bar marks (progress, blockers, notes) and its evidence, each in words."""
+    marks = []
+    for report in getattr(row.attempt, "marked_reports", ()):
+        said = f"{report.kind.capitalize()} report"
+        if report.percent is not None:
+            said += f", {report.percent:.0f}%"
+        if report.message:
+            message = report.message if len(report.message) <= 200 else report.message[:199] + "…"
+            said += f": {message}"
+        marks.append(Mark(report.at, report.kind, said))
+    for item in row.attempt.evidence.all():
+        said = f"Evidence {item.kind} ({item.grade}): {item.url}"
+        marks.append(Mark(item.at, "evidence", said + (f" — {item.note}" if item.note else "")))
+    return marks
 
 
 def _evidence(rows: list[AttemptRow]) -> list[tuple[AttemptRow, Any]]:
@@ -217,7 +252,9 @@ def _timeline_context(
     href: Callable[[AttemptRow], str],
 ) -> dict[str, Any]:
     """The timeline picture and the evidence list of a page's attempts."""
-    svg = timeline_svg(_bars(rows, label=label, href=href), now=now, title=title, ident=ident)
+    # Oldest at the top.
+    bars = _bars(list(reversed(rows)), now=now, label=label, href=href)
+    svg = timeline_svg(bars, now=now, title=title, ident=ident)
     return {"timeline_svg": mark_safe(svg), "evidence": _evidence(rows)}  # noqa: S308
 
 

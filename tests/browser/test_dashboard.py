@@ -116,7 +116,7 @@ def test_it_breaks_a_lease_with_a_reason(logged_in, owner, workspace):
     page.get_by_label("Reason").fill("the holder crashed")
     page.get_by_role("button", name="Break the lease").click()
     page.get_by_text("The lease on migrations is broken; its fence is now 2.").wait_for()
-    assert page.locator('tr[data-resource="migrations"]').count() == 0
+    assert page.locator('[data-resource="migrations"]').count() == 0
     assert not engine.read(workspace_id=workspace.pk, resource="migrations").held
     assert Event.objects.get(kind="lease_broken").data["reason"] == "the holder crashed"
 
@@ -144,7 +144,7 @@ def test_it_shows_a_runs_timeline(logged_in, owner, teammate, make_run, artifact
     page.goto(f"/runs/{run.pk}/")
     timeline = page.locator("#run-timeline")
     assert timeline.locator("rect[data-state]").count() == 2
-    assert timeline.locator("path.evidence").count() == 1
+    assert timeline.locator('path[data-mark="evidence"]').count() == 1
     timeline.screenshot(path=str(artifacts / "run-timeline.png"))
     page.screenshot(path=str(artifacts / "run.png"), full_page=True)
 

@@ -31,7 +31,7 @@ def test_a_shared_lease_and_a_waiter_appear_without_a_reload(logged_in, owner, a
         process_id="w",
         mode="exclusive",
     )
-    page.locator('#records tr[data-resource="docs/"] .badge-shared').wait_for()
+    page.locator('#records [data-resource="docs/"] .badge-shared').wait_for()
     page.locator("#queue", has_text="hand-w").wait_for()
     assert page.evaluate("window.__notReloaded") is True
     page.screenshot(path=str(artifacts / "leases-with-a-line.png"), full_page=True)

@@ -29,14 +29,16 @@ def test_the_lane_page_shows_a_new_schedules_next_planned_times(logged_in, lane,
     page.get_by_role("button", name="Create the schedule").click()
     page.get_by_text("Schedule 30 7 * * 1-5 makes walk-{date}.").wait_for()
     planned = page.locator("#schedules ol.planned time")
-    # 2030-01-01 is a Tuesday: weekdays at 07:30 UTC from the next day.
-    assert planned.all_inner_texts() == [
-        "2030-01-02 07:30",
-        "2030-01-03 07:30",
-        "2030-01-04 07:30",
-        "2030-01-07 07:30",
-        "2030-01-08 07:30",
+    # 2030-01-01 is a Tuesday: weekdays at 07:30 UTC from the next day. Each reads as words
+    # from the page's time ("in 19 h 30 min", ticking), the absolute time on hover.
+    assert [time.get_attribute("title") for time in planned.all()] == [
+        "2030-01-02 07:30:00 UTC",
+        "2030-01-03 07:30:00 UTC",
+        "2030-01-04 07:30:00 UTC",
+        "2030-01-07 07:30:00 UTC",
+        "2030-01-08 07:30:00 UTC",
     ]
+    assert planned.first.inner_text().startswith("in 19 h ")
     assert Schedule.objects.get().runs[0]["slots"] == 2
     page.screenshot(path=str(artifacts / "lane-schedules.png"), full_page=True)
 

@@ -161,17 +161,6 @@ def test_it_escapes_names_and_messages(workspace_admin_client, workspace, make_r
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
-def test_it_records_a_sample_for_the_chart_at_most_once_per_period(workspace, frozen_clock):
-    from django.core.cache import cache
-
-    key = dashboard._samples_key(workspace.pk)
-    cache.delete_many([key, f"{key}:lock"])  # not clear(): the Redis database may be shared
-    counts = dict.fromkeys(dashboard.STATES, 0)
-    assert dashboard.sample_record(workspace_id=workspace.pk, now=frozen_clock, counts=counts)
-    assert not dashboard.sample_record(workspace_id=workspace.pk, now=frozen_clock, counts=counts)
-    assert [at for at, _ in dashboard.samples(workspace_id=workspace.pk)] == [frozen_clock]
-
-
 def test_it_lists_a_runs_open_tenures_before_its_ended_ones(
     workspace, owner, teammate, make_run, frozen_clock
 ):

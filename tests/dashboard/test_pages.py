@@ -60,8 +60,8 @@ def test_the_run_page_shows_slots_attempts_timeline_and_only_http_evidence_links
     assert 'data-state="finished"' in html and 'data-state="live"' in html
     assert '<a href="https://example.com/pr/7"' in html
     timeline = html.split('id="run-timeline">')[1].split("</figure>")[0]
-    assert timeline.count("<rect") >= 2 + 6  # two bars and the legend
-    assert 'class="evidence"' in timeline
+    assert timeline.count('class="cap"') == 2  # two bars, each capped by its state
+    assert 'data-mark="evidence"' in timeline
 
 
 def test_a_non_http_link_is_shown_as_text(workspace_admin_client, lane):
@@ -141,7 +141,10 @@ def test_the_board_and_the_timeline_show_a_heartbeat_that_is_not_on_record(
     latest = frozen_clock + timedelta(seconds=20)
     assert Report.objects.count() == 1
     board = workspace_admin_client.get("/").content.decode()
-    assert f'data-since="{iso(latest)}"' in board
+    # The last heard-of time (the `when` tag's `<time>`) is the renewal's, not the record's.
+    assert f'<time datetime="{iso(latest)}" title="2030-01-01 12:00:20 UTC"' in board
+    # Past the recorded heartbeat's deadline, not the latest renewal's: the bar is live still.
+    clock.advance(90)
     html = workspace_admin_client.get(f"/runs/{run.pk}/").content.decode()
     timeline = html.split('id="run-timeline">')[1].split("</figure>")[0]
-    assert timeline.count('class="tick"') == 2  # the recorded one and the latest renewal
+    assert 'data-phase="live"' in timeline and 'data-phase="late"' not in timeline

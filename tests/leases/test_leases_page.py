@@ -35,7 +35,9 @@ def test_it_shows_modes_and_the_line_and_refreshes_in_place(
         mode="exclusive",
     )
     page = supervisor_client.get("/leases/").content.decode()
-    assert page.count('<span class="badge badge-shared">shared</span>') == 2
+    # Each shared tenure's badge, in the tree (the legend above it shows one too).
+    tree = page[page.index('id="resource-tree"') :]
+    assert tree.count('<span class="badge badge-shared">shared</span>') == 2
     line = page[page.index('id="queue"') :]
     assert "<code>docs/&lt;b&gt;</code>" in line and "hand-&lt;i&gt;" in line
     assert 'hx-trigger="every ' in page and 'id="records"' in page

@@ -33,7 +33,11 @@ def test_it_shows_each_member_with_its_state_holder_fence_and_countdown(
     held = page[page.index('data-member="8001"') : page.index('data-member="8002"')]
     assert 'badge badge-live">live' in held
     assert "<td>hand-a</td>" in held and "host:1" in held
-    assert 'data-until="2030-01-01T12:01:30+00:00"' in held  # the countdown to its window's end
+    # The countdown to its window's end (the `when` tag), ticking in the browser.
+    assert (
+        '<time datetime="2030-01-01T12:01:30+00:00" title="2030-01-01 12:01:30 UTC" '
+        'data-when="countdown" data-now="2030-01-01T12:00:30+00:00">in 1 min 00 s</time>'
+    ) in held
     assert "Break…" in held
     free = page[page.index('data-member="8002"') :]
     assert 'badge badge-free">free' in free.split("</tr>")[0]

@@ -49,7 +49,11 @@ def make(lane, **changes):  # noqa: ANN001, ANN003, ANN201
 def test_the_lane_page_shows_the_next_planned_times(viewer_client, lane) -> None:
     make(lane)
     html = viewer_client.get("/lanes/rewalk/").content.decode()
-    assert '<time datetime="2030-01-02T06:00:00+00:00">2030-01-02 06:00</time>' in html
+    # Relative to the page's time (the database's, frozen), the absolute time on hover.
+    assert (
+        '<time datetime="2030-01-02T06:00:00+00:00" title="2030-01-02 06:00:00 UTC" '
+        'data-when="relative" data-now="2030-01-01T12:00:00+00:00">in 18 h 00 min</time>'
+    ) in html
     assert "2030-01-06 06:00" in html
     assert "none yet" in html
     # A viewer sees the schedule but has no form and no buttons.
