@@ -11,11 +11,19 @@ hand that speaks to the server only over REST, through the project's own client
             run (a finished slot is done: it is never claimed again);
 - waiter:   claims, is denied the `migrations` lock (lease_held) and waits, heartbeating; gives
             up after a while, files a friction report linking those denials
-            (`demo_loop.demo_friction`) and releases its slot with a reason; then again;
+            (`demo_loop.demo_friction`) and releases its slot with a reason; then again, up to
+            `WAITER_TENURES` times in its workspace's record, then it rests (see below);
 - idle:     heartbeats and spends tokens but never reports progress (demo/loop.py).
 
-A hand whose run is done asks the demo's planner (a key with the `plan` scope, over the same
-REST API) for a new run like it, as a supervisor would plan the next piece of work.
+When the finisher's run is done, the demo's planner (a key with the `plan` scope, over the same
+REST API) plans a new run like it, as a supervisor would plan the next piece of work.
+
+The demo's record stays small however long it runs: a demo left running for a day (or started
+again every day) shows the refusals and friction reports of its first minutes and no more. Only
+the waiter is refused on purpose, at most `WAITER_DENIALS` times a tenure and `MAX_REFUSALS`
+times in all, and files at most `MAX_FRICTION` reports, both counted from the workspace's record
+when the demo starts; a hand that finished has its next run planned before it claims again, so
+it is never refused for a done run.
 
 Each hand obeys its directive: a paused hand keeps heartbeating but makes no progress, a stopped
 one releases its slot. With the default timings every state shows within about a minute.
@@ -43,9 +51,10 @@ from demo.loop import demo_friction, demo_handoff
 from fleet.attempts import services as attempt_services
 from fleet.models import Attempt, Run
 from fleet.plan import services as plan_services
+from friction.models import FrictionReport
 from hands import services as hand_services
 from hands.models import Hand, HandKey, Scope
-from leases.models import Lease, LeaseKind, LeaseStatus
+from leases.models import Lease, LeaseKind, LeaseStatus, Refusal
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +62,18 @@ LANE_SLUG = "demo"
 LOCK = "migrations"
 ACTOR = "demo-fleet"
 HAND_NAMES = ("demo-healthy", "demo-quiet", "demo-finisher", "demo-waiter")
+WAITER = "demo-waiter"
 PLANNER = "demo-planner"
+
+# The bound on what the demo leaves in its workspace's refusals and friction (the module's
+# docstring): the waiter is denied the lock, asks for it, is declined and files a friction report
+# in at most WAITER_TENURES tenures, each given up after at most WAITER_DENIALS refused acquires;
+# then it rests. Counted from the record, so a restarted demo adds nothing once they are there
+# (retention, GC_RETENTION_REFUSALS_DAYS, eventually lets it show them again).
+WAITER_TENURES = 3
+WAITER_DENIALS = 10
+MAX_REFUSALS = WAITER_TENURES * WAITER_DENIALS
+MAX_FRICTION = WAITER_TENURES
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,9 @@ class DemoPlan:
     keys: dict[str, str]  # hand name -> its key's plaintext (in memory only)
     work_package_id: int = 0
     planner_key: str = ""  # the `plan` key that plans a new run when one is done
+    # What the waiter may still add to the record (the bound above), counted at setup.
+    waiter_refusals_left: int = MAX_REFUSALS
+    waiter_friction_left: int = MAX_FRICTION
 
 
 _RUNS = {
@@ -163,13 +186,24 @@ def setup(*, workspace_name: str = "demo", timings: Timings = Timings()) -> Demo
         for name, hand in hands.items()
     }
     planner_key = hand_services.key_issue(hand=planner, scopes=[Scope.PLAN], lane=lane, actor=ACTOR)
+    refused, filed = _waiter_record(workspace.pk)
     return DemoPlan(
         workspace_id=workspace.pk,
         runs={name: runs[title].pk for name, title in _WORK.items()},
         keys=keys,
         work_package_id=package.pk,
         planner_key=planner_key.plaintext,
+        waiter_refusals_left=max(0, MAX_REFUSALS - refused),
+        waiter_friction_left=max(0, MAX_FRICTION - filed),
     )
+
+
+def _waiter_record(workspace_id: int) -> tuple[int, int]:
+    """The waiter's refusals and friction reports kept in the workspace's record (two counts,
+    on the indexes by workspace)."""
+    refused = Refusal.objects.filter(workspace_id=workspace_id, hand=WAITER).count()
+    filed = FrictionReport.objects.filter(workspace_id=workspace_id, hand=WAITER).count()
+    return refused, filed
 
 
 def _tidy(workspace_id: int, hands: list[Hand]) -> None:
@@ -221,17 +255,26 @@ class Planner:
 
     def run_like(self, run_id: int) -> int:
         with _client(self.url, self.key, self.stopping) as client, self._lock:
-            done = client.run(run_id)
-            planned = client.run_create(
-                self.work_package_id,
-                title=done.title,
-                brief=done.brief,
-                evidence_required=done.evidence_required,
-                heartbeat_interval_s=int(done.heartbeat_interval_s),
-                grace_s=int(done.grace_s),
-                slots=done.slots.total,
-            )
-            return planned.id
+            return self._plan_like(client, client.run(run_id))
+
+    def next_run(self, run_id: int) -> int | None:
+        """A new run like `run_id` when that one is done, else None: asked before the hand
+        claims again, so it is not refused for a done run."""
+        with _client(self.url, self.key, self.stopping) as client, self._lock:
+            run = client.run(run_id)
+            return self._plan_like(client, run) if run.state == "done" else None
+
+    def _plan_like(self, client: gc.Client, done: gc.Run) -> int:
+        planned = client.run_create(
+            self.work_package_id,
+            title=done.title,
+            brief=done.brief,
+            evidence_required=done.evidence_required,
+            heartbeat_interval_s=int(done.heartbeat_interval_s),
+            grace_s=int(done.grace_s),
+            slots=done.slots.total,
+        )
+        return planned.id
 
 
 class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
@@ -279,8 +322,7 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
             raise
         except gc.GroundControlError as refused:
             if refused.get("run_state") == "done" and self.planner is not None:
-                self.run_id = self.planner.run_like(self.run_id)
-                self.say(f"{self.name}: its run is done; the planner planned run {self.run_id}")
+                self.plan_next(self.planner.run_like(self.run_id))
                 return self.claim()
             self.say(f"{self.name}: claim refused ({refused.code}); trying again soon")
             return False
@@ -289,6 +331,10 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
             f"(attempt {self.attempt.id}, fence {self.attempt.fence})"
         )
         return True
+
+    def plan_next(self, run_id: int) -> None:
+        self.run_id = run_id
+        self.say(f"{self.name}: its run is done; the planner planned run {self.run_id}")
 
     def report(self, kind: str = "heartbeat", **fields: Any) -> str:
         """Heartbeat (or progress) with our process identity; returns the directive."""
@@ -321,6 +367,12 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
             summary=summary,
         )
         self.say(f"{self.name}: finished attempt {self.attempt.id}")
+        self.attempt = None  # nothing left to give back
+        # A run whose slots are all done takes no claim: plan its successor before claiming.
+        if self.planner is not None:
+            planned = self.planner.next_run(self.run_id)
+            if planned is not None:
+                self.plan_next(planned)
 
     def beat_until(self, seconds: float, *, progress: tuple[float, float] | None = None) -> str:
         """Heartbeat every beat for `seconds`; 'stop' as soon as a stop directive arrives.
@@ -342,22 +394,27 @@ class DemoHand(threading.Thread, metaclass=abc.ABCMeta):
 
     # The loop ------------------------------------------------------------------------------
 
+    def resting(self) -> bool:
+        """True when the hand has done all the demo lets it do (the waiter's bound)."""
+        return False
+
     def run(self) -> None:
-        try:
-            while not self.stopping.is_set():
-                try:
-                    if self.claim():
-                        self.tenure()
-                except gc.ConnectionFailed as error:
-                    self.say(f"{self.name}: cannot reach the server ({error.message})")
-                except gc.GroundControlError as refused:
-                    self.say(f"{self.name}: refused ({refused.code}): {refused.message}")
-                    self.give_back(f"gave up after {refused.code}")
-                self.attempt = None
-                if not self.pause(self.t.rest_s):
-                    break
-        finally:
-            self.client.close()
+        # The client is closed by `DemoFleet.stop` once every hand has ended, not here: the
+        # waiter speaks through the healthy hand's client too (a handoff request's answer).
+        while not self.stopping.is_set():
+            if self.resting():
+                return
+            try:
+                if self.claim():
+                    self.tenure()
+            except gc.ConnectionFailed as error:
+                self.say(f"{self.name}: cannot reach the server ({error.message})")
+            except gc.GroundControlError as refused:
+                self.say(f"{self.name}: refused ({refused.code}): {refused.message}")
+                self.give_back(f"gave up after {refused.code}")
+            self.attempt = None
+            if not self.pause(self.t.rest_s):
+                break
 
     def acquire_lock(self, wait_s: float | None = None) -> gc.Lease:
         return self.client.lease_acquire(
@@ -431,22 +488,38 @@ class FinisherHand(DemoHand):
 
 class WaiterHand(DemoHand):
     """Needs the `migrations` lock, is denied it, asks its holder for it (who declines, busy),
-    waits (heartbeating), and gives up."""
+    waits (heartbeating), and gives up; within the demo's bound (WAITER_TENURES), then rests."""
 
     lock_holder: DemoHand | None = None  # the healthy hand, set by DemoFleet
+    refusals_left = MAX_REFUSALS  # set by DemoFleet from the plan: what the record may still take
+    friction_left = MAX_FRICTION
+
+    def resting(self) -> bool:
+        if self.refusals_left > 0 and self.friction_left > 0:
+            return False
+        self.say(
+            f"{self.name}: has been refused and filed its friction reports (the demo keeps at most "
+            f"{MAX_REFUSALS} refusals and {MAX_FRICTION} reports); it rests now"
+        )
+        return True
 
     def tenure(self) -> None:
         # Not longer than half an interval: the tenure is already running and must not go late.
         self.lock_taken.wait(self.t.heartbeat_interval_s / 2)
         started, asked = time.monotonic(), False
         denials: list[str] = []
-        while time.monotonic() - started < self.t.waiter_gives_up_after_s:
+        while (
+            time.monotonic() - started < self.t.waiter_gives_up_after_s
+            and len(denials) < WAITER_DENIALS
+            and self.refusals_left > 0
+        ):
             if self.report() == "stop":
                 self.stopped()
                 return
             try:
                 lock = self.acquire_lock(wait_s=self.t.wait_s)
             except gc.LeaseHeld as held:
+                self.refusals_left -= 1  # one refusal in the record, whatever its request id
                 denials += [held.request_id] if held.request_id else []
                 self.say(f"{self.name}: {LOCK} is held by {describe_holder(held.fields)}; waiting")
                 holder = self.lock_holder
@@ -472,6 +545,7 @@ class WaiterHand(DemoHand):
             self.finish([], "index added")
             return
         assert self.attempt is not None
+        self.friction_left -= 1  # spent even if the filing is refused: the bound holds anyway
         if demo_friction(
             self.client,
             what=f"the {LOCK} lock was held the whole time I waited for it",
@@ -537,7 +611,11 @@ class DemoFleet:
             )
         )
         by_name = {hand.name: hand for hand in self.hands}
-        by_name["demo-waiter"].lock_holder = by_name["demo-healthy"]  # type: ignore[attr-defined]
+        waiter = by_name[WAITER]
+        assert isinstance(waiter, WaiterHand)
+        waiter.lock_holder = by_name["demo-healthy"]  # type: ignore[assignment]
+        waiter.refusals_left = plan.waiter_refusals_left
+        waiter.friction_left = plan.waiter_friction_left
 
     def start(self) -> None:
         for hand in self.hands:
@@ -547,6 +625,9 @@ class DemoFleet:
         self.stopping.set()
         for hand in self.hands:
             hand.join(timeout_s)
+        for hand in self.hands:
+            if isinstance(hand, DemoHand):
+                hand.client.close()
 
 
 def wait_for_server(url: str, *, timeout_s: float = 60.0) -> bool:

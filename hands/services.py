@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import hmac
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
@@ -583,12 +583,21 @@ def default_hand_name(username: str) -> str:
 
 
 def bootstrap(
-    *, workspace_name: str, username: str, password: str, new_key: bool = False
+    *,
+    workspace_name: str,
+    username: str,
+    password: str,
+    new_key: bool = False,
+    member_of: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Idempotently: a workspace, an admin member, and a supervisor hand with every scope.
 
     A key is minted when the supervisor hand has no live key (or `new_key`); it is returned once.
+    `member_of` names other workspaces (created when missing) the user is an admin of as well,
+    without a supervisor hand there: `scripts/run` keeps the demo fleet in its own `demo`
+    workspace this way, apart from the admin's own.
     """
+    others = [name for name in dict.fromkeys(member_of) if name != workspace_name]
     user_model = get_user_model()
     with transaction.atomic():
         workspace = workspace_get_or_create(name=workspace_name)
@@ -597,6 +606,8 @@ def bootstrap(
             user.set_password(password)
             user.save(update_fields=["password"])
         membership_set(workspace=workspace, user=user, role=Role.ADMIN)
+        for name in others:
+            membership_set(workspace=workspace_get_or_create(name=name), user=user, role=Role.ADMIN)
         hand, _ = hand_create(workspace=workspace, name=default_hand_name(username))
         if not hand.is_supervisor:
             Hand.objects.filter(pk=hand.pk).update(is_supervisor=True)
@@ -613,6 +624,7 @@ def bootstrap(
         "supervisor_hand": hand.name,
         "supervisor_key": issued.plaintext if issued else None,
         "supervisor_key_prefix": issued.key.prefix if issued else None,
+        "member_of": others,
     }
 
 
