@@ -30,6 +30,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils import encoders
@@ -586,3 +587,27 @@ def paginated(
         response["Link"] = f'<{next_url}>; rel="next"'
         response["X-Next-Cursor"] = parse_qs(urlsplit(next_url).query)["cursor"][0]
     return response
+
+
+class FormatChoice:
+    """For a view whose renderers are its `format`s (JSON and an export's): an unknown `format`
+    is a 400 naming the parameter (DRF would answer a missing page, 404), and an error answers
+    the uniform JSON body whatever format was asked for. `formats_said`: "json or jsonl"."""
+
+    formats_said = ""
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        try:
+            return super().perform_content_negotiation(request, force)  # type: ignore[misc]
+        except Http404:
+            raise ValidationFailed(
+                f"format must be {self.formats_said}", fields={"format": [f"{self.formats_said}."]}
+            ) from None
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        if isinstance(response, Response) and response.status_code >= 400:
+            response.accepted_renderer = JSONRenderer()
+            response.accepted_media_type = JSONRenderer.media_type
+            response.renderer_context = self.get_renderer_context()  # type: ignore[attr-defined]
+        return response

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import paginated
+from apikit.api import FormatChoice, paginated
 from apikit.concealing import CONCEALED, concealed
-from apikit.errors import ValidationFailed
 from apikit.inputs import PAGE_PARAMS, StrictCharField, StrictIntegerField, text_param, valid
 from apikit.openapi import error_responses
 from fleet.api.records import since_param
@@ -192,11 +190,12 @@ class MarkdownRenderer(BaseRenderer):
         return data.encode("utf-8") if isinstance(data, str) else data
 
 
-class FrictionExportApi(HandAPIView):
+class FrictionExportApi(FormatChoice, HandAPIView):
     """Every report that matches (the newest `EXPORT_LIMIT`), as Markdown to paste into an
     issue tracker (`?format=markdown`) or as JSON (`?format=json`, the default), for download."""
 
     required_scope = SUPERVISE
+    formats_said = "markdown or json"
     renderer_classes = [JSONRenderer, MarkdownRenderer]
 
     @extend_schema(
@@ -229,22 +228,4 @@ class FrictionExportApi(HandAPIView):
         response = Response(body)
         extension = "md" if markdown else "json"
         response["Content-Disposition"] = f'attachment; filename="friction.{extension}"'
-        return response
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        # DRF answers an unknown `format` as a missing page (404); it is a bad parameter.
-        try:
-            return super().perform_content_negotiation(request, force)
-        except Http404:
-            raise ValidationFailed(
-                "format must be markdown or json", fields={"format": ["markdown or json."]}
-            ) from None
-
-    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
-        response = super().finalize_response(request, response, *args, **kwargs)
-        # An error answers the uniform JSON body whatever format was asked for.
-        if isinstance(response, Response) and response.status_code >= 400:
-            response.accepted_renderer = JSONRenderer()
-            response.accepted_media_type = JSONRenderer.media_type
-            response.renderer_context = self.get_renderer_context()
         return response

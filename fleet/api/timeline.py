@@ -7,14 +7,14 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from django.http import Http404, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apikit.api import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from apikit.api import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, FormatChoice
 from apikit.concealing import CONCEALED, conceal_answer
 from apikit.context import call_context, current_call
 from apikit.errors import ValidationFailed
@@ -86,10 +86,11 @@ def _lines(
         yield b"".join(json.dumps(row, separators=(",", ":")).encode() + b"\n" for row in rows)
 
 
-class RunTimelineApi(HandAPIView):
+class RunTimelineApi(FormatChoice, HandAPIView):
     """Everything that happened under a run, oldest first."""
 
     required_scope = (PLAN, SUPERVISE)
+    formats_said = "json or jsonl"
     renderer_classes = [JSONRenderer, JsonLinesRenderer]
 
     @extend_schema(
@@ -143,21 +144,3 @@ class RunTimelineApi(HandAPIView):
             )
             answer["X-Next-Cursor"] = cursor
         return answer
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        # DRF answers an unknown `format` as a missing page (404); it is a bad parameter.
-        try:
-            return super().perform_content_negotiation(request, force)
-        except Http404:
-            raise ValidationFailed(
-                "format must be json or jsonl", fields={"format": ["json or jsonl."]}
-            ) from None
-
-    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
-        response = super().finalize_response(request, response, *args, **kwargs)
-        # An error answers the uniform JSON body whatever format was asked for.
-        if isinstance(response, Response) and response.status_code >= 400:
-            response.accepted_renderer = JSONRenderer()
-            response.accepted_media_type = JSONRenderer.media_type
-            response.renderer_context = self.get_renderer_context()
-        return response

@@ -16,8 +16,9 @@ everything it started. Two things make its end certain when the wrapper dies, `k
    command's group SIGTERM (and SIGCONT, for a paused one), SIGKILL after a short grace (the
    wrapper's `--kill-after`, at most `ORPHAN_GRACE_S`: with the wrapper gone nobody holds the
    lease, so a command that ignores SIGTERM must not run on for long), and removes the wrapper's
-   temporary files (`gc-evidence-*`). A wrapper that ends normally says `done` first (it has
-   already stopped the group, and removes its own files), and the watchdog exits. Only the
+   temporary files (`gc-evidence-*`, `gc-checkpoint-*`). A wrapper that ends normally says
+   `done` first (it has already stopped the group, and removes its own files), and the watchdog
+   exits. Only the
    watchdog reaches the command's children (the death signal reaches the command alone), so the
    wrapper checks on it while the command runs (`Watchdog.keep`) and starts a new one for the
    same group and files if it died (an OOM kill, a stray `kill`): the cover never lapses.

@@ -179,13 +179,16 @@ def _watch(
 
 
 @contextlib.contextmanager
-def _evidence_file(env: dict[str, str]) -> Iterator[tuple[Path, bool]]:
-    """The file named by GC_EVIDENCE_FILE, or a fresh temporary one removed afterwards (by the
-    watchdog, if the wrapper dies first); and whether it is the temporary one."""
-    if env.get("GC_EVIDENCE_FILE"):
-        yield Path(env["GC_EVIDENCE_FILE"]), False
+def _wrapper_file(
+    env: dict[str, str], variable: str, prefix: str, suffix: str
+) -> Iterator[tuple[Path, bool]]:
+    """The file named by `variable` (GC_EVIDENCE_FILE, GC_CHECKPOINT_FILE), or a fresh temporary
+    one removed afterwards (by the watchdog, if the wrapper dies first); and whether it is the
+    temporary one."""
+    if env.get(variable):
+        yield Path(env[variable]), False
         return
-    fd, name = tempfile.mkstemp(prefix="gc-evidence-", suffix=".txt")
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix)
     os.close(fd)
     try:
         yield Path(name), True
@@ -240,22 +243,6 @@ class CheckpointFile:
         self._known = self._pending
 
 
-@contextlib.contextmanager
-def _checkpoint_path(env: dict[str, str]) -> Iterator[tuple[Path, bool]]:
-    """The file named by GC_CHECKPOINT_FILE, or a fresh temporary one removed afterwards (by the
-    watchdog, if the wrapper dies first); and whether it is the temporary one."""
-    if env.get("GC_CHECKPOINT_FILE"):
-        yield Path(env["GC_CHECKPOINT_FILE"]), False
-        return
-    fd, name = tempfile.mkstemp(prefix="gc-checkpoint-", suffix=".json")
-    os.close(fd)
-    try:
-        yield Path(name), True
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-
-
 def _report_checkpoint(attempt: ClaimedAttempt, log: Callable[[str, dict[str, Any]], None]) -> None:
     """The command's last checkpoint, reported before the attempt ends, if it changed since the
     last heartbeat; a refusal is logged, never a reason not to end the attempt."""
@@ -307,8 +294,14 @@ def run_claimed(
             )
     env = dict(os.environ)
     with (
-        _evidence_file(env) as (evidence_path, temporary),
-        _checkpoint_path(env) as (checkpoint_path, checkpoint_temporary),
+        _wrapper_file(env, "GC_EVIDENCE_FILE", "gc-evidence-", ".txt") as (
+            evidence_path,
+            temporary,
+        ),
+        _wrapper_file(env, "GC_CHECKPOINT_FILE", "gc-checkpoint-", ".json") as (
+            checkpoint_path,
+            checkpoint_temporary,
+        ),
     ):
         env.update(
             GC_ATTEMPT=str(attempt.id),
