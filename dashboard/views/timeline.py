@@ -32,10 +32,12 @@ def _moment(request: HttpRequest, start: datetime, end: datetime) -> datetime:
     """The scrubber's `t` (seconds since the epoch, in ASCII digits), within the run's span;
     the span's end when absent or unreadable."""
     raw = whole_number(request.GET.get("t", "") or "")
-    if raw is None or raw >= 2**40:
+    # Clamped as a number first: a moment past year 9999 is no datetime at all.
+    if raw is None or raw >= _seconds(end):
         return end
-    chosen = datetime.fromtimestamp(raw, tz=UTC)
-    return min(max(chosen, start), end)
+    if raw <= _seconds(start):
+        return start
+    return datetime.fromtimestamp(raw, tz=UTC)
 
 
 def _seconds(at: datetime) -> int:
