@@ -4,8 +4,14 @@ the refused calls it refers to, by request id (`POST /friction`, `GET /friction`
     client.friction_file("the migrations lock was held all morning", instead="wrote the docs",
                          minutes=25, refusals=[error.request_id])
 
-A hand files for its own lane and attempts; a supervisor (scope `supervise`) for any lane, and
-lists them. `Client` and `AsyncClient` both have these calls (`FrictionCalls`)."""
+A hand files for its own lane and attempts; a supervisor (scope `supervise`) for any lane, lists
+them, and exports them (`GET /friction/export`): the newest that match as one document to save or
+paste into an issue tracker, a Markdown table with the total or the JSON list, as the server
+wrote it:
+
+    Path("friction.md").write_text(client.friction_export("md", lane="rewalk"))
+
+`Client` and `AsyncClient` both have these calls (`FrictionCalls`)."""
 
 from __future__ import annotations
 
@@ -68,6 +74,21 @@ def _filters(lane: str | None, since: str | None) -> Mapping[str, Any]:
     return {"lane": lane, "since": since}
 
 
+# An export's formats, as the server names them (`?format=`), and the media type each is.
+EXPORT_MEDIA_TYPES = {"markdown": "text/markdown", "json": "application/json"}
+# The names a caller may give: the server's, and `md` (a Markdown file's extension).
+_EXPORT_NAMES = {"md": "markdown", "markdown": "markdown", "json": "json"}
+
+
+def export_format(fmt: str) -> str:
+    """The server's name for an export's format (`md` or `markdown`, `json`); a ValueError for
+    any other, before anything is sent."""
+    try:
+        return _EXPORT_NAMES[fmt.strip().lower()]
+    except (KeyError, AttributeError):
+        raise ValueError(f"an export is md (Markdown) or json, not {fmt!r}") from None
+
+
 def describe_report(report: FrictionReport) -> str:
     """One line: "#4 rewalk, 25 min: the lock was held (lease_held at 10:02:11)"."""
     where = report.lane or "no lane"
@@ -99,3 +120,18 @@ class FrictionCalls(Sending):
         """Every report (scope `supervise`), newest first; `since` an ISO time."""
         items = yield from self._list("friction", _filters(lane, since))
         return [FrictionReport.from_wire(r) for r in items]
+
+    @call
+    def friction_export(
+        self, fmt: str, *, lane: str | None = None, since: str | None = None
+    ) -> Steps[str]:
+        """The newest reports that match (as many as the server exports: docs/api.md), as one
+        document, exactly as the server wrote it: `"md"` (or `"markdown"`) a Markdown table and
+        the total, `"json"` the JSON list (scope `supervise`; a lane-limited key: its lane's).
+        `since` an ISO time. `friction_reports` reads them as objects, page by page."""
+        name = export_format(fmt)
+        params = {"format": name, **_filters(lane, since)}
+        response = yield from self._send(
+            "GET", "friction/export", params=params, headers={"Accept": EXPORT_MEDIA_TYPES[name]}
+        )
+        return response.text
