@@ -164,9 +164,10 @@ class ErrorDetailSerializer(serializers.Serializer):
         "(a run of another lane, to a lane-limited key: all three null)",
     )
     cycle = serializers.ListField(
-        child=serializers.IntegerField(),
+        child=serializers.IntegerField(allow_null=True),
         required=False,
-        help_text="dependency_cycle: the runs of the cycle, from the changed run back to it",
+        help_text="dependency_cycle: the runs of the cycle, from the changed run back to it "
+        "(a run of another lane, to a lane-limited key: null)",
     )
     period = serializers.CharField(required=False, help_text="budget_reached: day or week")
     period_end = serializers.DateTimeField(

@@ -321,7 +321,8 @@ class RunsApi(HandAPIView):
 
 
 class RunApi(HandAPIView):
-    """One run; PATCH its state to close or reopen it."""
+    """One run; PATCH changes it (its state, capabilities, idle settings, priority, the runs it
+    waits for): one change, all of it or nothing (`plan_services.run_update`)."""
 
     required_scope = {"GET": (PLAN, SUPERVISE, WORK), "PATCH": PLAN}
 
@@ -339,8 +340,9 @@ class RunApi(HandAPIView):
         request=RunPatchIn,
         description="Close a run (it takes no more claims; its attempts go on) or reopen it; "
         "set the capabilities a hand needs to claim its slots; set its progress timeout and "
-        "idle directive; set its priority and the runs it waits for (a change that would "
-        "close a cycle is refused `dependency_cycle`, naming it, and nothing is changed).",
+        "idle directive; set its priority and the runs it waits for. One change: refused for "
+        "any field (`validation_error`, or `dependency_cycle` for a change that would close a "
+        "cycle, naming it), it writes none of them.",
         responses={
             200: RunOut,
             **error_responses("scope_denied", "not_found", "dependency_cycle", body=True),
@@ -348,41 +350,13 @@ class RunApi(HandAPIView):
     )
     def patch(self, request: Request, run_id: int) -> Response:
         data = valid(RunPatchIn, request)
-        # Looked up first so a lane-limited key cannot touch another lane's run.
-        run = plan_selectors.run_get(
-            workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id
+        run = plan_services.run_update(
+            workspace_id=self.workspace_id,
+            run_id=run_id,
+            actor=self.hand.name,
+            lane_id=self.lane_id,
+            **data,
         )
-        if "depends_on" in data:  # first: a refused cycle changes nothing else either
-            plan_services.run_set_dependencies(
-                workspace_id=self.workspace_id,
-                run_id=run.pk,
-                depends_on=data["depends_on"],
-                lane_id=self.lane_id,
-            )
-        if "priority" in data:
-            plan_services.run_set_priority(
-                workspace_id=self.workspace_id,
-                run_id=run.pk,
-                priority=data["priority"],
-                lane_id=self.lane_id,
-            )
-        if "capabilities" in data:
-            plan_services.run_set_capabilities(
-                workspace_id=self.workspace_id,
-                run_id=run.pk,
-                capabilities=data["capabilities"],
-                lane_id=self.lane_id,
-            )
-        idle = {k: data[k] for k in ("progress_timeout_s", "idle_directive") if k in data}
-        if idle:
-            plan_services.run_set_idle(workspace_id=self.workspace_id, run_id=run.pk, **idle)
-        if "state" in data:
-            plan_services.run_set_state(
-                workspace_id=self.workspace_id,
-                run_id=run.pk,
-                state=data["state"],
-                actor=self.hand.name,
-            )
         return Response(
             run_json(plan_selectors.run_get(workspace_id=self.workspace_id, run_id=run.pk))
         )

@@ -164,15 +164,28 @@ def find_cycle(*, workspace_id: int, run_id: int, depends_on: list[int]) -> list
     return None
 
 
-def refuse_cycle(*, workspace_id: int, run_id: int, depends_on: list[int]) -> None:
+def refuse_cycle(
+    *, workspace_id: int, run_id: int, depends_on: list[int], lane_id: int | None = None
+) -> None:
+    """`dependency_cycle` if `run_id` depending on `depends_on` would close a cycle, naming it
+    ("run 12 -> run 10 -> run 12", `cycle` [12, 10, 12]). To a lane-limited caller (`lane_id`)
+    a run of another lane is counted, never named (as `Dependency.seen`): "a run of another
+    lane" in the sentence, null in `cycle`, and so in the refusal recorded."""
     cycle = find_cycle(workspace_id=workspace_id, run_id=run_id, depends_on=depends_on)
-    if cycle is not None:
-        said = " -> ".join(f"run {run}" for run in cycle)
-        raise DependencyCycle(
-            f"run {run_id} cannot wait for that: it would wait for itself ({said}); nothing "
-            "was changed",
-            cycle=cycle,
-        )
+    if cycle is None:
+        return
+    seen = set(
+        Run.objects.in_lane(lane_id)
+        .filter(workspace_id=workspace_id, pk__in=cycle)
+        .values_list("pk", flat=True)
+    )
+    shown = [run if run in seen else None for run in cycle]
+    said = " -> ".join("a run of another lane" if run is None else f"run {run}" for run in shown)
+    raise DependencyCycle(
+        f"run {run_id} cannot wait for that: it would wait for itself ({said}); nothing "
+        "was changed",
+        cycle=shown,
+    )
 
 
 def dependencies_write(*, workspace_id: int, run_id: int, depends_on: list[int]) -> None:

@@ -7,6 +7,7 @@ last finishes cannot both miss that the run is done."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -246,120 +247,150 @@ def validate_idle(progress_timeout_s: object, idle_directive: object) -> tuple[i
     return progress_timeout_s, directive
 
 
-def run_set_idle(
-    *,
-    workspace_id: int,
-    run_id: int,
-    progress_timeout_s: object = ...,
-    idle_directive: object = ...,
-) -> Run:
-    """Change a run's idle settings (either, or both; `...`: unchanged). The timeout reaches the
-    attempts claimed from now on (it is copied at the claim, as the heartbeat interval is), the
-    directive the next idle spell of any of them."""
-    run = run_get(workspace_id=workspace_id, run_id=run_id)
-    timeout, directive = validate_idle(
-        run.progress_timeout_s if progress_timeout_s is ... else progress_timeout_s,
-        run.idle_directive if idle_directive is ... else idle_directive,
-    )
-    if not Run.objects.filter(pk=run.pk).update(
-        progress_timeout_s=timeout, idle_directive=directive
-    ):
-        raise NotFound(f"no run {run_id}")
-    run.refresh_from_db()
-    return run
-
-
-@refusals_recorded
-def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> Run:
-    """Close (or reopen) a run. A closed run takes no claims; its attempts go on. `done` is the
-    run's own doing (its last slot finished): a closed run whose slots are all done reopens as
-    done, and a done run can be closed."""
-    validate_choice(state, field="state", choices=[RunState.OPEN.value, RunState.CLOSED.value])
-    run = run_get(workspace_id=workspace_id, run_id=run_id)
-    with transaction.atomic():
-        lock_run(workspace_id=run.workspace_id, run_id=run.pk)
-        now = db_now()
-        if state == RunState.CLOSED:
-            changed = (
-                Run.objects.filter(pk=run.pk)
-                .exclude(state=RunState.CLOSED)
-                .update(state=RunState.CLOSED, closed_at=now)
-            )
-            if changed:
-                record_event(
-                    workspace_id=workspace_id,
-                    kind=EventKind.RUN_CLOSED,
-                    at=now,
-                    actor=actor,
-                    data={"run": run.pk},
-                )
-        elif run_slot_counts(run_id=run.pk).all_done:
-            # Its last slot finished while it was closed: reopened, it is done, and says so.
-            if Run.objects.filter(pk=run.pk, state=RunState.CLOSED).update(
-                state=RunState.DONE, closed_at=now
-            ):
-                _record_run_done(workspace_id=workspace_id, run_id=run.pk, at=now, actor=actor)
-        else:
-            Run.objects.filter(pk=run.pk, state=RunState.CLOSED).update(
-                state=RunState.OPEN, closed_at=None
-            )
-    run.refresh_from_db()
-    return run
-
-
-@refusals_recorded
-def run_set_capabilities(
-    *, workspace_id: int, run_id: int, capabilities: object, lane_id: int | None = None
-) -> Run:
-    """Replace the tags a hand needs to claim the run's slots, in one statement. Attempts
-    already claimed go on; a claim running at the same moment judges by the row its own
-    statement reads (`fleet.attempts.services.attempt_claim`)."""
-    tags = hand_capabilities.normalise(capabilities)
-    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
-    if not Run.objects.filter(pk=run.pk).update(capabilities=tags):
-        raise NotFound(f"no run {run_id}")
-    run.refresh_from_db()
-    return run
+# A field of `run_update` the change leaves as it is.
+UNCHANGED: Any = ...
 
 
 @refusals_recorded
 @retried
-def run_set_dependencies(
-    *, workspace_id: int, run_id: int, depends_on: object, lane_id: int | None = None
+def run_update(
+    *,
+    workspace_id: int,
+    run_id: int,
+    actor: str = "",
+    lane_id: int | None = None,
+    state: object = UNCHANGED,
+    capabilities: object = UNCHANGED,
+    progress_timeout_s: object = UNCHANGED,
+    idle_directive: object = UNCHANGED,
+    priority: object = UNCHANGED,
+    depends_on: object = UNCHANGED,
 ) -> Run:
-    """Replace the runs `run_id` waits for. A change that would close a cycle is refused
-    (`dependency_cycle`, naming it) and writes nothing. The workspace's changes take turns
-    (`dependencies.lock_dependencies`), so two that would together close a cycle cannot both
-    pass. Attempts already claimed go on; a claim judges by the rows its own statement reads
-    (`fleet.attempts.services.dependency_guard`)."""
+    """A supervisor's change of a run (`PATCH /runs/{id}`): any of its fields, all or none.
+    Every field given is validated before anything is written, and everything is written in
+    one transaction, so a change refused for any field (or for a cycle) writes nothing.
+
+    - `state`: close (no more claims; its attempts go on) or reopen. `done` is the run's own
+      doing (its last slot finished): a closed run whose slots are all done reopens as done,
+      and a done run can be closed. Recorded as run_closed (or run_done).
+    - `capabilities`: the tags a hand needs to claim its slots. Attempts already claimed go on;
+      a claim running at the same moment judges by the row its own statement reads
+      (`fleet.attempts.services.capability_guard`).
+    - `progress_timeout_s`, `idle_directive`: the idle settings (fleet/attempts/idle.py). The
+      timeout reaches the attempts claimed from now on (copied at the claim, as the heartbeat
+      interval is), the directive the next idle spell of any of them.
+    - `priority`: its place in the ready queue (0 first).
+    - `depends_on`: replaces the runs it waits for. A change that would close a cycle is
+      refused (`dependency_cycle`, naming it). The workspace's changes of dependencies take
+      turns (`dependencies.lock_dependencies`, before the run's row lock), so two that would
+      together close a cycle cannot both pass. A lane-limited caller (`lane_id`) replaces only
+      the runs it can see: another lane's runs a workspace-wide key named stay. A claim judges
+      by the rows its own statement reads (`fleet.attempts.services.dependency_guard`)."""
     run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
-    waits_for = dependencies.validate_depends_on(
-        depends_on, workspace_id=workspace_id, lane_id=lane_id
+    fields: dict[str, object] = {}
+    if state is not UNCHANGED:
+        state = validate_choice(
+            state, field="state", choices=[RunState.OPEN.value, RunState.CLOSED.value]
+        )
+    if capabilities is not UNCHANGED:
+        fields["capabilities"] = hand_capabilities.normalise(capabilities)
+    if progress_timeout_s is not UNCHANGED or idle_directive is not UNCHANGED:
+        timeout, directive = validate_idle(
+            None if progress_timeout_s is UNCHANGED else progress_timeout_s,
+            IdleDirective.NONE if idle_directive is UNCHANGED else idle_directive,
+        )
+        if progress_timeout_s is not UNCHANGED:
+            fields["progress_timeout_s"] = timeout
+        if idle_directive is not UNCHANGED:
+            fields["idle_directive"] = directive
+    if priority is not UNCHANGED:
+        fields["priority"] = dependencies.validate_priority(priority)
+    waits_for = (
+        None
+        if depends_on is UNCHANGED
+        else dependencies.validate_depends_on(
+            depends_on, workspace_id=workspace_id, lane_id=lane_id
+        )
     )
     with transaction.atomic():
-        dependencies.lock_dependencies(workspace_id=workspace_id)
-        if lane_id is not None:
-            # A lane-limited key replaces only what it can see: another lane's runs that a
-            # workspace-wide key named stay (to it they are as if they did not exist).
-            unseen = dependencies.dependencies_of([run.pk], lane_id=lane_id).get(run.pk, [])
-            waits_for = sorted({*waits_for, *(d.run_id for d in unseen if not d.seen)})
-        dependencies.refuse_cycle(workspace_id=workspace_id, run_id=run.pk, depends_on=waits_for)
-        dependencies.dependencies_write(
-            workspace_id=workspace_id, run_id=run.pk, depends_on=waits_for
-        )
-    return run
-
-
-def run_set_priority(
-    *, workspace_id: int, run_id: int, priority: object, lane_id: int | None = None
-) -> Run:
-    """Move the run in the ready queue (0 first), in one statement."""
-    value = dependencies.validate_priority(priority)
-    run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
-    if not Run.objects.filter(workspace_id=workspace_id, pk=run.pk).update(priority=value):
-        raise NotFound(f"no run {run_id}")
+        if waits_for is not None:
+            dependencies.lock_dependencies(workspace_id=workspace_id)
+        lock_run(workspace_id=workspace_id, run_id=run.pk)
+        if waits_for is not None:
+            if lane_id is not None:
+                # To a lane-limited key another lane's runs are as if they did not exist.
+                unseen = dependencies.dependencies_of([run.pk], lane_id=lane_id).get(run.pk, [])
+                waits_for = sorted({*waits_for, *(d.run_id for d in unseen if not d.seen)})
+            dependencies.refuse_cycle(
+                workspace_id=workspace_id, run_id=run.pk, depends_on=waits_for, lane_id=lane_id
+            )
+            dependencies.dependencies_write(
+                workspace_id=workspace_id, run_id=run.pk, depends_on=waits_for
+            )
+        if fields and not Run.objects.filter(workspace_id=workspace_id, pk=run.pk).update(**fields):
+            raise NotFound(f"no run {run_id}")
+        if state is not UNCHANGED:
+            _set_state(workspace_id=workspace_id, run_id=run.pk, state=str(state), actor=actor)
     run.refresh_from_db()
     return run
+
+
+def _set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> None:
+    """`run_update`'s `state`, in its transaction, under the run's row lock."""
+    now = db_now()
+    if state == RunState.CLOSED:
+        if (
+            Run.objects.filter(pk=run_id)
+            .exclude(state=RunState.CLOSED)
+            .update(state=RunState.CLOSED, closed_at=now)
+        ):
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.RUN_CLOSED,
+                at=now,
+                actor=actor,
+                data={"run": run_id},
+            )
+    elif run_slot_counts(run_id=run_id).all_done:
+        # Its last slot finished while it was closed: reopened, it is done, and says so.
+        if Run.objects.filter(pk=run_id, state=RunState.CLOSED).update(
+            state=RunState.DONE, closed_at=now
+        ):
+            _record_run_done(workspace_id=workspace_id, run_id=run_id, at=now, actor=actor)
+    else:
+        Run.objects.filter(pk=run_id, state=RunState.CLOSED).update(
+            state=RunState.OPEN, closed_at=None
+        )
+
+
+def run_set_idle(
+    *,
+    workspace_id: int,
+    run_id: int,
+    progress_timeout_s: object = UNCHANGED,
+    idle_directive: object = UNCHANGED,
+) -> Run:
+    """Change a run's idle settings (either, or both): `run_update`'s."""
+    return run_update(
+        workspace_id=workspace_id,
+        run_id=run_id,
+        progress_timeout_s=progress_timeout_s,
+        idle_directive=idle_directive,
+    )
+
+
+def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> Run:
+    """Close (or reopen) a run: `run_update`'s."""
+    return run_update(workspace_id=workspace_id, run_id=run_id, state=state, actor=actor)
+
+
+def run_set_capabilities(
+    *, workspace_id: int, run_id: int, capabilities: object, lane_id: int | None = None
+) -> Run:
+    """Replace the tags a hand needs to claim the run's slots: `run_update`'s."""
+    return run_update(
+        workspace_id=workspace_id, run_id=run_id, capabilities=capabilities, lane_id=lane_id
+    )
 
 
 def lock_run(*, workspace_id: int, run_id: int) -> None:

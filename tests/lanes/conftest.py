@@ -5,7 +5,8 @@ an answer lets through is found by a substring. The names both lanes share (reso
 and its members) carry no marker: a lease is on the workspace's one tree, only its holder is a
 lane's.
 
-Lane B works as a lane's hands do, and one of its hands (`zzb-roamer`) works with a lane-less
+Lane B works as a lane's hands do (a checkpoint its next attempt reads included), lane alpha's
+second run waits for lane B's first, and one of lane B's hands (`zzb-roamer`) works with a lane-less
 key in lane `alpha`'s run and on the shared tree too, so a record of lane `alpha` names a hand of
 another lane."""
 
@@ -206,6 +207,27 @@ def world(workspace: Workspace, boss: Api) -> World:
         ),
         201,
     )
+    # A checkpoint of lane B's, in lane B: its hand reports one and gives the slot back, and
+    # the slot's next attempt reads it in its brief.
+    left = _claim(beta, beta_lane["runs"][0], "zzb-proc-c")
+    base = {"fence": left["fence"], "process_id": "zzb-proc-c"}
+    checkpoint = {"zzb-step": 3, "zzb-branch": "zzb/wip"}
+    ok(
+        beta.post(
+            f"/attempts/{left['id']}/reports",
+            {**base, "kind": "progress", "message": "zzb saved", "checkpoint": checkpoint},
+        )
+    )
+    ok(beta.post(f"/attempts/{left['id']}/release", {**base, "reason": "zzb hands it on"}))
+    mine["beta-successor"] = _claim(beta, beta_lane["runs"][0], "zzb-proc-d")
+    assert mine["beta-successor"]["checkpoint"] == checkpoint
+    # A run of lane alpha waits for a run of lane B (the workspace's supervisor planned it). The
+    # ready queue holds lane B's second run (a slot open), and none of lane alpha's (held, or
+    # waiting).
+    waits = {"depends_on": [beta_lane["runs"][0]["id"]]}
+    ok(boss.patch(f"/runs/{alpha_lane['runs'][1]['id']}", waits))
+    queue_now = [run["id"] for run in ok(boss.get("/runs", {"ready": "true"}))]
+    assert queue_now == [beta_lane["runs"][1]["id"]], queue_now
     # A costed report of the roamer's in lane alpha.
     report = {
         "fence": mine["roamer"]["fence"],
@@ -238,6 +260,8 @@ def world(workspace: Workspace, boss: Api) -> World:
     world.ids = ids_of(alpha_lane, ["alpha", "roamer"], ["alpha-lead", "ports"])
     world.ids.update(slug=["alpha"], index=[0], harness=["claude-code"])
     world.ids["handoff_id"] = [h["id"] for h in handoffs[:3]]
-    world.theirs = ids_of(beta_lane, ["beta", "beta-done"], ["zzb-hand", "zzb-roamer"])
+    world.theirs = ids_of(
+        beta_lane, ["beta", "beta-done", "beta-successor"], ["zzb-hand", "zzb-roamer"]
+    )
     world.theirs.update(slug=["zzb-lane"], handoff_id=[handoffs[3]["id"]])
     return world

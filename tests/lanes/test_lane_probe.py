@@ -2,11 +2,14 @@
 key can read, found from the URL resolver (so an endpoint added later is walked too, or the probe
 says what it lacks to walk it), with lane `alpha`'s key (every scope) over a workspace where lane
 B has hands, keys, runs, attempts, leases, pool members, waiters, handoffs, receipts,
-attestations, refusals, events, friction and costs, and asserts that nothing of lane B is in any
-answer: not its hands' names, not their processes, not its keys' prefixes, not its titles or URLs
+attestations, refusals, events, friction, costs and checkpoints, and a run of lane alpha waits
+for one of lane B's (the ready queue, `?ready=true`, and the timeline as JSON Lines,
+`?format=jsonl`, are read too), and asserts that nothing of lane B is in any answer: not its
+hands' names, not their processes, not its keys' prefixes, not its titles or URLs
 (`conftest.py`: every such name carries the marker `zzb`). Lane B's own objects are not found, as
 if they did not exist. Then the answers that name a holder (a denial, a check, a verification, a
-receipt, a handoff, a renewal's requests, a harness's hook) are asked the same.
+receipt, a handoff, a renewal's requests, a harness's hook, a claim on the run that waits) are
+asked the same.
 
 Before the fix, lane alpha's key read `GET /hands/zzb-hand/keys` as 200 `[]`, and lane B's
 holders by name in `GET /leases`, `GET /pools`, `POST /fences/verify`, the denials, the handoffs,
@@ -53,7 +56,8 @@ QUERIES: dict[str, list[dict[str, Any]]] = {
     "api-costs": [{"by": by} for by in ("lane", "run", "hand", "attempt")],
     "api-friction": [{"lane": "zzb-lane"}],
     "api-friction-export": [{"format": "json"}, {"format": "markdown"}],
-    "api-runs-index": [{"lane": "zzb-lane"}, {"state": "open"}],
+    "api-runs-index": [{"lane": "zzb-lane"}, {"state": "open"}, {"ready": "true"}],
+    "api-run-timeline": [{"format": "jsonl"}],
     "api-handoffs": [{"role": "asked"}, {"role": "received"}],
     "api-budgets": [{"lane": "zzb-lane"}],
     "api-slots": [{"state": "held"}],
@@ -76,10 +80,17 @@ def leaked(world: World, text: str) -> list[str]:
     return [secret for secret in world.secrets if secret.lower() in text.lower()]
 
 
+def body_of(response: Any) -> str:
+    """The answer's text, a streamed one (`?format=jsonl`) read to its end."""
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content).decode()
+    return response.content.decode()
+
+
 def assert_lane_b_absent(world: World, response: Any, asked: str, echo: list[str]) -> None:
     """Nothing of lane B in the answer. A not-found answer may say back what it was asked for
     (`no hand 'zzb-hand'`, as for any name that is nobody's): those values are set aside."""
-    text = response.content.decode()
+    text = body_of(response)
     assert response.status_code < 500, (asked, text)
     if response.status_code == 404:
         for value in echo:
@@ -130,6 +141,8 @@ def test_every_reading_endpoint_answers_lane_alpha_nothing_of_lane_b(world: Worl
 def test_every_answer_that_names_a_holder_names_none_of_lane_b(world: World) -> None:
     alpha, fences, attempt = world.alpha, world.fences, world.attempts["alpha"]
     calls: list[tuple[str, str, Any]] = [
+        # A claim on lane alpha's run that waits for lane B's run.
+        ("post", f"/runs/{world.ids['run_id'][1]}/claim", {"process_id": "p3"}),
         # Denials: a name, a pool, a slot of lane alpha's run held by lane B's roamer.
         ("post", "/leases/acquire", {"resource": "src/shared.py", "ttl_s": 60, "process_id": "p"}),
         ("post", "/leases/acquire", {"resource": "src/roam.py", "ttl_s": 60, "process_id": "p"}),
@@ -186,6 +199,11 @@ def test_every_answer_that_names_a_holder_names_none_of_lane_b(world: World) -> 
     for method, path, body in calls:
         response = getattr(alpha, method)(path, body)
         assert_lane_b_absent(world, response, f"{method} {path}", [])
+    # The claim on the run that waits was refused, lane B's run counted, never named.
+    waiting = alpha.post(f"/runs/{world.ids['run_id'][1]}/claim", {"process_id": "p3"})
+    assert waiting.status_code == 409, waiting.content
+    assert waiting.json()["error"]["waiting_for"] == [{"run": None, "title": None, "state": None}]
+    assert "a run of another lane" in waiting.json()["error"]["message"]
     # The renewals did carry the requests, their asker unnamed.
     renewed = alpha.post("/leases/renew-all", {"process_id": "alpha-proc"}).json()
     requests = [r for lease in renewed["renewed"] for r in lease["handoff_requests"]]

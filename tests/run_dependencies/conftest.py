@@ -1,5 +1,5 @@
 """Runs that wait for runs: a work package and a helper that makes runs through the API, as a
-supervisor plans them."""
+supervisor plans them, and a key limited to the package's lane (`alpha`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.api import Api
+from hands import services as hand_services
+from tests.support.api import Api, mint
 
 
 @pytest.fixture
@@ -27,3 +28,10 @@ def plan(boss: Api, package: dict[str, Any]) -> Any:
         return response.json()
 
     return create
+
+
+@pytest.fixture
+def alpha(workspace: Any, lane: Any) -> Api:
+    """A key limited to lane rewalk (the package's), every scope."""
+    hand, _ = hand_services.hand_create(workspace=workspace, name="alpha-hand", lane=lane)
+    return Api(mint(hand, hand_services.ALL_SCOPES, lane=lane), hand)

@@ -43,7 +43,7 @@ def _setter(workspace_id: int, run_id: int, depends_on: list[int], outcomes: lis
 
     def body() -> None:
         try:
-            plan_services.run_set_dependencies(
+            plan_services.run_update(
                 workspace_id=workspace_id, run_id=run_id, depends_on=depends_on
             )
             result: Any = "ok"

@@ -10,19 +10,12 @@ from typing import Any
 import pytest
 
 from fleet.models import Run
-from hands import services as hand_services
 from hands.models import Lane
-from tests.support.api import Api, error_of, mint
+from tests.support.api import Api, error_of
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "zzb-secret-build"
-
-
-@pytest.fixture
-def alpha(workspace: Any, lane: Any) -> Api:
-    hand, _ = hand_services.hand_create(workspace=workspace, name="alpha-hand", lane=lane)
-    return Api(mint(hand, hand_services.ALL_SCOPES, lane=lane), hand)
 
 
 def test_another_lanes_dependency_is_counted_never_named(
