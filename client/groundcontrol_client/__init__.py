@@ -86,6 +86,9 @@ _WHERE = {
     "HandRecord": "groundcontrol_client.core.people",
     "IssuedKey": "groundcontrol_client.core.people",
     "KeyRecord": "groundcontrol_client.core.people",
+    "PoolMember": "groundcontrol_client.core.pools",
+    "PoolRecord": "groundcontrol_client.core.pools",
+    "Waiter": "groundcontrol_client.core.pools",
     "Budget": "groundcontrol_client.core.records",
     "CostRow": "groundcontrol_client.core.records",
     "Costs": "groundcontrol_client.core.records",
@@ -174,6 +177,11 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the names, imported
         TimelineEntry,
         WorkPackage,
     )
+    from groundcontrol_client.core.pools import (
+        PoolMember,
+        PoolRecord,
+        Waiter,
+    )
     from groundcontrol_client.core.records import (
         Budget,
         CostRow,
@@ -228,6 +236,9 @@ __all__ = [
     "HandRecord",
     "IssuedKey",
     "KeyRecord",
+    "PoolMember",
+    "PoolRecord",
+    "Waiter",
     "Budget",
     "CostRow",
     "Costs",

@@ -1,5 +1,5 @@
 """gctl's commands for the record and the money against the live server: `gctl refusals`, `gctl
-events`, `gctl costs [reports | void]` and `gctl budgets list|set`, as sentences and as the
+events`, `gctl costs [reports | void]` and `gctl budgets list|show|set`, as sentences and as the
 server's JSON, and the exit code of each refusal (docs/agents.md, "Exit codes")."""
 
 from __future__ import annotations
@@ -148,6 +148,12 @@ def test_gctl_sets_and_lists_budgets(gc: Fleet, boss_key: str, lane: Lane) -> No
     assert json.loads(gc.gctl("budgets", "list", "--json", key=boss_key).stdout)[0]["id"] == (
         budget.pk
     )
+    shown = gc.gctl("budgets", "show", str(budget.pk), key=boss_key)
+    assert shown.stdout.startswith(
+        f"budget {budget.pk}: lane rewalk's daily budget is 1,000 tokens, stop when reached"
+    ), shown.stdout
+    unknown = gc.gctl("budgets", "show", str(budget.pk + 1000), key=boss_key)
+    assert (unknown.returncode, "(not_found)" in unknown.stderr) == (EXIT_ERROR, True)
     # No limit: usage. A lane that is not there: not found. A work key: auth.
     no_limit = gc.gctl("budgets", "set", "rewalk", "--period", "day", "--action", "pause")
     assert no_limit.returncode == EXIT_USAGE

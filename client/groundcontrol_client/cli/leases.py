@@ -1,4 +1,5 @@
-"""gctl's one-shot commands for resource leases: `gctl lease acquire|renew|release|check|list`."""
+"""gctl's one-shot commands for resource leases: `gctl lease acquire|renew|release|check|list`,
+and the line of waiters, `gctl lease queue`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from groundcontrol_client.cli.environment import lease_fence_for, process_id_for
 from groundcontrol_client.cli.handoffs import DECLINE
 from groundcontrol_client.cli.output import Result, UsageError, commented, export_line
 from groundcontrol_client.core.models import describe_lease
+from groundcontrol_client.core.pools import describe_waiter
+from groundcontrol_client.core.when import now_utc
 from groundcontrol_client.http import Client
 
 
@@ -55,3 +58,10 @@ def cmd_lease_check(client: Client, args: argparse.Namespace) -> Result:
 def cmd_lease_list(client: Client, args: argparse.Namespace) -> Result:
     leases = client.leases(prefix=args.prefix, holder=args.holder, state=args.state)
     return [lease.raw for lease in leases], "\n".join(map(describe_lease, leases)) or "no leases"
+
+
+def cmd_lease_queue(client: Client, args: argparse.Namespace) -> Result:
+    waiters, now = client.lease_queue(args.resource), now_utc()
+    text = "\n".join(describe_waiter(w, now) for w in waiters)
+    where = f" on {args.resource}'s line" if args.resource else ""
+    return [w.raw for w in waiters], text or f"no request is waiting{where}"

@@ -15,6 +15,7 @@ from groundcontrol_client.cli.attempts import (
     cmd_release,
     cmd_report,
 )
+from groundcontrol_client.cli.attestations import add_attestation_commands
 from groundcontrol_client.cli.friction import add_friction_command
 from groundcontrol_client.cli.git import add_git_commands
 from groundcontrol_client.cli.handoffs import add_handoff_commands
@@ -22,11 +23,13 @@ from groundcontrol_client.cli.leases import (
     cmd_lease_acquire,
     cmd_lease_check,
     cmd_lease_list,
+    cmd_lease_queue,
     cmd_lease_release,
     cmd_lease_renew,
 )
 from groundcontrol_client.cli.people import add_people_commands
 from groundcontrol_client.cli.planning import add_planning_commands
+from groundcontrol_client.cli.pools import add_pool_commands
 from groundcontrol_client.cli.records import add_records_commands
 from groundcontrol_client.cli.schedules import add_schedule_commands
 from groundcontrol_client.cli.wrappers import cmd_hold, cmd_hook, cmd_mcp, cmd_run
@@ -185,6 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--state", choices=["live", "late", "stalled", "lost", "free"], help="only in this state"
     )
+    p = add_lease(
+        "queue",
+        cmd_lease_queue,
+        "the requests waiting in line for leases (acquires with --wait), oldest first",
+    )
+    p.add_argument(
+        "resource", nargs="?", help="only the line of this name (the names above and below it)"
+    )
 
     kill_help = "seconds from SIGTERM to SIGKILL when the command is stopped (default 10)"
     p = add("run", cmd_run, "claim a slot and run CMD under it (gctl run --run ID -- CMD...)")
@@ -286,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_handoff_commands(sub, common)
     add_people_commands(sub, common)
     add_records_commands(sub, common)
+    add_pool_commands(sub, common)
+    add_attestation_commands(sub, common)
     return parser
 
 

@@ -26,7 +26,7 @@ from groundcontrol_client.http import Client
 DEFAULT_LIMIT = 20
 
 
-def _limit(args: argparse.Namespace) -> int | None:
+def limit_of(args: argparse.Namespace) -> int | None:
     if args.all:
         return None
     if args.limit < 1:
@@ -35,14 +35,14 @@ def _limit(args: argparse.Namespace) -> int | None:
 
 
 def cmd_refusals(client: Client, args: argparse.Namespace) -> Result:
-    refusals = client.refusals(code=args.code, hand=args.hand, limit=_limit(args))
+    refusals = client.refusals(code=args.code, hand=args.hand, limit=limit_of(args))
     text = "\n".join(map(describe_refusal, refusals))
     return [r.raw for r in refusals], text or "no refused calls match"
 
 
 def cmd_events(client: Client, args: argparse.Namespace) -> Result:
     events = client.events(
-        kind=args.kind, since=args.since, hand=args.hand, attempt=args.attempt, limit=_limit(args)
+        kind=args.kind, since=args.since, hand=args.hand, attempt=args.attempt, limit=limit_of(args)
     )
     text = "\n".join(map(describe_event, events))
     return [e.raw for e in events], text or "no events match"
@@ -87,6 +87,11 @@ def cmd_budgets_list(client: Client, args: argparse.Namespace) -> Result:
     text = "\n".join(describe_budget(b, now) for b in budgets)
     where = f"lane {args.lane} has" if args.lane else "no lane has"
     return [b.raw for b in budgets], text or f"{where} no budget"
+
+
+def cmd_budgets_show(client: Client, args: argparse.Namespace) -> Result:
+    budget = client.budget(args.budget)
+    return budget.raw, describe_budget(budget, now_utc())
 
 
 def cmd_budgets_set(client: Client, args: argparse.Namespace) -> Result:
@@ -167,9 +172,11 @@ def add_records_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     q.add_argument("report", type=int, help="the costed report's id (gctl costs reports)")
     q.add_argument("--reason", required=True, help="why (kept with the report)")
 
-    budgets = noun(sub, common, "budgets", "the lanes' budgets: list, set")
+    budgets = noun(sub, common, "budgets", "the lanes' budgets: list, show, set")
     q = budgets("list", cmd_budgets_list, "each budget in its current period, with its spend")
     q.add_argument("--lane", help="only this lane's")
+    q = budgets("show", cmd_budgets_show, "one budget in its current period, with its spend")
+    q.add_argument("budget", type=int, help="the budget's id (gctl budgets list --json)")
     q = budgets(
         "set",
         cmd_budgets_set,

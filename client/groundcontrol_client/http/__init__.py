@@ -20,9 +20,11 @@ from typing import Any, TypeVar
 
 import httpx
 
+from groundcontrol_client.core.attestations import AttestationCalls
 from groundcontrol_client.core.calls import Calls
 from groundcontrol_client.core.people import PeopleCalls
 from groundcontrol_client.core.planning import PlanCalls
+from groundcontrol_client.core.pools import PoolCalls
 from groundcontrol_client.core.records import RecordsCalls
 from groundcontrol_client.core.sending import DEFAULT_TIMEOUT_S, RetryPolicy
 from groundcontrol_client.core.steps import Send, Sleep, Steps, bound
@@ -40,7 +42,7 @@ def _options(send: Send) -> dict[str, Any]:
     }
 
 
-class Client(Calls, PlanCalls, PeopleCalls, RecordsCalls):
+class Client(Calls, PlanCalls, PeopleCalls, RecordsCalls, PoolCalls, AttestationCalls):
     """One hand's connection to Ground Control. Thread-safe: the runtime's heartbeat threads
     share it with the agent's own calls."""
 
@@ -106,7 +108,7 @@ class Client(Calls, PlanCalls, PeopleCalls, RecordsCalls):
             steps.close()
 
 
-class AsyncClient(Calls, PlanCalls, PeopleCalls, RecordsCalls):
+class AsyncClient(Calls, PlanCalls, PeopleCalls, RecordsCalls, PoolCalls, AttestationCalls):
     """One hand's connection to Ground Control, for asyncio: every call of `Client`, awaited.
     Safe to share between the tasks of one event loop (the runtime's heartbeat tasks share it
     with the agent's own calls)."""
