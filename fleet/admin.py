@@ -31,8 +31,15 @@ class AttemptAdmin(StampedAdmin):
 
 @admin.register(Report)
 class ReportAdmin(StampedAdmin):
+    """Shown only: a report is the hand's word, written by its call (a checkpoint edited here
+    could be text no successor can read)."""
+
     list_display = ("attempt", "kind", "at", "renewed", "percent")
     list_filter = ("kind", "renewed")
+    readonly_fields = [f.name for f in Report._meta.fields]
+
+    def has_add_permission(self, request):  # noqa: ANN001, ANN201
+        return False
 
 
 @admin.register(Budget)

@@ -286,7 +286,10 @@ class Report(models.Model):
     details = models.JSONField(default=dict, blank=True)
     # Where the work stands, for a successor: a small JSON document (its size in
     # `fleet.attempts.checkpoints`); the next attempt on the slot reads the last one in its brief.
-    checkpoint = models.JSONField(null=True, blank=True)
+    # Text, not jsonb: the compact JSON as reported and measured, read back value for value
+    # (jsonb's numerics would turn 1e300 into an integer of 301 digits). Null is none: "" is
+    # no JSON, and the partial index holds the reports that carry one.
+    checkpoint = models.TextField(null=True, blank=True)  # noqa: DJ001
     # What the hand says the work cost since its last report (fleet/costs/spend.py sums them on
     # read).
     # The database's default serves the renewing statement's INSERT, which leaves them out; the

@@ -49,6 +49,7 @@ from django.utils.dateparse import parse_datetime
 
 from apikit.concealing import ANOTHER_LANE
 from apikit.errors import ValidationFailed
+from fleet.attempts.checkpoints import checkpoint_document
 from fleet.attempts.phases import TenureRecord, tenure_at, tenure_records
 from fleet.models import Attempt, AttemptEnd, Report, Run
 from fleet.plan.services import slot_resource
@@ -574,7 +575,7 @@ def _report_entry(scope: TimelineScope, report: Report) -> Entry:
             "message": None if said_by_them else report.message,
             "percent": report.percent,
             "details": None if said_by_them else report.details,
-            "checkpoint": None if said_by_them else report.checkpoint,
+            "checkpoint": None if said_by_them else checkpoint_document(report.checkpoint),
             "renewed": report.renewed,
             "tokens_in": report.tokens_in,
             "tokens_out": report.tokens_out,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from apikit.concealing import shown
 from apikit.context import current_call
 from fleet.attempts import selectors as attempt_selectors
 from fleet.attempts.checkpoints import Inherited
@@ -281,16 +282,22 @@ def attempt_answer(
 
 def checkpoint_json(inherited: Inherited | None) -> dict[str, Any]:
     """The checkpoint an attempt inherits (`fleet.attempts.checkpoints.checkpoint_inherited`),
-    as a brief and a claim's answer carry it: null and null when there is none."""
+    as a brief and a claim's answer carry it: null and null when there is none.
+
+    What a hand the caller may not read wrote is its lane's (`apikit.concealing`, the rule the
+    run's timeline follows too): its checkpoint is withheld (null, `withheld` true), and only
+    which attempt left one, when and how it ended are said."""
     if inherited is None:
         return {"checkpoint": None, "checkpoint_from": None}
+    withheld = shown(inherited.hand) is None
     return {
-        "checkpoint": inherited.checkpoint,
+        "checkpoint": None if withheld else inherited.checkpoint,
         "checkpoint_from": {
             "attempt": inherited.attempt_id,
-            "hand": inherited.hand,
+            "hand": None if withheld else inherited.hand,
             "at": inherited.at,
             "end": inherited.end,
+            "withheld": withheld,
         },
     }
 

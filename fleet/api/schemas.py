@@ -85,6 +85,10 @@ class CheckpointFromOut(serializers.Serializer):
     end = serializers.ChoiceField(
         choices=AttemptEnd.choices, allow_null=True, help_text="How that attempt ended."
     )
+    withheld = serializers.BooleanField(
+        help_text="True when a hand of another lane reported it: to a lane-limited key the "
+        "checkpoint is then null (docs/api.md, Checkpoints)."
+    )
 
 
 CHECKPOINT_HELP = (

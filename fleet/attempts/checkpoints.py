@@ -5,7 +5,11 @@ checkpoint an earlier attempt on that slot reported (`checkpoint_inherited`), in
 its claim's answer, as Temporal hands a retry the last heartbeat's details.
 
 A checkpoint is written by the report that carries it, in that report's one statement
-(`fleet.attempts.reports`), and nothing else writes one: a refused report writes none."""
+(`fleet.attempts.reports`), and nothing else writes one: a refused report writes none. It is
+kept as the text its size was measured on (`checkpoint_text`, `Report.checkpoint` is text, not
+jsonb, whose numerics would turn 1e300 into an integer of 301 digits), and read back by
+`checkpoint_document`: what a successor reads is what was reported, value for value and type for
+type, and no bigger than the limit it was measured against."""
 
 from __future__ import annotations
 
@@ -77,8 +81,15 @@ def checkpoint_refusal(checkpoint: object) -> ValidationFailed | None:
 
 
 def checkpoint_param(checkpoint: object) -> str | None:
-    """The checkpoint as the statements' parameter (`CAST(... AS jsonb)`): None for none."""
+    """The checkpoint as every way of writing a report stores it (`Report.checkpoint`): its
+    compact JSON text (`checkpoint_text`), None for none."""
     return None if checkpoint is None else checkpoint_text(checkpoint)
+
+
+def checkpoint_document(text: str | None) -> Any:
+    """A stored checkpoint (`checkpoint_param`'s text) as the JSON value it was reported as;
+    None for none."""
+    return None if text is None else json.loads(text)
 
 
 @dataclass(frozen=True)
@@ -121,8 +132,10 @@ def checkpoint_inherited(
     )
     if row is None:
         return None
-    checkpoint, earlier, hand, at, end = row
-    return Inherited(checkpoint=checkpoint, attempt_id=earlier, hand=hand, at=at, end=end)
+    text, earlier, hand, at, end = row
+    return Inherited(
+        checkpoint=checkpoint_document(text), attempt_id=earlier, hand=hand, at=at, end=end
+    )
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,7 @@ class SlotCheckpoint:
 
     @property
     def text(self) -> str:
-        """The document pretty-printed (keys as stored: jsonb orders them)."""
+        """The document pretty-printed, its keys in the order they were reported."""
         return json.dumps(self.checkpoint, ensure_ascii=False, indent=2)
 
     @property
@@ -175,4 +188,4 @@ def run_checkpoints(*, workspace_id: int, run_id: int) -> list[SlotCheckpoint]:
             "attempt__end",
         )
     )
-    return [SlotCheckpoint(*row) for row in rows]
+    return [SlotCheckpoint(slot, checkpoint_document(text), *rest) for slot, text, *rest in rows]

@@ -195,7 +195,7 @@ def _report_template(
         "(workspace_id, attempt_id, kind, at, process_id, renewed, message, percent, details, "
         "checkpoint) "
         "SELECT workspace_id, attempt_id, %(kind)s, server_time, %(process_id)s, true, "
-        "%(message)s, %(percent)s, CAST(%(details)s AS jsonb), CAST(%(checkpoint)s AS jsonb) "
+        "%(message)s, %(percent)s, CAST(%(details)s AS jsonb), CAST(%(checkpoint)s AS text) "
         "FROM renewed), "
         # The attempt as the statement leaves it.
         # Not a bare heartbeat: progress (fleet/attempts/idle.py), which ends an idle spell.
@@ -595,7 +595,7 @@ def attempt_report(
                 message=message,
                 percent=percent,
                 details=details or {},
-                checkpoint=checkpoint,
+                checkpoint=checkpoint_param(checkpoint),
                 tokens_in=tokens_in or 0,
                 tokens_out=tokens_out or 0,
                 cost_usd=cost_usd or Decimal(0),

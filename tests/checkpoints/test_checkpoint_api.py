@@ -5,6 +5,7 @@ its claim's answer and its brief, with who reported it, when, and how that attem
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +31,9 @@ def checkpoint_of(n: int) -> str:
 
 
 def checkpoints() -> list[Any]:
-    return list(Report.objects.exclude(checkpoint=None).order_by("id").values_list("checkpoint"))
+    """The reports' checkpoints, oldest first, each as the JSON value its stored text is."""
+    texts = Report.objects.exclude(checkpoint=None).order_by("id").values_list("checkpoint")
+    return [(json.loads(text),) for (text,) in texts]
 
 
 def brief(api: Api, attempt: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +134,13 @@ def test_the_next_attempt_after_a_lost_one_reads_its_last_checkpoint(
     report(api_a, first, kind="progress", message="no checkpoint this time")
     clock.advance(100 + 60 + 1)  # past the deadline and the grace: lost
     second = claim(api_b, one_slot, process="host-b:1")
-    inherited = {"attempt": first["id"], "hand": "hand-a", "at": reported_at, "end": "lost"}
+    inherited = {
+        "attempt": first["id"],
+        "hand": "hand-a",
+        "at": reported_at,
+        "end": "lost",
+        "withheld": False,
+    }
     assert (second["checkpoint"], second["checkpoint_from"]) == ({"step": 2}, inherited)
     read = brief(api_b, second)
     assert (read["checkpoint"], read["checkpoint_from"]) == ({"step": 2}, inherited)
@@ -191,9 +200,12 @@ def test_another_slots_checkpoint_is_not_inherited(api_a: Api, api_b: Api, run) 
     assert same["checkpoint"] == {"slot": 0}
 
 
-def test_a_lane_limited_key_reads_its_lanes_checkpoint_but_not_another_lanes_hand(
+def test_a_lane_limited_key_is_not_given_what_a_hand_of_another_lane_wrote(
     workspace, boss: Api
 ) -> None:
+    """A checkpoint in lane alpha's run, written by a hand of lane beta (with a lane-less key),
+    is withheld from lane alpha's key (`apikit.concealing`, as the run's timeline withholds it):
+    null, with which attempt left it, when and how it ended, and `withheld` true."""
     alpha, _ = hand_services.lane_create(workspace=workspace, slug="alpha")
     beta, _ = hand_services.lane_create(workspace=workspace, slug="beta")
     lead = hand_services.hand_create(workspace=workspace, name="alpha-lead", lane=alpha)[0]
@@ -211,11 +223,27 @@ def test_a_lane_limited_key_reads_its_lanes_checkpoint_but_not_another_lanes_han
     report(roamer_api, first, "r:1", kind="progress", checkpoint={"by": "someone"})
     release(roamer_api, first, process="r:1")
     second = lead_api.post(f"/runs/{run['id']}/claim", {"process_id": "l:1"}).json()
-    # Lane alpha's checkpoint, by a hand of another lane, whose name the key may not read.
-    assert second["checkpoint"] == {"by": "someone"}
-    assert second["checkpoint_from"]["hand"] is None
-    assert brief(lead_api, second)["checkpoint_from"]["hand"] is None
+    withheld = {"attempt": first["id"], "hand": None, "end": "released", "withheld": True}
+    for answer in (second, brief(lead_api, second)):
+        assert answer["checkpoint"] is None
+        origin = answer["checkpoint_from"]
+        assert {name: origin[name] for name in withheld} == withheld
+        assert origin["at"] is not None
     # Lane beta's key does not find lane alpha's attempt, nor its brief.
     error_of(watcher_api.get(f"/attempts/{second['id']}/brief"), 404, "not_found")
-    # A workspace-wide key reads the name.
-    assert brief(boss, second)["checkpoint_from"]["hand"] == "beta-roamer"
+    # A workspace-wide key reads the name and the checkpoint.
+    read = brief(boss, second)
+    assert read["checkpoint"] == {"by": "someone"}
+    assert (read["checkpoint_from"]["hand"], read["checkpoint_from"]["withheld"]) == (
+        "beta-roamer",
+        False,
+    )
+    # A lane-limited key reads what a hand of its own lane wrote.
+    report(lead_api, second, "l:1", kind="progress", checkpoint={"by": "alpha"})
+    release(lead_api, second, process="l:1")
+    third = lead_api.post(f"/runs/{run['id']}/claim", {"process_id": "l:2"}).json()
+    assert (third["checkpoint"], third["checkpoint_from"]["hand"]) == (
+        {"by": "alpha"},
+        "alpha-lead",
+    )
+    assert third["checkpoint_from"]["withheld"] is False

@@ -29,12 +29,14 @@ STEP = {"step": 2, "done": ["src/a.py"], "note": "naïve"}
 
 
 def checkpoints_of(run: Any) -> list[Any]:
-    return list(
+    """The run's reports' checkpoints, oldest first, each as the JSON value its text is."""
+    texts = (
         Report.objects.filter(attempt__run=run)
         .exclude(checkpoint=None)
         .order_by("id")
         .values_list("checkpoint", flat=True)
     )
+    return [json.loads(text) for text in texts]
 
 
 def test_the_client_reports_a_checkpoint_and_the_next_claim_reads_it(gc: Fleet) -> None:

@@ -71,6 +71,11 @@ def read_checkpoint(content: bytes) -> Any:
 def describe_inherited(checkpoint: Any, origin: CheckpointFrom | None, now: datetime) -> str:
     """The inherited checkpoint in words, its JSON indented below (folded past SHOWN_LINES
     lines); "no checkpoint from an earlier attempt on this slot" when there is none."""
+    if origin is not None and origin.withheld:
+        return (
+            f"attempt {origin.attempt} left a checkpoint on this slot, withheld: a hand of "
+            "another lane wrote it"
+        )
     if checkpoint is None or origin is None:
         return "no checkpoint from an earlier attempt on this slot"
     who = origin.hand or "a hand of another lane"

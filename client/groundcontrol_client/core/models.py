@@ -71,6 +71,8 @@ class CheckpointFrom(WireModel, title="checkpoint's origin"):
     hand: Text = ""
     at: Time = None
     end: Text = ""  # lost | released | finished
+    # True when a hand of another lane wrote it: a lane-limited key is not given its words.
+    withheld: bool = False
 
 
 class Attempt(WireModel, title="attempt"):

@@ -78,7 +78,7 @@ WITH renewed AS (
             , %(message)s
             , %(percent)s
             , CAST(%(details)s AS jsonb)
-            , CAST(%(checkpoint)s AS jsonb)
+            , CAST(%(checkpoint)s AS text)
        FROM renewed
      )
    , stamped AS (
