@@ -104,14 +104,23 @@ def board(request: HttpRequest, membership: Membership) -> HttpResponse:
 @dashboard_view(replica=True)
 def board_handoffs(request: HttpRequest, membership: Membership) -> HttpResponse:
     """The board's open handoff requests, loaded after the board and polled on their own (the
-    board's fingerprint and query budget are the attempts')."""
-    context = {
-        "loaded": True,
-        "grant_next": reverse("board"),
-        "handoffs": handoffs.handoffs_open(workspace_id=membership.workspace_id),
-        "poll_s": _poll_seconds(),
-    }
-    response = render_page(request, "fleet/board.html#handoffs", context)
+    board's fingerprint and query budget are the attempts'). A poll that sends the fingerprint
+    it shows gets 204: an open request never changes what the panel says of it (its time ticks
+    in the browser), so the panel is swapped only when one opens or ends, and a supervisor's
+    click on Grant… is not lost to a swap of the same row between its press and release."""
+    opened = handoffs.handoffs_open(workspace_id=membership.workspace_id)
+    fingerprint = f"{membership.role}:" + ",".join(str(asked.request.pk) for asked in opened)
+    if request.htmx and request.headers.get(FINGERPRINT_HEADER) == fingerprint:
+        response = HttpResponse(status=204)
+    else:
+        context = {
+            "loaded": True,
+            "grant_next": reverse("board"),
+            "handoffs": opened,
+            "handoffs_fingerprint": fingerprint,
+            "poll_s": _poll_seconds(),
+        }
+        response = render_page(request, "fleet/board.html#handoffs", context)
     patch_cache_control(response, no_store=True)
     return response
 

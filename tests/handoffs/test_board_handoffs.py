@@ -3,6 +3,8 @@ grant (issue 22, part 2: "a supervisor sees open requests on the board")."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -58,6 +60,31 @@ def test_it_polls_the_requests_as_a_fragment(supervisor_client, workspace) -> No
     assert f'data-handoff="{request.pk}"' in body and "<html" not in body
     assert body.lstrip().startswith('<section id="board-handoffs"')
     assert "no-store" in fragment["Cache-Control"]
+
+
+def test_a_poll_that_shows_the_same_requests_gets_nothing_to_swap(
+    supervisor_client, workspace
+) -> None:
+    """A swap of the same rows between a click's press and release would lose the click on
+    Grant…: the panel is redrawn only when a request opens or ends."""
+
+    hold(workspace, "src/auth/")
+    first = ask(workspace, "src/auth/", "hand-b")
+    shown = supervisor_client.get("/board/handoffs/", headers={"HX-Request": "true"})
+    fingerprint = re.search(r'data-fp="([^"]*)"', shown.content.decode()).group(1)
+    again = supervisor_client.get(
+        "/board/handoffs/", headers={"HX-Request": "true", "X-GC-Fingerprint": fingerprint}
+    )
+    assert again.status_code == 204 and again.content == b""
+    hold(workspace, "docs/", holder="hand-c")
+    second = ask(workspace, "docs/", "hand-d")
+    changed = supervisor_client.get(
+        "/board/handoffs/", headers={"HX-Request": "true", "X-GC-Fingerprint": fingerprint}
+    )
+    body = changed.content.decode()
+    assert changed.status_code == 200
+    assert f'data-handoff="{first.pk}"' in body and f'data-handoff="{second.pk}"' in body
+    assert f'data-fp="{fingerprint}"' not in body
 
 
 def test_a_request_whose_tenure_ended_leaves_the_board(supervisor_client, workspace) -> None:

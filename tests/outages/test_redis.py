@@ -178,13 +178,15 @@ def test_without_redis_leases_stay_correct_and_jobs_catch_up_when_it_returns(
             a, b = Api(server.url, key_a), Api(server.url, key_b)
             _wait(
                 lambda: JobRun.objects.filter(name="sweep_leases", runs__gte=1).exists(),
-                30,
+                # A wait, not a verdict: the worker's and beat's boot took over 30 s with three
+                # suites on two cores.
+                120,
                 "the first sweep",
             )
             redis.stop()
             # A sweep the worker had already taken from the queue may still finish: wait until
             # none has for three intervals, then take the leases whose ends it must not record.
-            sweeps_before = _settled("sweep_leases", quiet_s=1.5, timeout=20)
+            sweeps_before = _settled("sweep_leases", quiet_s=1.5, timeout=60)
             quiet = a.ok("post", f"/runs/{run.pk}/claim", {"process_id": "quiet:1"})
             dropped = a.ok(
                 "post",

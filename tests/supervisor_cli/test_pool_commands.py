@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 
 import pytest
 from groundcontrol_client import Client
 
 from hands import services as hand_services
 from hands.models import Hand, Workspace
-from leases import queue
+from leases import clock, queue
 from pools.models import Pool
 from tests.support.live import PR_URL, Fleet, mint
 
@@ -92,6 +93,10 @@ def test_gctl_pools_refusals_and_their_exit_codes(gc: Fleet, boss_key: str) -> N
 def test_gctl_lease_queue_says_each_waiter(gc: Fleet, boss_key: str, workspace: Workspace) -> None:
     empty = gc.gctl("lease", "queue", key=boss_key)
     assert (empty.returncode, empty.stdout.strip()) == (EXIT_OK, "no request is waiting")
+    # A waiter that does not come back counts for WAITER_TTL_S (5 s): three gctl starts on a
+    # loaded machine outlast that, so the engine's clock stands still at the wall clock's now
+    # (the live server runs in this process; gctl words the times against the wall clock).
+    clock.freeze(datetime.now(UTC))
     for holder, process in (("hand-b", "b:1"), ("hand-a", "a:1")):
         queue.join(
             workspace_id=workspace.pk,
