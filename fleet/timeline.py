@@ -5,8 +5,8 @@ What is in it (`timeline_page`), read from the record as it was written:
 
 1. The run's attempts' own events (claimed, late, stalled, lost, finished, released,
    directive_set, idle, budget, and a friction report or an attestation naming the attempt),
-   the run's (run_closed, run_done, slots_added, friction naming the run) and its slots'
-   (slot_reopened, handoff_*), and every report of its attempts.
+   the run's (run_closed, run_done, run_changed, slots_added, friction naming the run) and its
+   slots' (slot_reopened, handoff_*), and every report of its attempts.
 2. Each attempt's tenure (its hand, its process identity, from its claim to its end): the
    resource leases that hand took with that process identity within it (`lease_acquired`, whose
    `data.process_id` says which process; a `lease_taken_over` to or from it), and the end of
@@ -97,7 +97,12 @@ _HANDOFF_KINDS = [
     EventKind.HANDOFF_GRANTED,
     EventKind.HANDOFF_WITHDRAWN,
 ]
-_RUN_KINDS = [EventKind.RUN_CLOSED, EventKind.RUN_DONE, EventKind.SLOTS_ADDED]
+_RUN_KINDS = [
+    EventKind.RUN_CLOSED,
+    EventKind.RUN_DONE,
+    EventKind.RUN_CHANGED,
+    EventKind.SLOTS_ADDED,
+]
 _LEASE_ENDS = [EventKind.LEASE_RELEASED, EventKind.LEASE_EXPIRED]
 
 
@@ -135,6 +140,10 @@ class TimelineScope:
     hidden: frozenset[str] = frozenset()
     # The caller's rule for names it may not read (None: it reads every name).
     conceal: Callable[[frozenset[str]], frozenset[str]] | None = None
+    # A lane-limited caller's lane: the runs of other lanes a change of what the run waits for
+    # names are counted to it, never named (`unseen_runs`, per page).
+    lane_id: int | None = None
+    unseen_runs: frozenset[int] = frozenset()
 
     @property
     def workspace_id(self) -> int:
@@ -177,7 +186,10 @@ class TimelineScope:
 
 
 def timeline_scope(
-    run: Run, *, conceal: Callable[[frozenset[str]], frozenset[str]] | None = None
+    run: Run,
+    *,
+    conceal: Callable[[frozenset[str]], frozenset[str]] | None = None,
+    lane_id: int | None = None,
 ) -> TimelineScope:
     """The run's tenures (one query) and, for a caller who may not read every name, which of
     their hands it may not (`conceal`, from `apikit.context.CallContext`: one query more)."""
@@ -211,7 +223,9 @@ def timeline_scope(
     )
     names = frozenset(t.hand for t in tenures)
     hidden = conceal(names) if conceal is not None and names else frozenset()
-    return TimelineScope(run=run, tenures=tenures, hidden=frozenset(hidden), conceal=conceal)
+    return TimelineScope(
+        run=run, tenures=tenures, hidden=frozenset(hidden), conceal=conceal, lane_id=lane_id
+    )
 
 
 # --- Positions and cursors ---------------------------------------------------------------------
@@ -451,6 +465,8 @@ def _event_entry(scope: TimelineScope, event: Event) -> Entry:
     if event.hand in scope.hidden:
         # What a hand of another lane said (its reason) is its lane's, as its name is.
         data.pop("reason", None)
+    if event.kind == EventKind.RUN_CHANGED:
+        _conceal_dependencies(scope, data)
     if event.actor:
         data.setdefault("actor", event.actor)
     slot = tenure.slot if tenure else None
@@ -535,11 +551,80 @@ def _event_text(scope: TimelineScope, event: Event, data: dict[str, Any], slot: 
         return f"{actor} closed the run."
     if kind == EventKind.RUN_DONE:
         return "The run was done: every slot was finished."
+    if kind == EventKind.RUN_CHANGED:
+        return f"{actor} changed the run: {_changes_text(data)}."
     if kind == EventKind.SLOTS_ADDED:
         return f"{actor} added slots to the run."
     if kind == EventKind.SLOT_REOPENED:
         return f"{actor} reopened {where}."
     return f"{kind.replace('_', ' ').capitalize()} ({resource or who})."
+
+
+# How a run_changed sentence names each field it can change, in this order.
+_CHANGED_FIELDS = {
+    "priority": "priority",
+    "depends_on": "waits for",
+    "capabilities": "capabilities",
+    "progress_timeout_s": "progress timeout",
+    "idle_directive": "idle directive",
+}
+
+
+def _changed_value(setting: str, value: Any) -> str:
+    if setting == "depends_on":
+        runs = [f"run {run}" if run is not None else "a run of another lane" for run in value or []]
+        return ", ".join(runs) or "no run"
+    if setting == "capabilities":
+        return ", ".join(value or []) or "none"
+    if setting == "progress_timeout_s":
+        return f"{value} s" if value is not None else "none"
+    return str(value)
+
+
+def _changes_text(data: dict[str, Any]) -> str:
+    """`data.changed` of a run_changed event, as a clause: `priority 2 → 0; waits for run 4`."""
+    changed = data.get("changed") if isinstance(data.get("changed"), dict) else {}
+    said = []
+    for setting, name in _CHANGED_FIELDS.items():
+        change = changed.get(setting)
+        if isinstance(change, dict):
+            was, now = change.get("from"), change.get("to")
+            said.append(f"{name} {_changed_value(setting, was)} → {_changed_value(setting, now)}")
+    return "; ".join(said) or "nothing"
+
+
+def _unseen_dependencies(scope: TimelineScope, events: list[Event]) -> frozenset[int]:
+    """Of the runs the page's run_changed events name as waited for, those of another lane
+    than a lane-limited caller's (one query, none when the page names none)."""
+    if scope.lane_id is None:
+        return frozenset()
+    named: set[int] = set()
+    for event in events:
+        if event.kind != EventKind.RUN_CHANGED:
+            continue
+        change = (event.data.get("changed") or {}).get("depends_on")
+        if isinstance(change, dict):
+            for side in ("from", "to"):
+                named |= {run for run in change.get(side) or [] if isinstance(run, int)}
+    if not named:
+        return frozenset()
+    seen = Run.objects.in_lane(scope.lane_id).filter(workspace_id=scope.workspace_id, pk__in=named)
+    return frozenset(named - set(seen.values_list("pk", flat=True)))
+
+
+def _conceal_dependencies(scope: TimelineScope, data: dict[str, Any]) -> None:
+    """A run_changed event's runs waited for, as a lane-limited caller may read them: a run of
+    another lane is null (after its lane's), as in `GET /runs/{id}`'s `depends_on`."""
+    changed = data.get("changed")
+    change = changed.get("depends_on") if isinstance(changed, dict) else None
+    if not isinstance(change, dict) or not scope.unseen_runs:
+        return
+    shown = {}
+    for side in ("from", "to"):
+        runs = change.get(side) or []
+        seen = [run for run in runs if run not in scope.unseen_runs]
+        shown[side] = seen + [None] * (len(runs) - len(seen))
+    data["changed"] = {**changed, "depends_on": shown}
 
 
 def _report_entry(scope: TimelineScope, report: Report) -> Entry:
@@ -688,6 +773,9 @@ def timeline_page(
             events = [
                 e for e in events if not (e.kind == EventKind.FRICTION and e.hand in elsewhere)
             ]
+    unseen = _unseen_dependencies(scope, events)
+    if unseen:
+        scope = replace(scope, unseen_runs=unseen)
     entries = sorted(
         [_event_entry(scope, e) for e in events]
         + [_report_entry(scope, r) for r in reports]

@@ -176,6 +176,9 @@ class EventKind(models.TextChoices):
     LEASE_TAKEN_OVER = "lease_taken_over"
     RUN_CLOSED = "run_closed"
     RUN_DONE = "run_done"
+    # A supervisor changed a run's priority, what it waits for, capabilities or idle settings
+    # (`data.changed`: each field's `from` and `to`; fleet.plan.services.run_update).
+    RUN_CHANGED = "run_changed"
     SLOT_REOPENED = "slot_reopened"
     SLOTS_ADDED = "slots_added"
     ATTESTED = "attested"

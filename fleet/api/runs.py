@@ -342,7 +342,9 @@ class RunApi(HandAPIView):
         "set the capabilities a hand needs to claim its slots; set its progress timeout and "
         "idle directive; set its priority and the runs it waits for. One change: refused for "
         "any field (`validation_error`, or `dependency_cycle` for a change that would close a "
-        "cycle, naming it), it writes none of them.",
+        "cycle, naming it), it writes none of them. A change of any field but the state that "
+        "changes something writes one run_changed event (`data.changed`: each field's `from` "
+        "and `to`).",
         responses={
             200: RunOut,
             **error_responses("scope_denied", "not_found", "dependency_cycle", body=True),

@@ -126,7 +126,7 @@ class RunTimelineApi(FormatChoice, HandAPIView):
             workspace_id=self.workspace_id, run_id=run_id, lane_id=self.lane_id
         )
         conceal = current_call().conceal
-        scope = timeline.timeline_scope(run, conceal=conceal)
+        scope = timeline.timeline_scope(run, conceal=conceal, lane_id=self.lane_id)
         if request.accepted_renderer.format == JsonLinesRenderer.format:
             response = StreamingHttpResponse(_lines(scope, conceal), content_type=JSONL)
             response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-timeline.jsonl"'

@@ -188,8 +188,14 @@ def refuse_cycle(
     )
 
 
-def dependencies_write(*, workspace_id: int, run_id: int, depends_on: list[int]) -> None:
-    """Make `depends_on` the run's dependencies (in the caller's transaction)."""
+def dependencies_write(*, workspace_id: int, run_id: int, depends_on: list[int]) -> list[int]:
+    """Make `depends_on` the run's dependencies (in the caller's transaction, under the run's
+    row lock); answers the ones it had, in order."""
+    had = sorted(
+        RunDependency.objects.filter(workspace_id=workspace_id, run_id=run_id).values_list(
+            "depends_on_id", flat=True
+        )
+    )
     RunDependency.objects.filter(workspace_id=workspace_id, run_id=run_id).exclude(
         depends_on_id__in=depends_on
     ).delete()
@@ -200,6 +206,7 @@ def dependencies_write(*, workspace_id: int, run_id: int, depends_on: list[int])
         ],
         ignore_conflicts=True,
     )
+    return had
 
 
 @dataclass(frozen=True)

@@ -285,7 +285,10 @@ def run_update(
       turns (`dependencies.lock_dependencies`, before the run's row lock), so two that would
       together close a cycle cannot both pass. A lane-limited caller (`lane_id`) replaces only
       the runs it can see: another lane's runs a workspace-wide key named stay. A claim judges
-      by the rows its own statement reads (`fleet.attempts.services.dependency_guard`)."""
+      by the rows its own statement reads (`fleet.attempts.services.dependency_guard`).
+
+    A change of any field but `state` that changes something is recorded as one run_changed
+    event (`data.changed`: each field changed, `from` and `to`); `state` as its own event."""
     run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
     fields: dict[str, object] = {}
     if state is not UNCHANGED:
@@ -316,6 +319,10 @@ def run_update(
         if waits_for is not None:
             dependencies.lock_dependencies(workspace_id=workspace_id)
         lock_run(workspace_id=workspace_id, run_id=run.pk)
+        # What it was, read under the row lock: the event says what this change changed.
+        before: dict[str, object] = {}
+        if fields:
+            before = dict(Run.objects.filter(pk=run.pk).values(*fields).get())
         if waits_for is not None:
             if lane_id is not None:
                 # To a lane-limited key another lane's runs are as if they did not exist.
@@ -324,11 +331,25 @@ def run_update(
             dependencies.refuse_cycle(
                 workspace_id=workspace_id, run_id=run.pk, depends_on=waits_for, lane_id=lane_id
             )
-            dependencies.dependencies_write(
+            before["depends_on"] = dependencies.dependencies_write(
                 workspace_id=workspace_id, run_id=run.pk, depends_on=waits_for
             )
         if fields and not Run.objects.filter(workspace_id=workspace_id, pk=run.pk).update(**fields):
             raise NotFound(f"no run {run_id}")
+        after = {**fields, **({} if waits_for is None else {"depends_on": waits_for})}
+        changed = {
+            name: {"from": before[name], "to": value}
+            for name, value in after.items()
+            if before[name] != value
+        }
+        if changed:
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.RUN_CHANGED,
+                at=db_now(),
+                actor=actor,
+                data={"run": run.pk, "changed": changed},
+            )
         if state is not UNCHANGED:
             _set_state(workspace_id=workspace_id, run_id=run.pk, state=str(state), actor=actor)
     run.refresh_from_db()

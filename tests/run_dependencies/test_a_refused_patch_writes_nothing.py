@@ -31,7 +31,7 @@ def _unchanged(boss: Api, run: dict[str, Any]) -> None:
     for field in ("depends_on", "waiting_for", "priority", "capabilities", "state"):
         assert after[field] == run[field], (field, after[field], run[field])
     assert not RunDependency.objects.filter(run_id=run["id"]).exists()
-    assert not Event.objects.filter(kind="run_closed").exists()
+    assert not Event.objects.filter(kind__in=["run_closed", "run_changed"]).exists()
 
 
 def test_a_patch_refused_for_a_bad_capability_changes_neither_dependencies_nor_priority(
