@@ -22,6 +22,11 @@ class RunWaits:
     def waiting_for(self) -> list[dependencies.Dependency]:
         return dependencies.waiting_for(self.depends_on)
 
+    @property
+    def closed(self) -> list[dependencies.Dependency]:
+        """The runs it waits for that a supervisor closed: nothing will make them done."""
+        return [other for other in self.waiting_for if other.closed]
+
 
 @register.simple_tag
 def run_waits(run: Run) -> RunWaits:

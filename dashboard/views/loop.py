@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from apikit.errors import GroundControlError
 from dashboard.forms import BudgetForm, RunIdleForm
-from dashboard.views.base import dashboard_view, show_refusal
+from dashboard.views.base import actor_name, dashboard_view, show_refusal
 from fleet.costs import budgets as budget_services
 from fleet.plan import selectors as plan_selectors
 from fleet.plan import services as plan_services
@@ -33,7 +33,10 @@ def run_idle(request: HttpRequest, membership: Membership, pk: int) -> HttpRespo
         return redirect("run", pk=run.pk)
     try:
         plan_services.run_set_idle(
-            workspace_id=membership.workspace_id, run_id=run.pk, **form.cleaned_data
+            workspace_id=membership.workspace_id,
+            run_id=run.pk,
+            actor=actor_name(request),
+            **form.cleaned_data,
         )
         messages.success(request, "The run's idle settings are saved (new claims take them).")
     except GroundControlError as error:

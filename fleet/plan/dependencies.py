@@ -225,6 +225,12 @@ class Dependency:
     def done(self) -> bool:
         return is_done(self.state)
 
+    @property
+    def closed(self) -> bool:
+        """Closed by a supervisor before it was done: a run waiting for it waits until it is
+        reopened (its slots then finished) or no longer waited for."""
+        return self.seen and self.state == RunState.CLOSED
+
     def as_waiting(self) -> dict[str, object]:
         """An entry of a `run_waiting` refusal's `waiting_for`."""
         if not self.seen:

@@ -390,11 +390,13 @@ def run_set_idle(
     run_id: int,
     progress_timeout_s: object = UNCHANGED,
     idle_directive: object = UNCHANGED,
+    actor: str = "",
 ) -> Run:
     """Change a run's idle settings (either, or both): `run_update`'s."""
     return run_update(
         workspace_id=workspace_id,
         run_id=run_id,
+        actor=actor,
         progress_timeout_s=progress_timeout_s,
         idle_directive=idle_directive,
     )

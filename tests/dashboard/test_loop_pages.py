@@ -19,6 +19,7 @@ from fleet.costs import budgets as budget_services
 from fleet.costs.spend import Spend
 from fleet.models import Budget, Report, Run
 from leases import clock
+from leases.models import Event
 
 pytestmark = pytest.mark.django_db
 
@@ -137,6 +138,13 @@ def test_a_supervisor_sets_a_run_s_idle_settings(
     supervisor_client.post(f"/runs/{run.pk}/idle/", body)
     run.refresh_from_db()
     assert (run.progress_timeout_s, run.idle_directive) == (900, "pause")
+    # Recorded as the person's change, with what it changed.
+    (changed,) = Event.objects.filter(kind="run_changed", data__run=run.pk)
+    assert changed.actor == "sam"
+    assert changed.data["changed"] == {
+        "progress_timeout_s": {"from": None, "to": 900},
+        "idle_directive": {"from": "none", "to": "pause"},
+    }
     assert (
         "900s without progress, then pause"
         in supervisor_client.get(f"/runs/{run.pk}/").content.decode()

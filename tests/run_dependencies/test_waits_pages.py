@@ -92,3 +92,49 @@ def test_the_boards_waiting_list_follows_the_lane_at_a_fixed_cost(
         crowded = workspace_admin_client.get("/board/waiting/").content.decode()
     assert "And 12 more waiting runs." in crowded
     assert len(many) == len(few), [q["sql"] for q in many.captured_queries]
+
+
+def test_a_run_that_waits_for_a_closed_run_says_it_waits_until_that_one_is_reopened(
+    workspace_admin_client: Any, release: Any
+) -> None:
+    build = plan_services.run_create(work_package=release, title="build")
+    lint = plan_services.run_create(work_package=release, title="lint")
+    ship = plan_services.run_create(
+        work_package=release, title="ship", depends_on=[build.pk, lint.pk]
+    )
+    warning = "closed, so it will not be done"
+    assert warning not in workspace_admin_client.get(f"/runs/{ship.pk}/").content.decode()
+    assert (
+        "until it is reopened" not in workspace_admin_client.get("/board/waiting/").content.decode()
+    )
+
+    _set(release, build, "closed")
+    page = workspace_admin_client.get(f"/runs/{ship.pk}/").content.decode()
+    assert (
+        f'<p class="warning" data-waits-for-closed><a href="/runs/{build.pk}/">build</a> is '
+        "closed, so it will not be done: this run waits until it is reopened, or until it no "
+        "longer waits for it.</p>"
+    ) in page
+    board = workspace_admin_client.get("/board/waiting/").content.decode()
+    assert board.count("until it is reopened") == 1
+
+    _set(release, lint, "closed")
+    both = workspace_admin_client.get(f"/runs/{ship.pk}/").content.decode()
+    assert (
+        f'<a href="/runs/{build.pk}/">build</a> and <a href="/runs/{lint.pk}/">lint</a> are '
+        "closed, so they will not be done: this run waits until they are reopened, or until it "
+        "no longer waits for them."
+    ) in both
+
+    _set(release, build, "open")
+    _set(release, lint, "open")
+    assert (
+        "data-waits-for-closed"
+        not in workspace_admin_client.get(f"/runs/{ship.pk}/").content.decode()
+    )
+
+
+def _set(package: Any, run: Run, state: str) -> None:
+    plan_services.run_set_state(
+        workspace_id=package.workspace_id, run_id=run.pk, state=state, actor="boss"
+    )

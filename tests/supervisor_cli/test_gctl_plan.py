@@ -104,6 +104,15 @@ def test_runs_that_wait_and_the_ready_queue(plan: Any, gc: Fleet) -> None:
     assert claim.returncode == EXIT_DENIED, claim.stderr
     assert "(run_waiting)" in claim.stderr and "Build" in claim.stderr
 
+    # A run it waits for that is closed: the sentence says what would end the wait.
+    plan("runs", "close", str(build["id"]))
+    assert said(plan("runs", "show", str(test.pk))).splitlines()[0] == (
+        f"run {test.pk} 'Test' is open: 1 of 1 slot open, waits for run {build['id']} 'Build' "
+        f"(closed); it waits until run {build['id']} is reopened or dropped from its depends_on; "
+        "priority 1; lane rewalk, package GC-12"
+    )
+    plan("runs", "reopen", str(build["id"]))
+
     # A change that would close a cycle: an error (1), the sentence names the cycle.
     cycle = plan("runs", "update", str(build["id"]), "--depends-on", str(test.pk))
     assert cycle.returncode == EXIT_ERROR
