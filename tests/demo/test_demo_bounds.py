@@ -19,8 +19,13 @@ from leases.models import HandoffRequest, Refusal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-# Faster still than FAST: the waiter gives up sooner and every hand rests less.
-QUICK = dataclasses.replace(demo.FAST, waiter_gives_up_after_s=1.5, rest_s=0.3, finish_after_s=0.6)
+# Faster still than FAST: the waiter gives up sooner and every hand rests less. The grace is
+# long: what is bounded here is the waiter's record, and with FAST's 3 s from a heartbeat to a
+# lost tenure, the healthy and finishing hands (threads of this process, beside the live server)
+# missed it with two CI runs on two cores, and their refused reports counted as the demo's.
+QUICK = dataclasses.replace(
+    demo.FAST, waiter_gives_up_after_s=1.5, rest_s=0.3, finish_after_s=0.6, grace_s=30
+)
 
 
 def record(workspace_id: int) -> tuple[Counter, int, int]:

@@ -64,7 +64,9 @@ def manage(env: dict[str, str], *args: str) -> str:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        # A wait, not a verdict: the embedded PostgreSQL's first start and every migration took
+        # over 60 s with two CI runs on two cores.
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
