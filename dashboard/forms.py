@@ -9,7 +9,7 @@ from typing import Any
 
 from django import forms
 
-from apikit.errors import ValidationFailed
+from apikit.errors import ValidationFailed, error_codes
 from apikit.inputs import whole_number
 from dashboard.pages import STATES
 from fleet.models import (
@@ -35,32 +35,6 @@ from leases.services import MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_RESOURCE_LEN
 # a username by Django's user model.
 MAX_USERNAME_LENGTH = 150
 
-REFUSAL_CODES = [
-    "validation_error",
-    "key_invalid",
-    "key_revoked",
-    "key_expired",
-    "scope_denied",
-    "not_holder",
-    "not_found",
-    "lease_held",
-    "no_open_slot",
-    "slot_taken",
-    "lease_lost",
-    "stale_fence",
-    "process_mismatch",
-    "run_closed",
-    "capability_missing",
-    "run_waiting",
-    "budget_reached",
-    "slot_not_done",
-    "dependency_cycle",
-    "payload_too_large",
-    "evidence_missing",
-    "rate_limited",
-    "idempotency_conflict",
-    "signature_invalid",
-]
 PRIORITY_LABELS = {0: "0 (first)", DEFAULT_PRIORITY: f"{DEFAULT_PRIORITY} (usual)"}
 EXPIRY_CHOICES = [
     ("", "never"),
@@ -94,7 +68,10 @@ class BoardFilterForm(forms.Form):
 
 
 class RefusalFilterForm(forms.Form):
-    code = forms.ChoiceField(required=False, choices=_any(REFUSAL_CODES, "every code"))
+    # Every code of the contract (`apikit.errors.error_codes`), read when the form is drawn.
+    code = forms.ChoiceField(
+        required=False, choices=lambda: _any(list(error_codes()), "every code")
+    )
     hand = forms.CharField(required=False, max_length=MAX_NAME_LENGTH)
     page = _PageField()
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from apikit.errors import error_codes
 from dashboard.templatetags.dashboard import iso
 from evidence.services import attempt_finish
 from fleet.attempts import reports as report_services
@@ -148,3 +149,14 @@ def test_the_board_and_the_timeline_show_a_heartbeat_that_is_not_on_record(
     html = workspace_admin_client.get(f"/runs/{run.pk}/").content.decode()
     timeline = html.split('id="run-timeline">')[1].split("</figure>")[0]
     assert 'data-phase="live"' in timeline and 'data-phase="late"' not in timeline
+
+
+def test_the_refusals_filter_offers_every_code_of_the_contract(workspace_admin_client, workspace):
+    # A code the dashboard once left out of its own copy of the table: never filterable.
+    Refusal.objects.create(workspace_id=workspace.pk, code="held_in_other_mode", hand="hand-a")
+    Refusal.objects.create(workspace_id=workspace.pk, code="lease_held", hand="hand-a")
+    page = workspace_admin_client.get("/refusals/")
+    offered = [value for value, _ in page.context["form"].fields["code"].choices if value]
+    assert offered == list(error_codes())
+    html = workspace_admin_client.get("/refusals/?code=held_in_other_mode").content.decode()
+    assert "<code>held_in_other_mode</code>" in html and "<code>lease_held</code>" not in html
