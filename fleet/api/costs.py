@@ -60,7 +60,9 @@ def _time_param(request: Request, name: str) -> datetime | None:
 class SpendOut(serializers.Serializer):
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
-    cost_usd = serializers.CharField(help_text="A decimal string, US dollars.")
+    cost_usd = serializers.DecimalField(
+        **MONEY, coerce_to_string=True, help_text="A decimal string, US dollars."
+    )
 
 
 class CostRowOut(SpendOut):
@@ -143,7 +145,9 @@ class BudgetOut(serializers.Serializer):
     id = serializers.IntegerField()
     lane = serializers.CharField()
     period = serializers.ChoiceField(choices=BudgetPeriod.choices)
-    limit_usd = serializers.CharField(allow_null=True)
+    limit_usd = serializers.DecimalField(
+        **MONEY, coerce_to_string=True, allow_null=True, help_text="A decimal string, US dollars."
+    )
     limit_tokens = serializers.IntegerField(allow_null=True)
     action = serializers.ChoiceField(choices=BudgetAction.choices)
     period_start = serializers.DateTimeField(help_text="The current period (UTC).")

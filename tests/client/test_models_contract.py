@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
-from groundcontrol_client.core import costs, friction, grades, handoff_calls, handoffs, models
+from groundcontrol_client.core import (
+    costs,
+    friction,
+    grades,
+    handoff_calls,
+    handoffs,
+    models,
+    people,
+    records,
+)
 from groundcontrol_client.core import plans as plan_models
 from groundcontrol_client.core import schedules as schedule_models
 
@@ -42,6 +51,13 @@ MODELS: list[tuple[Callable[[Any], Any], tuple[str, ...]]] = [
     (plan_models.LaneRecord.from_wire, ("LaneOut",)),
     (plan_models.WorkPackage.from_wire, ("WorkPackageOut",)),
     (plan_models.TimelineEntry.from_wire, ("TimelineEntryOut",)),
+    (people.HandRecord.from_wire, ("HandOut",)),
+    (people.KeyRecord.from_wire, ("KeyOut", "IssuedKeyOut")),
+    (people.IssuedKey.from_wire, ("IssuedKeyOut",)),
+    (records.Refusal.from_wire, ("RefusalOut",)),
+    (records.Event.from_wire, ("EventOut",)),
+    (records.Costs.from_wire, ("CostsOut",)),
+    (records.Budget.from_wire, ("BudgetOut",)),
 ]
 
 
