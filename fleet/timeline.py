@@ -4,9 +4,9 @@ sentence; and the board's state for the run at any moment of it (the page's scru
 What is in it (`timeline_page`), read from the record as it was written:
 
 1. The run's attempts' own events (claimed, late, stalled, lost, finished, released,
-   directive_set, idle, budget, and a friction report or an attestation naming the attempt),
-   the run's (run_closed, run_done, run_changed, slots_added, friction naming the run) and its
-   slots' (slot_reopened, handoff_*), and every report of its attempts.
+   directive_set, idle, budget, cost_voided, and a friction report or an attestation naming the
+   attempt), the run's (run_closed, run_done, run_changed, slots_added, friction naming the
+   run) and its slots' (slot_reopened, handoff_*), and every report of its attempts.
 2. Each attempt's tenure (its hand, its process identity, from its claim to its end): the
    resource leases that hand took with that process identity within it (`lease_acquired`, whose
    `data.process_id` says which process; a `lease_taken_over` to or from it), and the end of
@@ -89,6 +89,7 @@ _ATTEMPT_KINDS = [
     EventKind.DIRECTIVE_SET,
     EventKind.IDLE,
     EventKind.BUDGET,
+    EventKind.COST_VOIDED,
 ]
 _HANDOFF_KINDS = [
     EventKind.HANDOFF_REQUESTED,
@@ -331,6 +332,18 @@ def _quote(text: str) -> str:
     return text if len(text) <= QUOTE else text[: QUOTE - 1] + "…"
 
 
+def _usd(value: object) -> str:
+    """`"2.500000"` as `$2.50`: cents at least, no trailing zeros beyond them."""
+    try:
+        amount = Decimal(str(value)).normalize()
+    except ArithmeticError:
+        return "its cost"
+    exponent = amount.as_tuple().exponent
+    if isinstance(exponent, int) and exponent > -2:
+        amount = amount.quantize(Decimal("0.01"))
+    return f"${amount:f}"
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Decimal):
         return str(value)
@@ -513,6 +526,9 @@ def _event_text(scope: TimelineScope, event: Event, data: dict[str, Any], slot: 
         return f"{who} was flagged idle on {where}: no progress within the run's timeout."
     if kind == EventKind.BUDGET:
         return f"The lane's budget was reached while {who} held {where}."
+    if kind == EventKind.COST_VOIDED:
+        cost = _usd(data.get("cost_usd"))
+        return f"{actor} voided the cost ({cost}) of {who}'s report on {where}{because}."
     if kind == EventKind.LEASE_ACQUIRED:
         mode = data.get("mode") or "exclusive"
         ttl = data.get("ttl_s")

@@ -191,6 +191,10 @@ class EventKind(models.TextChoices):
     HANDOFF_WITHDRAWN = "handoff_withdrawn"
     IDLE = "idle"
     BUDGET = "budget"
+    # A supervisor voided a costed report's cost (fleet.costs.voids.report_void): `hand` the
+    # report's, `actor` the supervisor; `data`: the report, its figures, the reason, the budget
+    # hits lifted.
+    COST_VOIDED = "cost_voided"
     # A harness session's shell command changed a file another holder has (harnesses.services).
     WRITE_OUTSIDE_LEASE = "write_outside_lease"
 

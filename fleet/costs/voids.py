@@ -12,7 +12,8 @@ one after another, as costed reports are among themselves: fleet/costs/budgets.p
    whose lane spend, without the voided reports, no longer reaches the budget's limit: it
    deletes the hit and clears the notice it gave the lane's open attempts. A hit that the other
    reports still justify stays. Claims in the lane are then taken again; a directive the hit set
-   stays for a supervisor to lift, as when a budget is changed (`budget_update`).
+   stays for a supervisor to lift, as when a budget is changed (`budget_update`);
+3. one event `cost_voided` says who voided what, why, and which hits it lifted.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from apikit.retries import retried
 from fleet.costs.budgets import budgets_lock
 from fleet.costs.spend import COSTED, period_spend
 from fleet.models import Attempt, BudgetHit, Report
-from leases.audit import refusals_recorded
-from leases.clock import now_expression
+from leases.audit import record_event, refusals_recorded
+from leases.clock import db_now, now_expression
+from leases.models import EventKind
 from leases.services import validate_reason
 
 
@@ -131,5 +133,23 @@ def report_void(
             if voided
             else []
         )
+        if voided:
+            record_event(
+                workspace_id=workspace_id,
+                kind=EventKind.COST_VOIDED,
+                at=db_now(),
+                actor=actor,
+                hand=report.attempt.hand.name,
+                attempt_id=report.attempt_id,
+                data={
+                    "report": report.pk,
+                    "run": report.attempt.run_id,
+                    "cost_usd": str(report.cost_usd),
+                    "tokens_in": report.tokens_in,
+                    "tokens_out": report.tokens_out,
+                    "reason": reason,
+                    "lifted": lifted,
+                },
+            )
     report.refresh_from_db(fields=["voided_at", "voided_by", "voided_key", "void_reason"])
     return Voided(report=report, voided=bool(voided), lifted=lifted)

@@ -1,8 +1,8 @@
 """A supervisor voids a report's cost (issue 33, item 3): the report stays on record, marked
 voided with who, when and why; no total or budget counts it; a budget hit it caused is lifted
 (claims in the lane are taken again, the notice leaves the answers) in the void's transaction,
-and a hit the other reports still reach stays. Only `supervise`, only the workspace's reports,
-a lane-limited key only its lane's; a repeat changes nothing."""
+and a hit the other reports still reach stays; one `cost_voided` event says so. Only `supervise`,
+only the workspace's reports, a lane-limited key only its lane's; a repeat changes nothing."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from fleet.costs import voids
 from fleet.models import Attempt, BudgetHit, Report
 from hands import services as hand_services
 from leases import clock
+from leases.models import Event
 from tests.support.api import Api, claim, error_of, mint, report
 
 pytestmark = pytest.mark.django_db
@@ -329,3 +330,42 @@ def test_the_costed_reports_cost_the_same_queries_however_many(
     void(boss, costed(attempt)[0]["id"])
     assert len(boss.get("/costs/reports").json()) == 13
     assert listed() == few
+
+
+def test_a_void_is_one_event_and_on_the_runs_timeline(
+    boss: Api, api_a: Api, run, frozen_clock: datetime
+) -> None:
+    budget = make_budget(boss, limit_usd="2")
+    attempt = claim(api_a, run)
+    assert report(api_a, attempt, cost_usd="2.5", tokens_in=300).status_code == 200
+    [row] = boss.get("/costs/reports", {"attempt": attempt["id"]}).json()
+    assert void(boss, row["id"]).status_code == 200
+    assert void(boss, row["id"], reason="again").status_code == 200
+
+    # One event, by the supervisor, about the hand's report: a repeat voids nothing.
+    [event] = Event.objects.filter(kind="cost_voided")
+    assert (event.actor, event.actor_key, event.hand, event.attempt_id) == (
+        "boss",
+        boss.key.split("_")[1],
+        "hand-a",
+        attempt["id"],
+    )
+    assert event.data == {
+        "report": row["id"],
+        "run": run.pk,
+        "cost_usd": "2.500000",
+        "tokens_in": 300,
+        "tokens_out": 0,
+        "reason": "a hostile hand's figure",
+        "lifted": [budget["id"]],
+    }
+    assert [e["id"] for e in boss.get("/events", {"kind": "cost_voided"}).json()] == [event.pk]
+    told = [
+        entry["text"]
+        for entry in boss.get(f"/runs/{run.pk}/timeline").json()
+        if entry["kind"] == "cost_voided"
+    ]
+    assert told == [
+        f"boss voided the cost ($2.50) of hand-a's report on slot {attempt['slot']}: "
+        "a hostile hand's figure."
+    ]
