@@ -5,14 +5,14 @@ tenures, the held slot tenures, the waiters in the queue, the open handoff reque
 own clock and leases: `leases.handoffs.handoffs_open`). The tree is built in Python from those
 rows: every held or waited-for node with its ancestors, each held node's tenures (an exclusive
 one, or its shared holders), what a held node covers (every node below it: `names.is_within`),
-the waiters on the node with the place the queue gives each (`place_in_line`), and the handoff
+the waiters on the node with the place the queue gives each (`leases.queue.places`), and the handoff
 requests on each tenure.
 
 A waiter's place is the queue's (`leases.queue.standing`: 1 + the waiters on its line of the
 tree that joined before it and that it conflicts with), not a count per node: a waiter for
 `src/auth/login.py` behind an exclusive waiter for `src/` is second, though first on its own
-node. `place_in_line` is the Python form of the conditions `leases.tree.conflict_free` checks in
-SQL (`in_the_way`); tests/lease_tree/test_places.py holds the two together on PostgreSQL.
+node. `leases.queue.places` is the Python form of the conditions `leases.tree.conflict_free`
+checks in SQL; tests/lease_tree/test_places.py holds the two together on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from leases import names
+from leases import names, queue
 from leases.clock import db_now, now_expression
 from leases.engine import LeaseSnapshot
 from leases.handoffs import HandoffView, handoffs_open
@@ -73,20 +73,6 @@ class Tenure:
         return NEXT_STATE.get(self.lease.state, "")
 
 
-@dataclass(frozen=True)
-class InLine:
-    """A waiter in the queue, with the place the queue gives it (`place_in_line`)."""
-
-    id: int
-    resource: str
-    node: str
-    holder: str
-    process_id: str
-    mode: str
-    queued_at: datetime
-    place: int
-
-
 @dataclass
 class Node:
     path: str
@@ -94,7 +80,7 @@ class Node:
     depth: int
     children: list[Node] = field(default_factory=list)
     tenures: list[Tenure] = field(default_factory=list)
-    waiters: list[InLine] = field(default_factory=list)
+    waiters: list[queue.InLine] = field(default_factory=list)
     # The held tenures on the node's ancestors: each covers this node (nearest last).
     covered_by: list[Tenure] = field(default_factory=list)
     spelled_as_directory: bool = False
@@ -147,59 +133,9 @@ class LeaseTree:
     now: datetime
     resources: Tree
     slots: Tree
-    line: list[InLine]
+    line: list[queue.InLine]
     line_cut: bool
     handoffs: list[HandoffView]
-
-
-# --- The queue's order ---------------------------------------------------------------------------
-
-
-def _in_the_way(waiter: Waiter | InLine, ahead: Waiter | InLine) -> bool:
-    """`leases.tree.in_the_way` for a waiter's request against a waiter `ahead` on its line:
-    another holder's (another hand's, or the same hand's from another process), or the same
-    hand's on the very node; in a mode that conflicts (exclusive against anything, shared only
-    against exclusive, and a hand's own on the very node)."""
-    mine = ahead.holder == waiter.holder and ahead.process_id == waiter.process_id
-    same_node = ahead.node == waiter.node
-    if mine and not same_node:
-        return False
-    return (
-        waiter.mode == LeaseMode.EXCLUSIVE
-        or ahead.mode == LeaseMode.EXCLUSIVE
-        or (ahead.holder == waiter.holder and same_node)
-    )
-
-
-def place_in_line(waiters: Iterable[Waiter]) -> list[InLine]:
-    """Each waiter (oldest first, all still in the queue) with the place `leases.queue.standing`
-    gives it: 1 + the waiters that joined before it on its line of the tree (its node, an
-    ancestor, a descendant: `names.overlaps`) and stand in its way."""
-    ordered = sorted(waiters, key=lambda w: w.pk)
-    by_top: dict[str, list[Waiter]] = {}
-    answer = []
-    for waiter in ordered:
-        # Only nodes that share the first segment can be on one line (`names.top_of`).
-        earlier = by_top.setdefault(names.top_of(waiter.node), [])
-        ahead = sum(
-            1
-            for other in earlier
-            if names.overlaps(other.node, waiter.node) and _in_the_way(waiter, other)
-        )
-        earlier.append(waiter)
-        answer.append(
-            InLine(
-                id=waiter.pk,
-                resource=waiter.resource,
-                node=waiter.node,
-                holder=waiter.holder,
-                process_id=waiter.process_id,
-                mode=waiter.mode,
-                queued_at=waiter.queued_at,
-                place=ahead + 1,
-            )
-        )
-    return answer
 
 
 # --- The tree ------------------------------------------------------------------------------------
@@ -237,7 +173,7 @@ def _summarise(node: Node, covered_by: list[Tenure]) -> None:
 def build(
     kind: str,
     tenures: Iterable[Tenure],
-    waiters: Iterable[InLine] = (),
+    waiters: Iterable[queue.InLine] = (),
     *,
     cut: bool = False,
 ) -> Tree:
@@ -272,7 +208,7 @@ def _held(workspace_id: int, kind: str, prefix: str, holder: str) -> tuple[list[
     return found[:TREE_LIMIT], len(found) > TREE_LIMIT
 
 
-def _shown(waiter: InLine, prefix: str, holder: str) -> bool:
+def _shown(waiter: queue.InLine, prefix: str, holder: str) -> bool:
     return waiter.resource.startswith(prefix) and (not holder or waiter.holder == holder)
 
 
@@ -308,7 +244,7 @@ def lease_tree(*, workspace_id: int, prefix: str = "", holder: str = "") -> Leas
             "id"
         )[: WAITERS_LIMIT + 1]
     )
-    line = [w for w in place_in_line(queued[:WAITERS_LIMIT]) if _shown(w, prefix, holder)]
+    line = [w for w in queue.places(queued[:WAITERS_LIMIT]) if _shown(w, prefix, holder)]
     return LeaseTree(
         now=now,
         resources=build(LeaseKind.RESOURCE, tenures(resource_rows), line, cut=resources_cut),

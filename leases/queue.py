@@ -19,6 +19,7 @@ an estimate of the wait from the holders' windows and how long tenures of the no
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -277,26 +278,86 @@ def _estimate(
     return round(clearing + waiting * per_tenure, 1)
 
 
-def line(*, workspace_id: int, resource: str | None = None) -> list[dict[str, Any]]:
-    """The waiters still in the queue, oldest first (of one resource's line, or all), with each
-    one's position among the waiters on its own resource."""
-    rows = Waiter.objects.filter(workspace_id=workspace_id, expires_at__gt=now_expression())
-    if resource is not None:
-        node = names.node_of(resource)
-        rows = [w for w in rows.order_by("id") if names.overlaps(w.node, node)]
-    else:
-        rows = list(rows.order_by("id"))
-    positions: dict[str, int] = {}
+@dataclass(frozen=True)
+class InLine:
+    """A waiter in the queue, with the place the queue gives it (`places`)."""
+
+    id: int
+    resource: str
+    node: str
+    holder: str
+    process_id: str
+    mode: str
+    queued_at: datetime
+    place: int
+
+    def fields(self) -> dict[str, Any]:
+        """As `GET /leases/queue` answers it."""
+        return {
+            "resource": self.resource,
+            "holder": self.holder,
+            "mode": self.mode,
+            "position": self.place,
+            "queued_at": self.queued_at,
+        }
+
+
+def _in_the_way(waiter: Waiter | InLine, ahead: Waiter | InLine) -> bool:
+    """`leases.tree.in_the_way` for a waiter's request against a waiter `ahead` on its line:
+    another holder's (another hand's, or the same hand's from another process), or the same
+    hand's on the very node; in a mode that conflicts (exclusive against anything, shared only
+    against exclusive, and a hand's own on the very node)."""
+    mine = ahead.holder == waiter.holder and ahead.process_id == waiter.process_id
+    same_node = ahead.node == waiter.node
+    if mine and not same_node:
+        return False
+    return (
+        waiter.mode == LeaseMode.EXCLUSIVE
+        or ahead.mode == LeaseMode.EXCLUSIVE
+        or (ahead.holder == waiter.holder and same_node)
+    )
+
+
+def places(waiters: Iterable[Waiter]) -> list[InLine]:
+    """Each waiter (all still in the queue) with the place `standing` gives it, oldest first:
+    1 + the waiters that joined before it on its line of the tree (its node, an ancestor, a
+    descendant: `names.overlaps`) and stand in its way. The Python form of the conditions
+    `leases.tree.conflict_free` checks in SQL (tests/lease_tree/test_places.py holds the two
+    together), so a place counts the whole queue: a waiter for `src/auth/login.py` behind an
+    exclusive waiter for `src/` is second, though first on its own node."""
+    ordered = sorted(waiters, key=lambda w: w.pk)
+    by_top: dict[str, list[Waiter]] = {}
     answer = []
-    for waiter in rows:
-        positions[waiter.node] = positions.get(waiter.node, 0) + 1
+    for waiter in ordered:
+        # Only nodes that share the first segment can be on one line (`names.top_of`).
+        earlier = by_top.setdefault(names.top_of(waiter.node), [])
+        ahead = sum(
+            1
+            for other in earlier
+            if names.overlaps(other.node, waiter.node) and _in_the_way(waiter, other)
+        )
+        earlier.append(waiter)
         answer.append(
-            {
-                "resource": waiter.resource,
-                "holder": waiter.holder,
-                "mode": waiter.mode,
-                "position": positions[waiter.node],
-                "queued_at": waiter.queued_at,
-            }
+            InLine(
+                id=waiter.pk,
+                resource=waiter.resource,
+                node=waiter.node,
+                holder=waiter.holder,
+                process_id=waiter.process_id,
+                mode=waiter.mode,
+                queued_at=waiter.queued_at,
+                place=ahead + 1,
+            )
         )
     return answer
+
+
+def line(*, workspace_id: int, resource: str | None = None) -> list[dict[str, Any]]:
+    """The waiters still in the queue, oldest first (of one resource's line of the tree, or
+    all), each with its place in the whole queue (`places`)."""
+    waiting = Waiter.objects.filter(workspace_id=workspace_id, expires_at__gt=now_expression())
+    ranked = places(waiting.order_by("id"))
+    if resource is not None:
+        node = names.node_of(resource)
+        ranked = [w for w in ranked if names.overlaps(w.node, node)]
+    return [w.fields() for w in ranked]

@@ -127,7 +127,10 @@ class WaiterOut(serializers.Serializer):
     resource = serializers.CharField()
     holder = serializers.CharField(allow_null=True, help_text=CONCEALED)
     mode = serializers.ChoiceField(choices=LeaseMode.choices)
-    position = serializers.IntegerField(help_text="Among the waiters on its resource; 1: next.")
+    position = serializers.IntegerField(
+        help_text="Its place in the queue: 1 + the waiters that joined before it on its line of "
+        "the tree and conflict with it; 1: next once the holders in the way let go."
+    )
     queued_at = serializers.DateTimeField()
 
 

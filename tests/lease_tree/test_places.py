@@ -79,3 +79,20 @@ def test_a_dormant_place_is_not_in_line(workspace, frozen_clock) -> None:
     assert tickets[4].id not in shown
     assert shown[tickets[5].id] == the_queues_place(workspace.pk, tickets[5], 5) == 1
     assert Waiter.objects.filter(pk=tickets[4].id).exists()
+
+
+def test_the_api_gives_every_waiter_the_same_place(workspace, frozen_clock) -> None:
+    """`GET /leases/queue` (`queue.line`) once counted the waiters on each node alone."""
+    tickets = joined(workspace.pk)
+    page = {w.id: w.place for w in lease_tree.lease_tree(workspace_id=workspace.pk).line}
+    listed = queue.line(workspace_id=workspace.pk)
+    assert [w["position"] for w in listed] == [page[t.id] for t in tickets]
+    # One line of the tree keeps the places the whole queue gives.
+    login = queue.line(workspace_id=workspace.pk, resource="src/auth/login.py")
+    assert [(w["resource"], w["holder"], w["position"]) for w in login] == [
+        ("src/", "hand-a", 1),
+        ("src/auth/login.py", "hand-b", 2),
+        ("src/auth/", "hand-b", 2),
+        ("src/auth/", "hand-b", 4),
+        ("src/auth/login.py", "hand-h", 5),
+    ]

@@ -107,7 +107,8 @@ def test_it_reads_the_lines_of_waiters_all_or_one(
     assert [(w.resource, w.holder, w.mode, w.position) for w in every] == [
         ("src/auth/", "hand-b", "exclusive", 1),
         ("docs/", "hand-a", "exclusive", 1),
-        ("src/", "hand-a", "exclusive", 1),
+        # Behind hand-b's exclusive src/auth/ on its line of the tree: the queue's place.
+        ("src/", "hand-a", "exclusive", 2),
     ]
     assert every[0].queued_at is not None
     # src/auth/'s line of the tree: the names above it and below it, never docs/.

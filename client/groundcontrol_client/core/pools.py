@@ -58,8 +58,9 @@ class PoolRecord(WireModel, title="pool"):
 
 class Waiter(WireModel, title="waiter"):
     """A request waiting in line for `resource` (an acquire with `wait_s`): who (`holder`, None
-    for a hand of another lane), `mode` (exclusive or shared), its `position` among the waiters
-    on that resource (1: next), queued since `queued_at`."""
+    for a hand of another lane), `mode` (exclusive or shared), its `position` in the queue (1 +
+    the waiters ahead of it on its line of the tree that conflict with it; 1: next), queued
+    since `queued_at`."""
 
     resource: Text
     holder: Text | None = None
