@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from leases import names, queue
-from leases.clock import db_now, now_expression
+from leases.clock import db_now
 from leases.engine import LeaseSnapshot
 from leases.handoffs import HandoffView, handoffs_open
-from leases.models import Lease, LeaseKind, LeaseMode, LeaseState, LeaseStatus, Waiter
+from leases.models import Lease, LeaseKind, LeaseMode, LeaseState, LeaseStatus
 from leases.state import next_threshold
 
-# Tenures drawn per tree, and waiters read: past them the page says so and asks for a filter.
+# Tenures drawn per tree (and waiters read: `leases.queue.LINE_LIMIT`): past them the page says
+# so and asks for a filter.
 TREE_LIMIT = 1000
-WAITERS_LIMIT = 500
 # A directory is unfolded at first when it has at most this many nodes below it, or when
 # something below needs a supervisor (a waiter, a handoff request, a late or stalled holder);
 # the supervisor's own choice, kept by the browser, wins after that.
@@ -237,19 +237,14 @@ def lease_tree(*, workspace_id: int, prefix: str = "", holder: str = "") -> Leas
 
     resource_rows, resources_cut = _held(workspace_id, LeaseKind.RESOURCE, prefix, holder)
     slot_rows, slots_cut = _held(workspace_id, LeaseKind.SLOT, prefix, holder)
-    # The whole queue (its places depend on every waiter ahead), oldest first; a waiter whose
-    # refreshes stopped has left it (`leases.queue.WAITER_TTL_S`).
-    queued = list(
-        Waiter.objects.filter(workspace_id=workspace_id, expires_at__gt=now_expression()).order_by(
-            "id"
-        )[: WAITERS_LIMIT + 1]
-    )
-    line = [w for w in queue.places(queued[:WAITERS_LIMIT]) if _shown(w, prefix, holder)]
+    # The queue's oldest (their places depend on every waiter ahead), and whether it is longer.
+    queued = queue.waiting(workspace_id=workspace_id)
+    line = [w for w in queue.places(queued[: queue.LINE_LIMIT]) if _shown(w, prefix, holder)]
     return LeaseTree(
         now=now,
         resources=build(LeaseKind.RESOURCE, tenures(resource_rows), line, cut=resources_cut),
         slots=build(LeaseKind.SLOT, tenures(slot_rows), cut=slots_cut),
         line=line,
-        line_cut=len(queued) > WAITERS_LIMIT,
+        line_cut=len(queued) > queue.LINE_LIMIT,
         handoffs=asked,
     )

@@ -604,7 +604,7 @@ def _changes_text(data: dict[str, Any]) -> str:
     for setting, name in _CHANGED_FIELDS.items():
         change = changed.get(setting)
         if isinstance(change, dict):
-            was, now = change.get("from"), change.get("to")
+            was, now = change.get("before"), change.get("after")
             said.append(f"{name} {_changed_value(setting, was)} → {_changed_value(setting, now)}")
     return "; ".join(said) or "nothing"
 
@@ -620,7 +620,7 @@ def _unseen_dependencies(scope: TimelineScope, events: list[Event]) -> frozenset
             continue
         change = (event.data.get("changed") or {}).get("depends_on")
         if isinstance(change, dict):
-            for side in ("from", "to"):
+            for side in ("before", "after"):
                 named |= {run for run in change.get(side) or [] if isinstance(run, int)}
     if not named:
         return frozenset()
@@ -636,7 +636,7 @@ def _conceal_dependencies(scope: TimelineScope, data: dict[str, Any]) -> None:
     if not isinstance(change, dict) or not scope.unseen_runs:
         return
     shown = {}
-    for side in ("from", "to"):
+    for side in ("before", "after"):
         runs = change.get(side) or []
         seen = [run for run in runs if run not in scope.unseen_runs]
         shown[side] = seen + [None] * (len(runs) - len(seen))
@@ -745,8 +745,10 @@ def timeline_page(
 ) -> tuple[list[Entry], Position | None]:
     """The `limit` entries after `after` (from the start: None), oldest first, and the position
     to read on from (None: this was the last page). One query per source (four), however long
-    the run, and one more for a caller who may not read every name: each source reads its first
-    `limit + 1` rows after `after`; the first `limit + 1` of them all decide the page.
+    the run, one more for a caller who may not read every name, and one more for a lane-limited
+    caller's page that holds a change of what the run waits for (`_unseen_dependencies`): each
+    source reads its first `limit + 1` rows after `after`; the first `limit + 1` of them all
+    decide the page.
 
     The names the page's rows carry that the caller may not read (an asker, a verifier, a
     refused hand: not only the run's own hands) are unnamed in its sentences, and the refused

@@ -192,8 +192,7 @@ class EventKind(models.TextChoices):
     IDLE = "idle"
     BUDGET = "budget"
     # A supervisor voided a costed report's cost (fleet.costs.voids.report_void): `hand` the
-    # report's, `actor` the supervisor; `data`: the report, its figures, the reason, the budget
-    # hits lifted.
+    # report's, `actor` the supervisor; `data`: the report, its figures, the reason.
     COST_VOIDED = "cost_voided"
     # A harness session's shell command changed a file another holder has (harnesses.services).
     WRITE_OUTSIDE_LEASE = "write_outside_lease"

@@ -40,6 +40,9 @@ WAITER_TTL_S = 5.0
 TICKET_KEEP_S = 30.0
 # Hands named in a standing (the queue may be longer).
 AHEAD_SHOWN = 10
+# The waiters a list of the line (`line`, the leases page) reads, oldest first: a place counts
+# the waiters ahead of it, so each read is bounded; the places of those listed are exact.
+LINE_LIMIT = 500
 
 
 @dataclass(frozen=True)
@@ -352,11 +355,17 @@ def places(waiters: Iterable[Waiter]) -> list[InLine]:
     return answer
 
 
+def waiting(*, workspace_id: int) -> list[Waiter]:
+    """The oldest `LINE_LIMIT + 1` waiters still in the queue (one more: whether there are more);
+    a waiter whose refreshes stopped has left it (`WAITER_TTL_S`)."""
+    rows = Waiter.objects.filter(workspace_id=workspace_id, expires_at__gt=now_expression())
+    return list(rows.order_by("id")[: LINE_LIMIT + 1])
+
+
 def line(*, workspace_id: int, resource: str | None = None) -> list[dict[str, Any]]:
-    """The waiters still in the queue, oldest first (of one resource's line of the tree, or
-    all), each with its place in the whole queue (`places`)."""
-    waiting = Waiter.objects.filter(workspace_id=workspace_id, expires_at__gt=now_expression())
-    ranked = places(waiting.order_by("id"))
+    """The oldest `LINE_LIMIT` waiters still in the queue (of one resource's line of the tree,
+    or all), each with its place in the whole queue (`places`)."""
+    ranked = places(waiting(workspace_id=workspace_id)[:LINE_LIMIT])
     if resource is not None:
         node = names.node_of(resource)
         ranked = [w for w in ranked if names.overlaps(w.node, node)]

@@ -35,6 +35,8 @@ from hands.views import MAX_NAME, PLAN, PLAN_READ, SUPERVISE, HandAPIView, reaso
 from leases.clock import db_now
 
 MONEY = {"max_digits": 14, "decimal_places": spend.COST_PLACES}
+# A sum of any number of reports: wider than one report's figure.
+TOTAL = {"max_digits": 24, "decimal_places": spend.COST_PLACES}
 
 
 _money = spend.money_text
@@ -61,7 +63,7 @@ class SpendOut(serializers.Serializer):
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
     cost_usd = serializers.DecimalField(
-        **MONEY, coerce_to_string=True, help_text="A decimal string, US dollars."
+        **TOTAL, coerce_to_string=True, help_text="A decimal string, US dollars."
     )
 
 

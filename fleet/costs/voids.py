@@ -13,7 +13,8 @@ one after another, as costed reports are among themselves: fleet/costs/budgets.p
    deletes the hit and clears the notice it gave the lane's open attempts. A hit that the other
    reports still justify stays. Claims in the lane are then taken again; a directive the hit set
    stays for a supervisor to lift, as when a budget is changed (`budget_update`);
-3. one event `cost_voided` says who voided what, why, and which hits it lifted.
+3. one event `cost_voided` says who voided what and why (not the budgets lifted: the event is
+   the report's hand's too, and that hand may be of another lane than the run's budgets).
 """
 
 from __future__ import annotations
@@ -148,7 +149,6 @@ def report_void(
                     "tokens_in": report.tokens_in,
                     "tokens_out": report.tokens_out,
                     "reason": reason,
-                    "lifted": lifted,
                 },
             )
     report.refresh_from_db(fields=["voided_at", "voided_by", "voided_key", "void_reason"])

@@ -288,7 +288,7 @@ def run_update(
       by the rows its own statement reads (`fleet.attempts.services.dependency_guard`).
 
     A change of any field but `state` that changes something is recorded as one run_changed
-    event (`data.changed`: each field changed, `from` and `to`); `state` as its own event."""
+    event (`data.changed`: each field changed, `before` and `after`); `state` as its own event."""
     run = run_get(workspace_id=workspace_id, run_id=run_id, lane_id=lane_id)
     fields: dict[str, object] = {}
     if state is not UNCHANGED:
@@ -320,9 +320,10 @@ def run_update(
             dependencies.lock_dependencies(workspace_id=workspace_id)
         lock_run(workspace_id=workspace_id, run_id=run.pk)
         # What it was, read under the row lock: the event says what this change changed.
-        before: dict[str, object] = {}
-        if fields:
-            before = dict(Run.objects.filter(pk=run.pk).values(*fields).get())
+        found = Run.objects.filter(pk=run.pk).values("pk", *fields).first()
+        if found is None:  # deleted (in the admin) since it was read
+            raise NotFound(f"no run {run_id}")
+        before: dict[str, object] = {name: found[name] for name in fields}
         if waits_for is not None:
             if lane_id is not None:
                 # To a lane-limited key another lane's runs are as if they did not exist.
@@ -337,10 +338,11 @@ def run_update(
         if fields and not Run.objects.filter(workspace_id=workspace_id, pk=run.pk).update(**fields):
             raise NotFound(f"no run {run_id}")
         after = {**fields, **({} if waits_for is None else {"depends_on": waits_for})}
+        # `before`/`after`, never `from`/`to`: `from` names a hand in an answer (concealing).
         changed = {
-            name: {"from": before[name], "to": value}
+            name: {"before": before[name], "after": value}
             for name, value in after.items()
-            if before[name] != value
+            if _differs(name, before[name], value)
         }
         if changed:
             record_event(
@@ -354,6 +356,13 @@ def run_update(
             _set_state(workspace_id=workspace_id, run_id=run.pk, state=str(state), actor=actor)
     run.refresh_from_db()
     return run
+
+
+def _differs(field: str, before: object, after: object) -> bool:
+    """Whether a field's change changes something: capabilities are a set of tags."""
+    if field == "capabilities" and isinstance(before, list) and isinstance(after, list):
+        return set(before) != set(after)
+    return before != after
 
 
 def _set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> None:
@@ -408,11 +417,20 @@ def run_set_state(*, workspace_id: int, run_id: int, state: str, actor: str) -> 
 
 
 def run_set_capabilities(
-    *, workspace_id: int, run_id: int, capabilities: object, lane_id: int | None = None
+    *,
+    workspace_id: int,
+    run_id: int,
+    capabilities: object,
+    lane_id: int | None = None,
+    actor: str = "",
 ) -> Run:
     """Replace the tags a hand needs to claim the run's slots: `run_update`'s."""
     return run_update(
-        workspace_id=workspace_id, run_id=run_id, capabilities=capabilities, lane_id=lane_id
+        workspace_id=workspace_id,
+        run_id=run_id,
+        capabilities=capabilities,
+        lane_id=lane_id,
+        actor=actor,
     )
 
 

@@ -357,8 +357,8 @@ def test_a_void_is_one_event_and_on_the_runs_timeline(
         "tokens_in": 300,
         "tokens_out": 0,
         "reason": "a hostile hand's figure",
-        "lifted": [budget["id"]],
     }
+    assert not BudgetHit.objects.filter(budget_id=budget["id"]).exists()
     assert [e["id"] for e in boss.get("/events", {"kind": "cost_voided"}).json()] == [event.pk]
     told = [
         entry["text"]

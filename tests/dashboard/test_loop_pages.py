@@ -142,8 +142,8 @@ def test_a_supervisor_sets_a_run_s_idle_settings(
     (changed,) = Event.objects.filter(kind="run_changed", data__run=run.pk)
     assert changed.actor == "sam"
     assert changed.data["changed"] == {
-        "progress_timeout_s": {"from": None, "to": 900},
-        "idle_directive": {"from": "none", "to": "pause"},
+        "progress_timeout_s": {"before": None, "after": 900},
+        "idle_directive": {"before": "none", "after": "pause"},
     }
     assert (
         "900s without progress, then pause"

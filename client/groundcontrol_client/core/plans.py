@@ -127,15 +127,15 @@ def describe_run_standing(
     text = f"run {run.id} '{run.title}' is {run.state or 'open'}: {_slots(run, slots)}"
     if run.waiting_for:
         text += f", waits for {_runs_named(run.waiting_for, known)}"
-        # A closed run is never done by itself: say what would end the wait.
-        closed = [i for i in run.waiting_for if i in known and known[i].state == "closed"]
-        if closed:
-            are = "is" if len(closed) == 1 else "are"
-            text += f"; it waits until {_runs_named(closed, {})} {are} reopened or dropped from"
-            text += " its depends_on"
     done = [run_id for run_id in run.depends_on if run_id not in run.waiting_for]
     if done:
         text += f", after {_runs_named(done, known)}"
+    # A closed run is never done by itself: say what would end the wait.
+    closed = [i for i in run.waiting_for if i in known and known[i].state == "closed"]
+    if closed:
+        are = "is" if len(closed) == 1 else "are"
+        text += f"; it waits until {_runs_named(closed, {})} {are} reopened or dropped from"
+        text += " its depends_on"
     text += f"; priority {run.priority}"
     if run.capabilities:
         text += f"; needs {', '.join(run.capabilities)}"
