@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import (
     Case,
     Count,
@@ -40,9 +41,9 @@ from fleet.plan.selectors import slot_state, work_package_get
 from hands import keys as keys_rule
 from hands.models import Hand, HandKey, Lane, Membership, Role
 from hands.selectors import lane_get
-from leases.clock import db_now
+from leases.clock import db_now, now_sql
 from leases.engine import LeaseSnapshot
-from leases.models import Event, Refusal
+from leases.models import Event, KeyRecord, KeyTally, Refusal
 from leases.state import next_threshold
 
 # The order the board counts and legends use.
@@ -575,6 +576,55 @@ def _records(model: type[Any], *, workspace_id: int, page: int, **filters: str) 
 
 def refusals_list(*, workspace_id: int, code: str = "", hand: str = "", page: int = 1) -> Paged:
     return _records(Refusal, workspace_id=workspace_id, page=page, code=code, hand=hand)
+
+
+# The refusals page's window and length for refusals counted past a key's kept rows.
+COUNTED_HOURS = 24
+COUNTED_KEYS = 20
+
+
+@dataclass(frozen=True)
+class CountedRefusals:
+    """One key's refused calls that were only counted (past `leases.audit.KEPT_PER_KEY_MINUTE`
+    a minute, they keep no row of their own: `KeyTally.past_limit`), over the window."""
+
+    key_prefix: str
+    hand: str
+    count: int
+    by_code: list[tuple[str, int]]  # largest first
+    last_at: datetime
+
+
+def refusals_counted(*, workspace_id: int) -> list[CountedRefusals]:
+    """The keys with the most refused calls counted without rows in the last `COUNTED_HOURS`,
+    most first (at most `COUNTED_KEYS`): what a flood left out of the list of refusals. One
+    query, summed in the database over the keys' minute tallies."""
+    sql = (
+        "SELECT t.key_prefix, MAX(t.hand), past.key, SUM(CAST(past.value AS bigint)), "
+        f"MAX(t.last_at) FROM {KeyTally._meta.db_table} t, jsonb_each_text(t.past_limit) past "
+        "WHERE t.workspace_id = %s AND t.record = %s "
+        f"AND t.minute >= {now_sql()} - make_interval(hours => %s) "
+        "GROUP BY t.key_prefix, past.key"
+    )
+    keys: dict[str, dict[str, Any]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [workspace_id, KeyRecord.REFUSAL.value, COUNTED_HOURS])
+        for prefix, hand, code, count, last_at in cursor.fetchall():
+            key = keys.setdefault(prefix, {"hand": hand or "", "codes": {}, "last_at": last_at})
+            key["codes"][code] = int(count)
+            key["last_at"] = max(key["last_at"], last_at)
+    counted = [
+        CountedRefusals(
+            key_prefix=prefix,
+            hand=key["hand"],
+            count=sum(key["codes"].values()),
+            by_code=sorted(key["codes"].items(), key=lambda item: (-item[1], item[0])),
+            last_at=key["last_at"],
+        )
+        for prefix, key in keys.items()
+    ]
+    counted.sort(key=lambda row: (-row.count, row.key_prefix))
+    return counted[:COUNTED_KEYS]
 
 
 def events_list(*, workspace_id: int, kind: str = "", hand: str = "", page: int = 1) -> Paged:

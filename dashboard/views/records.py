@@ -32,6 +32,7 @@ from fleet.attempts import handoffs as handoff_services
 from fleet.attempts import services as attempt_services
 from hands.models import Membership, Role
 from leases import engine, handoffs
+from leases.audit import KEPT_PER_KEY_MINUTE
 
 
 @dashboard_view(replica=True)
@@ -139,8 +140,19 @@ def handoff_grant(request: HttpRequest, membership: Membership, pk: int) -> Http
 
 @dashboard_view(replica=True)
 def refusals(request: HttpRequest, membership: Membership) -> HttpResponse:
+    """The refusals kept, newest first; above them, the keys whose refusals a flood left
+    counted only (`pages.refusals_counted`)."""
     return filtered_list(
-        request, membership, RefusalFilterForm, pages.refusals_list, "fleet/refusals.html"
+        request,
+        membership,
+        RefusalFilterForm,
+        pages.refusals_list,
+        "fleet/refusals.html",
+        extra={
+            "counted": pages.refusals_counted(workspace_id=membership.workspace_id),
+            "counted_hours": pages.COUNTED_HOURS,
+            "kept_per_minute": KEPT_PER_KEY_MINUTE,
+        },
     )
 
 
