@@ -75,3 +75,26 @@ def test_a_run_planned_to_wait_shows_its_waits_and_leaves_the_board_when_ready(
         )
     listed.wait_for(state="detached")
     assert page.evaluate("window.__notReloaded") is True
+
+
+def test_a_run_waiting_for_a_closed_run_is_told_what_would_end_the_wait(
+    logged_in, lane, artifacts
+) -> None:
+    page = logged_in
+    package, _ = plan_services.work_package_create(lane=lane, key="release", title="Release")
+    build = plan_services.run_create(work_package=package, title="build", slots=1)
+    ship = plan_services.run_create(work_package=package, title="ship", depends_on=[build.pk])
+    plan_services.run_set_state(
+        workspace_id=package.workspace_id, run_id=build.pk, state="closed", actor="ada"
+    )
+    page.goto(f"/runs/{ship.pk}/")
+    warning = page.locator("#run-waits [data-waits-for-closed]")
+    assert warning.inner_text() == (
+        "build is closed, so it will not be done: this run waits until it is reopened, or until "
+        "it no longer waits for it."
+    )
+    assert warning.is_visible()
+    page.locator("#run-waits").screenshot(path=str(artifacts / "run-waits-for-a-closed-run.png"))
+    page.goto("/")
+    marked = page.locator(f'#board-waits li[data-run="{ship.pk}"] [data-closed]')
+    assert marked.inner_text() == "until it is reopened"
